@@ -1,0 +1,259 @@
+//! Test harness: private PostgreSQL clusters with cortex_buffer preloaded, run as the
+//! `postgres` OS user (Postgres refuses to run as root), driven through `psql`.
+//!
+//! Every cluster lives in its own directory under `$CORTEX_E2E_DIR` (default
+//! `/tmp/cortex_buffer-e2e`), which must be reachable by `postgres`; it listens only on a Unix
+//! socket in that directory, so clusters never collide. Dropping a [`Cluster`] stops it and
+//! removes its directory (set `CORTEX_E2E_KEEP=1` to keep them for inspection).
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+/// The worker's name in `pg_stat_activity.backend_type`.
+pub const WORKER: &str = "cortex_buffer indexer";
+
+static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
+
+fn e2e_root() -> PathBuf {
+    PathBuf::from(std::env::var("CORTEX_E2E_DIR").unwrap_or_else(|_| "/tmp/cortex_buffer-e2e".into()))
+}
+
+/// The server binaries: from `$PG_CONFIG` (set by scripts/test.sh), else Debian's PostgreSQL 15.
+fn bindir() -> PathBuf {
+    let pg_config = std::env::var("PG_CONFIG").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin/pg_config".into());
+    let out = Command::new(&pg_config).arg("--bindir").output().unwrap_or_else(|e| panic!("{pg_config}: {e}"));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().unwrap_or_else(|e| panic!("could not run {cmd:?}: {e}"))
+}
+
+fn as_postgres(program: &Path) -> Command {
+    let mut c = Command::new("runuser");
+    c.args(["-u", "postgres", "--"]).arg(program);
+    c
+}
+
+fn chown_postgres(path: &Path) {
+    let out = run(Command::new("chown").args(["-R", "postgres:postgres"]).arg(path));
+    assert!(out.status.success(), "chown {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+}
+
+pub struct Cluster {
+    pub name: String,
+    pub base: PathBuf,
+    pub pgdata: PathBuf,
+    pub socket_dir: PathBuf,
+    pub sessions: PathBuf,
+    pub log: PathBuf,
+    pub port: u16,
+    bin: PathBuf,
+}
+
+impl Cluster {
+    /// A fresh cluster with cortex_buffer preloaded and `extra` lines appended to its
+    /// postgresql.conf. Not started.
+    pub fn new(name: &str, extra: &[&str]) -> Cluster {
+        Self::with_preload(name, true, extra)
+    }
+
+    pub fn with_preload(name: &str, preload: bool, extra: &[&str]) -> Cluster {
+        let root = e2e_root();
+        fs::create_dir_all(&root).expect("create CORTEX_E2E_DIR");
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).expect("chmod CORTEX_E2E_DIR");
+        let base = root.join(format!("{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        fs::create_dir_all(&base).expect("create cluster dir");
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o755)).expect("chmod cluster dir");
+        let port = 55_000 + NEXT_PORT.fetch_add(1, Ordering::SeqCst) + (std::process::id() % 500) as u16 * 10;
+        let c = Cluster {
+            name: name.to_owned(),
+            pgdata: base.join("data"),
+            socket_dir: base.join("run"),
+            sessions: base.join("sessions"),
+            log: base.join("run/postgres.log"),
+            base,
+            port,
+            bin: bindir(),
+        };
+        fs::create_dir_all(&c.socket_dir).expect("socket dir");
+        chown_postgres(&c.socket_dir);
+        fs::create_dir_all(&c.pgdata).expect("pgdata dir");
+        chown_postgres(&c.pgdata);
+        fs::create_dir_all(&c.sessions).expect("sessions dir");
+        fs::set_permissions(&c.sessions, fs::Permissions::from_mode(0o755)).expect("chmod sessions");
+
+        let out = run(as_postgres(&c.bin.join("initdb"))
+            .args(["-A", "trust", "-E", "UTF8", "--locale=C.UTF-8", "-D"])
+            .arg(&c.pgdata));
+        assert!(out.status.success(), "initdb failed: {}", String::from_utf8_lossy(&out.stderr));
+
+        let mut conf = vec![
+            format!("port = {}", c.port),
+            "listen_addresses = ''".to_owned(),
+            format!("unix_socket_directories = '{}'", c.socket_dir.display()),
+            "fsync = off".to_owned(),
+            "log_line_prefix = '%m [%p] %b: '".to_owned(),
+            format!("cortex_buffer.sessions_dir = '{}'", c.sessions.display()),
+        ];
+        if preload {
+            conf.push("shared_preload_libraries = 'cortex_buffer'".to_owned());
+        }
+        conf.extend(extra.iter().map(|s| (*s).to_owned()));
+        let conf_path = c.pgdata.join("postgresql.conf");
+        let mut text = fs::read_to_string(&conf_path).expect("read postgresql.conf");
+        text.push_str("\n# cortex_buffer e2e\n");
+        text.push_str(&conf.join("\n"));
+        text.push('\n');
+        fs::write(&conf_path, text).expect("write postgresql.conf");
+        c
+    }
+
+    pub fn start(&self) {
+        let out = run(as_postgres(&self.bin.join("pg_ctl"))
+            .args(["start", "-w", "-t", "60", "-D"])
+            .arg(&self.pgdata)
+            .arg("-l")
+            .arg(&self.log));
+        assert!(
+            out.status.success(),
+            "pg_ctl start failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log_text()
+        );
+    }
+
+    /// Stops the cluster with `mode` (smart, fast, immediate) and returns how long it took.
+    pub fn stop(&self, mode: &str) -> Duration {
+        let t = Instant::now();
+        let out = run(as_postgres(&self.bin.join("pg_ctl"))
+            .args(["stop", "-w", "-t", "60", "-m", mode, "-D"])
+            .arg(&self.pgdata));
+        assert!(out.status.success(), "pg_ctl stop failed: {}", String::from_utf8_lossy(&out.stderr));
+        t.elapsed()
+    }
+
+    pub fn is_running(&self) -> bool {
+        run(as_postgres(&self.bin.join("pg_ctl")).arg("status").arg("-D").arg(&self.pgdata)).status.success()
+    }
+
+    /// Runs SQL with psql as the `postgres` role; Ok(stdout) or Err(stderr).
+    pub fn try_psql(&self, db: &str, sql: &str) -> Result<String, String> {
+        let out = run(as_postgres(&self.bin.join("psql"))
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"])
+            .arg(&self.socket_dir)
+            .args(["-p", &self.port.to_string(), "-d", db, "-c", sql]));
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    /// Like [`try_psql`](Self::try_psql) but returns stdout and stderr (NOTICEs) together.
+    pub fn psql_with_notices(&self, db: &str, sql: &str) -> (String, String) {
+        let out = run(as_postgres(&self.bin.join("psql"))
+            .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"])
+            .arg(&self.socket_dir)
+            .args(["-p", &self.port.to_string(), "-d", db, "-c", sql]));
+        (String::from_utf8_lossy(&out.stdout).trim_end().to_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+
+    pub fn psql(&self, sql: &str) -> String {
+        self.try_psql("postgres", sql)
+            .unwrap_or_else(|e| panic!("psql failed: {sql}\n{e}\n--- server log ---\n{}", self.log_tail()))
+    }
+
+    pub fn create_extension(&self) {
+        self.psql("CREATE EXTENSION cortex_buffer");
+    }
+
+    /// Sets a GUC with ALTER SYSTEM and reloads.
+    pub fn set_and_reload(&self, name: &str, value: &str) {
+        self.psql(&format!("ALTER SYSTEM SET {name} = '{value}'"));
+        self.psql("SELECT pg_reload_conf()");
+    }
+
+    pub fn worker_pid(&self) -> Option<i32> {
+        self.try_psql("postgres", &format!("SELECT pid FROM pg_stat_activity WHERE backend_type = '{WORKER}'"))
+            .ok()
+            .and_then(|s| s.lines().next().and_then(|l| l.trim().parse().ok()))
+    }
+
+    pub fn worker_activity(&self) -> String {
+        self.try_psql("postgres", &format!("SELECT query FROM pg_stat_activity WHERE backend_type = '{WORKER}'"))
+            .unwrap_or_default()
+    }
+
+    /// Number of `session_file` rows whose path ends with `suffix`.
+    pub fn files_recorded(&self, suffix: &str) -> i64 {
+        self.try_psql(
+            "postgres",
+            &format!("SELECT count(*) FROM cortex_buffer.session_file WHERE path LIKE '%{suffix}'"),
+        )
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+    }
+
+    /// Writes a file below the sessions directory (as root; readable by everyone).
+    pub fn put(&self, rel: &str, body: &str) {
+        let p = self.sessions.join(rel);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).expect("create session subdirectory");
+        }
+        fs::write(&p, body).expect("write session file");
+    }
+
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = self.log_text();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// How many log lines contain `needle`.
+    pub fn log_count(&self, needle: &str) -> usize {
+        self.log_text().lines().filter(|l| l.contains(needle)).count()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.is_running() {
+            let _ =
+                run(as_postgres(&self.bin.join("pg_ctl")).args(["stop", "-m", "immediate", "-D"]).arg(&self.pgdata));
+        }
+        if std::env::var_os("CORTEX_E2E_KEEP").is_none() && !std::thread::panicking() {
+            let _ = fs::remove_dir_all(&self.base);
+        }
+    }
+}
+
+/// Polls `check` every 50 ms until it holds or `timeout` passes; returns the time it took.
+pub fn wait_for(timeout: Duration, mut check: impl FnMut() -> bool) -> Option<Duration> {
+    let t = Instant::now();
+    loop {
+        if check() {
+            return Some(t.elapsed());
+        }
+        if t.elapsed() >= timeout {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Sends `signal` (e.g. "KILL") to `pid`.
+pub fn kill(pid: i32, signal: &str) {
+    let out = run(Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()));
+    assert!(out.status.success(), "kill -{signal} {pid}: {}", String::from_utf8_lossy(&out.stderr));
+}

@@ -1,0 +1,73 @@
+# Shared by the run and test commands: installs what is missing (idempotent) and picks a work
+# directory the postgres OS user can reach. Source it; do not run it.
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PG_MAJOR=15
+PG_CONFIG="/usr/lib/postgresql/${PG_MAJOR}/bin/pg_config"
+PGRX_VERSION=0.18.0
+export PG_CONFIG
+
+say() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
+die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
+
+ensure_apt_packages() {
+    local wanted=(postgresql-${PG_MAJOR} postgresql-server-dev-${PG_MAJOR} libclang-dev clang sudo)
+    local missing=()
+    for p in "${wanted[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if ((${#missing[@]})); then
+        [ "$(id -u)" = 0 ] || die "need root to install ${missing[*]}"
+        say "installing Debian packages: ${missing[*]}"
+        DEBIAN_FRONTEND=noninteractive apt-get update -q
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+    fi
+    # Debian's postgresql package starts a system cluster on 5432; nothing here uses it.
+}
+
+ensure_cargo_pgrx() {
+    command -v cargo >/dev/null || die "cargo not found (the machine's Rust toolchain is required)"
+    if [ "$(cargo pgrx --version 2>/dev/null)" != "cargo-pgrx ${PGRX_VERSION}" ]; then
+        say "installing cargo-pgrx ${PGRX_VERSION} (about 12 minutes)"
+        cargo install cargo-pgrx --version "${PGRX_VERSION}" --locked
+    fi
+    local cfg="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
+    if ! grep -qs "pg${PG_MAJOR} = \"${PG_CONFIG}\"" "$cfg"; then
+        say "pointing pgrx at Debian's PostgreSQL ${PG_MAJOR} (never downloads one)"
+        cargo pgrx init --pg${PG_MAJOR} "${PG_CONFIG}"
+    fi
+}
+
+ensure_toolchain() {
+    ensure_apt_packages
+    ensure_cargo_pgrx
+}
+
+# A directory for clusters and scratch files that the postgres user can traverse: .work in the
+# repository when its path is reachable, otherwise a per-repository directory in /var/tmp.
+work_dir() {
+    local dir="${CORTEX_WORK_DIR:-}"
+    if [ -z "$dir" ]; then
+        if runuser -u postgres -- test -r "${REPO_ROOT}/Cargo.toml" 2>/dev/null; then
+            dir="${REPO_ROOT}/.work"
+        else
+            dir="/var/tmp/cortex_buffer-$(printf '%s' "${REPO_ROOT}" | md5sum | cut -c1-8)"
+        fi
+    fi
+    mkdir -p "$dir"
+    chmod 755 "$dir"
+    printf '%s\n' "$dir"
+}
+
+# cargo pgrx writes the shared library in place (same inode). A running server that preloads
+# it would then execute the new bytes through its old mapping and crash (SIGILL seen here).
+# Unlinking first gives the new build a new inode; running servers keep the old one.
+unlink_installed_library() {
+    rm -f "$("${PG_CONFIG}" --pkglibdir)/cortex_buffer.so"
+}
+
+install_extension() {
+    say "building and installing the extension ($*)"
+    unlink_installed_library
+    (cd "${REPO_ROOT}" && cargo pgrx install --pg-config "${PG_CONFIG}" "$@")
+}

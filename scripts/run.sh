@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The main job on an embedded default: build and install cortex_buffer, start a private
+# cluster with the background worker preloaded, feed it the sample session files in
+# examples/sessions/, and show in psql what the worker recorded. Safe to run again: it reuses
+# the cluster (restarting it so the fresh build is loaded) and the files already indexed.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "${REPO_ROOT}"
+
+PORT="${CORTEX_DEMO_PORT:-54329}"
+ensure_toolchain
+install_extension
+
+DEMO="$(work_dir)/demo"
+PGDATA="${DEMO}/data"
+RUN="${DEMO}/run"
+SESSIONS="${DEMO}/sessions"
+BIN="$("${PG_CONFIG}" --bindir)"
+mkdir -p "${DEMO}" "${RUN}" "${SESSIONS}"
+chmod 755 "${DEMO}" "${SESSIONS}"
+chown postgres "${RUN}"
+
+pg() { runuser -u postgres -- "$@"; }
+psql_demo() { pg "${BIN}/psql" -X -h "${RUN}" -p "${PORT}" -d postgres -v ON_ERROR_STOP=1 "$@"; }
+
+if [ ! -s "${PGDATA}/PG_VERSION" ]; then
+    say "creating a private cluster in ${PGDATA}"
+    mkdir -p "${PGDATA}"
+    chown postgres "${PGDATA}"
+    pg "${BIN}/initdb" -A trust -E UTF8 --locale=C.UTF-8 -D "${PGDATA}" >/dev/null
+    cat >>"${PGDATA}/postgresql.conf" <<CONF
+
+# cortex_buffer demo
+port = ${PORT}
+listen_addresses = ''
+unix_socket_directories = '${RUN}'
+shared_preload_libraries = 'cortex_buffer'
+cortex_buffer.sessions_dir = '${SESSIONS}'
+cortex_buffer.poll_interval = 500
+CONF
+fi
+
+if pg "${BIN}/pg_ctl" status -D "${PGDATA}" >/dev/null 2>&1; then
+    say "restarting the cluster to load the fresh build"
+    pg "${BIN}/pg_ctl" restart -w -m fast -D "${PGDATA}" -l "${RUN}/postgres.log" >/dev/null
+else
+    say "starting the cluster (port ${PORT}, socket in ${RUN})"
+    pg "${BIN}/pg_ctl" start -w -D "${PGDATA}" -l "${RUN}/postgres.log" >/dev/null
+fi
+
+psql_demo -q <<'SQL'
+CREATE EXTENSION IF NOT EXISTS cortex_buffer;
+DO $$
+DECLARE wanted text := (SELECT default_version FROM pg_available_extensions WHERE name = 'cortex_buffer');
+BEGIN
+    IF (SELECT extversion FROM pg_extension WHERE extname = 'cortex_buffer') <> wanted THEN
+        EXECUTE format('ALTER EXTENSION cortex_buffer UPDATE TO %L', wanted);
+    END IF;
+END $$;
+SQL
+
+say "feeding sample session files into ${SESSIONS}"
+cp -R examples/sessions/. "${SESSIONS}/"
+chmod -R a+rX "${SESSIONS}"
+psql_demo -qAt -c "SELECT cortex_buffer.index_now()" >/dev/null
+
+expected=$(find examples/sessions -name '*.jsonl' | wc -l)
+for _ in $(seq 1 50); do
+    have=$(psql_demo -qAt -c "SELECT count(*) FROM cortex_buffer.session_file WHERE gone_at IS NULL")
+    [ "${have}" -ge "${expected}" ] && break
+    sleep 0.2
+done
+
+psql_demo <<'SQL'
+\echo
+\echo '--- the background worker, as pg_stat_activity shows it'
+SELECT pid, backend_type, application_name, state, query AS activity
+  FROM pg_stat_activity WHERE backend_type = 'cortex_buffer indexer';
+\echo '--- session files the worker discovered (cortex_buffer.session_file)'
+SELECT file_id, job_dir, regexp_replace(path, '^.*/', '') AS file, dialect, size_bytes,
+       to_char(mtime, 'YYYY-MM-DD HH24:MI:SS') AS mtime, gone_at IS NOT NULL AS gone
+  FROM cortex_buffer.session_file ORDER BY path;
+\echo '--- files per dialect'
+SELECT dialect, count(*) AS files, sum(size_bytes) AS bytes
+  FROM cortex_buffer.session_file GROUP BY dialect ORDER BY dialect;
+\echo '--- checkpoint CRC, byte-compatible with the control plane (golden values 3624485329, 2745614147, 286895505)'
+SELECT doc, cortex_buffer.canonical_json(doc::jsonb) AS canonical, cortex_buffer.checkpoint_crc(doc::jsonb) AS crc
+  FROM (VALUES ('{"hello":"world"}'), ('{}'), ('{"step":1}'), ('{"b":[1.0,2.5e21],"10":true,"9":null}')) v(doc);
+SQL
+
+cat <<DONE
+
+The cluster keeps running. Connect with:
+  runuser -u postgres -- ${BIN}/psql -h ${RUN} -p ${PORT} -d postgres
+Drop more files into ${SESSIONS}/<job>/<file>.jsonl and they show up within a poll interval.
+Stop it with:
+  runuser -u postgres -- ${BIN}/pg_ctl stop -D ${PGDATA}
+DONE

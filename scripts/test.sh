@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every test: the pure-Rust unit tests and the #[pg_test]s (one `cargo pgrx test`), then
+# the end-to-end suite in pgrx-tests/ against private clusters with the library preloaded.
+# Installs whatever is missing first. Safe to run again.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "${REPO_ROOT}"
+
+ensure_toolchain
+WORK="$(work_dir)"
+
+say "unit tests and #[pg_test]s"
+PGTEST_DIR="${WORK}/pgrx-test"
+mkdir -p "${PGTEST_DIR}"
+chown postgres "${PGTEST_DIR}"
+unlink_installed_library
+cargo pgrx test pg${PG_MAJOR} --runas postgres --pgdata "${PGTEST_DIR}/data"
+
+# `cargo pgrx test` installed a build with the test-only schema; the end-to-end suite runs the
+# real one.
+install_extension
+
+say "end-to-end tests (pgrx-tests/)"
+E2E_DIR="${WORK}/e2e"
+rm -rf "${E2E_DIR}"
+mkdir -p "${E2E_DIR}"
+(cd pgrx-tests && CORTEX_E2E_DIR="${E2E_DIR}" cargo test -- --test-threads="${CORTEX_E2E_THREADS:-3}")
+
+say "all tests passed"

@@ -1,0 +1,139 @@
+//! `cortex_buffer.session_file` through SPI: the [`Catalog`] both the worker and
+//! `index_sessions()` use. Each call is one statement over arrays, never one per file.
+
+use std::collections::HashMap;
+
+use pgrx::prelude::*;
+
+use super::dialect::Dialect;
+use super::pass::{Catalog, Row};
+use super::reconcile::Known;
+use super::scan::FileStat;
+use crate::error::CbError;
+
+const LOAD_SQL: &str = "
+    SELECT path, size_bytes,
+           (extract(epoch FROM mtime) * 1000000)::int8,
+           device, inode, dialect,
+           (extract(epoch FROM last_seen) * 1000000)::int8,
+           gone_at IS NOT NULL
+      FROM cortex_buffer.session_file
+     WHERE starts_with(path, $1)";
+
+const UPSERT_SQL: &str = "
+    INSERT INTO cortex_buffer.session_file AS f
+           (path, job_dir, dialect, size_bytes, mtime, device, inode)
+    SELECT u.path, u.job_dir, u.dialect, u.size_bytes,
+           timestamptz 'epoch' + u.mtime_us * interval '1 microsecond', u.device, u.inode
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[])
+           AS u(path, job_dir, dialect, size_bytes, mtime_us, device, inode)
+    ON CONFLICT (path) DO UPDATE
+       SET job_dir = excluded.job_dir, dialect = excluded.dialect, size_bytes = excluded.size_bytes,
+           mtime = excluded.mtime, device = excluded.device, inode = excluded.inode,
+           last_seen = now(), gone_at = NULL";
+
+const GONE_SQL: &str = "
+    UPDATE cortex_buffer.session_file SET gone_at = now()
+     WHERE path = ANY($1::text[]) AND gone_at IS NULL";
+
+/// Device and inode numbers are unsigned 64-bit; `bigint` stores their bit pattern.
+fn to_i64(v: u64) -> i64 {
+    i64::from_ne_bytes(v.to_ne_bytes())
+}
+
+fn from_i64(v: i64) -> u64 {
+    u64::from_ne_bytes(v.to_ne_bytes())
+}
+
+fn spi_err(e: pgrx::spi::SpiError) -> CbError {
+    CbError::internal(format!("SPI: {e}"))
+}
+
+/// Reads every row under `root_prefix`.
+pub fn load(root_prefix: &str) -> Result<HashMap<String, Known>, CbError> {
+    Spi::connect(|client| {
+        let table = client.select(LOAD_SQL, None, &[root_prefix.into()]).map_err(spi_err)?;
+        let mut known = HashMap::with_capacity(table.len());
+        for row in table {
+            let path: Option<String> = row.get(1).map_err(spi_err)?;
+            let Some(path) = path else { continue };
+            let dialect: Option<String> = row.get(6).map_err(spi_err)?;
+            let stat = FileStat {
+                size: u64::try_from(row.get::<i64>(2).map_err(spi_err)?.unwrap_or(0)).unwrap_or(0),
+                mtime_us: row.get::<i64>(3).map_err(spi_err)?.unwrap_or(0),
+                device: from_i64(row.get::<i64>(4).map_err(spi_err)?.unwrap_or(0)),
+                inode: from_i64(row.get::<i64>(5).map_err(spi_err)?.unwrap_or(0)),
+            };
+            known.insert(
+                path,
+                Known {
+                    stat,
+                    dialect: dialect.as_deref().and_then(Dialect::from_label),
+                    last_seen_us: row.get::<i64>(7).map_err(spi_err)?.unwrap_or(0),
+                    gone: row.get::<bool>(8).map_err(spi_err)?.unwrap_or(false),
+                },
+            );
+        }
+        Ok(known)
+    })
+}
+
+/// Upserts `rows` and marks `gone`, in the caller's transaction.
+pub fn store(rows: &[Row], gone: &[String]) -> Result<(), CbError> {
+    Spi::connect_mut(|client| {
+        if !rows.is_empty() {
+            let paths: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
+            let job_dirs: Vec<String> = rows.iter().map(|r| r.job_dir.clone()).collect();
+            let dialects: Vec<Option<String>> = rows.iter().map(|r| r.dialect.map(|d| d.label().to_owned())).collect();
+            let sizes: Vec<i64> = rows.iter().map(|r| i64::try_from(r.stat.size).unwrap_or(i64::MAX)).collect();
+            let mtimes: Vec<i64> = rows.iter().map(|r| r.stat.mtime_us).collect();
+            let devices: Vec<i64> = rows.iter().map(|r| to_i64(r.stat.device)).collect();
+            let inodes: Vec<i64> = rows.iter().map(|r| to_i64(r.stat.inode)).collect();
+            client
+                .update(
+                    UPSERT_SQL,
+                    None,
+                    &[
+                        paths.into(),
+                        job_dirs.into(),
+                        dialects.into(),
+                        sizes.into(),
+                        mtimes.into(),
+                        devices.into(),
+                        inodes.into(),
+                    ],
+                )
+                .map_err(spi_err)?;
+        }
+        if !gone.is_empty() {
+            client.update(GONE_SQL, None, &[gone.to_vec().into()]).map_err(spi_err)?;
+        }
+        Ok(())
+    })
+}
+
+/// The catalogue in the caller's transaction (for `index_sessions()`).
+pub struct InTransaction;
+
+impl Catalog for InTransaction {
+    type Error = CbError;
+    fn load(&mut self, root_prefix: &str) -> Result<HashMap<String, Known>, CbError> {
+        load(root_prefix)
+    }
+    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<(), CbError> {
+        store(rows, gone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_numbers_round_trip_through_bigint() {
+        for v in [0u64, 1, 64769, u64::from(u32::MAX), 1 << 63, u64::MAX] {
+            assert_eq!(from_i64(to_i64(v)), v);
+        }
+        assert_eq!(to_i64(u64::MAX), -1);
+    }
+}

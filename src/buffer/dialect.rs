@@ -1,0 +1,200 @@
+//! Which JSONL dialect a session file speaks, from its name and its first line that parses
+//! (DESIGN.md §JSONL dialects). Content is more specific than a name, so a recognisable first
+//! object wins; the name decides while the file has no parseable object yet; any other JSON
+//! object stream is `wink-log` (dataclass dumps, optionally with `__type__`/`__seq__`/`__ts__`).
+
+use serde_json::{Map, Value};
+
+use super::discovery::{is_uuid, Layout};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    CortexSpike,
+    CortexPlane,
+    ClaudeCode,
+    WinkLog,
+}
+
+impl Dialect {
+    /// The label stored in `session_file.dialect`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Dialect::CortexSpike => "cortex-spike",
+            Dialect::CortexPlane => "cortex-plane",
+            Dialect::ClaudeCode => "claude-code",
+            Dialect::WinkLog => "wink-log",
+        }
+    }
+
+    pub fn from_label(label: &str) -> Option<Dialect> {
+        [Dialect::CortexSpike, Dialect::CortexPlane, Dialect::ClaudeCode, Dialect::WinkLog]
+            .into_iter()
+            .find(|d| d.label() == label)
+    }
+}
+
+/// Line types Claude Code writes at the top level of its transcripts.
+const CLAUDE_CODE_TYPES: &[&str] = &[
+    "user",
+    "assistant",
+    "system",
+    "summary",
+    "progress",
+    "result",
+    "attachment",
+    "file-history-snapshot",
+    "queue-operation",
+    "permission-mode",
+    "last-prompt",
+];
+
+/// How many leading bytes of a file dialect detection may read.
+pub const DETECTION_PREFIX_BYTES: usize = 256 * 1024;
+
+/// Detects the dialect. `first_object` is the file's first line that parses as a JSON object.
+pub fn detect(file_name: &str, layout: Layout, first_object: Option<&Map<String, Value>>) -> Option<Dialect> {
+    let by_content = first_object.and_then(from_content);
+    by_content.or_else(|| from_name(file_name, layout)).or_else(|| first_object.map(|_| Dialect::WinkLog))
+}
+
+/// The dialect a file name alone implies, if any.
+pub fn from_name(file_name: &str, layout: Layout) -> Option<Dialect> {
+    if layout == Layout::Subagent {
+        return Some(Dialect::ClaudeCode);
+    }
+    let stem = file_name.strip_suffix(".jsonl")?;
+    if is_spike_stem(stem) {
+        Some(Dialect::CortexSpike)
+    } else if stem.strip_prefix("session-").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+        Some(Dialect::CortexPlane)
+    } else if is_uuid(stem) || stem.starts_with("agent-") {
+        Some(Dialect::ClaudeCode)
+    } else {
+        None
+    }
+}
+
+/// `session_<YYYYMMDDTHHMMSSZ>_<pod>`
+fn is_spike_stem(stem: &str) -> bool {
+    let Some(rest) = stem.strip_prefix("session_") else { return false };
+    let b = rest.as_bytes();
+    b.len() > 17
+        && b[..16].iter().enumerate().all(|(i, c)| match i {
+            8 => *c == b'T',
+            15 => *c == b'Z',
+            _ => c.is_ascii_digit(),
+        })
+        && b[16] == b'_'
+}
+
+fn from_content(obj: &Map<String, Value>) -> Option<Dialect> {
+    let has = |k: &str| obj.contains_key(k);
+    let type_is = |set: &[&str]| obj.get("type").and_then(Value::as_str).is_some_and(|t| set.contains(&t));
+    if has("jobId") {
+        Some(Dialect::CortexPlane)
+    } else if has("job_id") && has("type") {
+        Some(Dialect::CortexSpike)
+    } else if has("__type__") || has("__seq__") || has("__ts__") {
+        Some(Dialect::WinkLog)
+    } else if has("parentUuid") || has("leafUuid") || has("isSidechain") || type_is(CLAUDE_CODE_TYPES) {
+        Some(Dialect::ClaudeCode)
+    } else {
+        None
+    }
+}
+
+/// The first line in `prefix` that parses as a JSON object. Only newline-terminated lines are
+/// considered unless `prefix_is_whole_file`, in which case an unterminated tail counts too.
+pub fn first_object(prefix: &[u8], prefix_is_whole_file: bool) -> Option<Map<String, Value>> {
+    let mut lines: Vec<&[u8]> = prefix.split(|b| *b == b'\n').collect();
+    // The piece after the last newline is incomplete unless the file ends there.
+    if !prefix_is_whole_file || lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    }
+    lines.into_iter().find_map(|line| match serde_json::from_slice::<Value>(line.trim_ascii()) {
+        Ok(Value::Object(map)) => Some(map),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(json: &str) -> Map<String, Value> {
+        match serde_json::from_str(json) {
+            Ok(Value::Object(m)) => m,
+            _ => panic!("test fixture is not an object: {json}"),
+        }
+    }
+
+    #[test]
+    fn names_identify_each_dialect() {
+        let d = Layout::DirectoryFile;
+        assert_eq!(from_name("session_20260223T143022Z_pod-abc12.jsonl", d), Some(Dialect::CortexSpike));
+        assert_eq!(from_name("session-001.jsonl", d), Some(Dialect::CortexPlane));
+        assert_eq!(from_name("session-1000.jsonl", d), Some(Dialect::CortexPlane));
+        assert_eq!(from_name("7acd37a8-2745-4b58-a8a9-46164b22ad9e.jsonl", d), Some(Dialect::ClaudeCode));
+        assert_eq!(from_name("agent-3430b97e.jsonl", d), Some(Dialect::ClaudeCode));
+        assert_eq!(from_name("anything.jsonl", Layout::Subagent), Some(Dialect::ClaudeCode));
+        assert_eq!(from_name("trace.jsonl", d), None);
+        assert_eq!(from_name("session-.jsonl", d), None);
+        assert_eq!(from_name("session_2026_pod.jsonl", d), None);
+    }
+
+    #[test]
+    fn content_identifies_each_dialect() {
+        let plane = obj(
+            r#"{"version":"1.0","timestamp":"t","jobId":"j","sessionId":"s","agentId":"a","type":"LLM_REQUEST","data":{},"sequence":0}"#,
+        );
+        let spike = obj(
+            r#"{"type":"SESSION_START","timestamp":"t","job_id":"j","session_id":"s","seq":0,"buffer_schema_version":1}"#,
+        );
+        let cc = obj(r#"{"parentUuid":null,"isSidechain":false,"sessionId":"s","version":"2.1.5","type":"user"}"#);
+        let cc_summary = obj(r#"{"type":"summary","summary":"x","leafUuid":"u"}"#);
+        let cc_snapshot = obj(r#"{"type":"file-history-snapshot","messageId":"m","snapshot":{}}"#);
+        let wink = obj(r#"{"__type__":"Step","__seq__":3,"value":1}"#);
+        let d = Layout::DirectoryFile;
+        assert_eq!(detect("x.jsonl", d, Some(&plane)), Some(Dialect::CortexPlane));
+        assert_eq!(detect("x.jsonl", d, Some(&spike)), Some(Dialect::CortexSpike));
+        assert_eq!(detect("x.jsonl", d, Some(&cc)), Some(Dialect::ClaudeCode));
+        assert_eq!(detect("x.jsonl", d, Some(&cc_summary)), Some(Dialect::ClaudeCode));
+        assert_eq!(detect("x.jsonl", d, Some(&cc_snapshot)), Some(Dialect::ClaudeCode));
+        assert_eq!(detect("x.jsonl", d, Some(&wink)), Some(Dialect::WinkLog));
+    }
+
+    #[test]
+    fn content_wins_over_name_and_name_decides_without_content() {
+        let spike = obj(r#"{"type":"SESSION_START","timestamp":"t","job_id":"j","session_id":"s"}"#);
+        let d = Layout::DirectoryFile;
+        assert_eq!(detect("session-001.jsonl", d, Some(&spike)), Some(Dialect::CortexSpike));
+        assert_eq!(detect("session-001.jsonl", d, None), Some(Dialect::CortexPlane));
+        let plain = obj(r#"{"step":1}"#);
+        assert_eq!(detect("session-001.jsonl", d, Some(&plain)), Some(Dialect::CortexPlane));
+        assert_eq!(detect("trace.jsonl", d, Some(&plain)), Some(Dialect::WinkLog));
+        assert_eq!(detect("trace.jsonl", d, None), None);
+    }
+
+    #[test]
+    fn first_object_skips_blank_corrupt_and_non_object_lines() {
+        let text = b"\n  \n{not json\n[1,2]\n {\"type\":\"summary\",\"leafUuid\":\"u\"} \n";
+        let found = first_object(text, false).map(|m| m.contains_key("leafUuid"));
+        assert_eq!(found, Some(true));
+    }
+
+    #[test]
+    fn first_object_ignores_an_unterminated_tail_unless_it_is_the_whole_file() {
+        let text = b"{\"a\":1}";
+        assert!(first_object(text, false).is_none());
+        assert!(first_object(text, true).is_some());
+        assert!(first_object(b"", true).is_none());
+    }
+
+    #[test]
+    fn labels_round_trip() {
+        for d in [Dialect::CortexSpike, Dialect::CortexPlane, Dialect::ClaudeCode, Dialect::WinkLog] {
+            assert_eq!(Dialect::from_label(d.label()), Some(d));
+        }
+        assert_eq!(Dialect::from_label("nope"), None);
+    }
+}

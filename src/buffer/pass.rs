@@ -1,0 +1,346 @@
+//! One discovery pass: scan the root, compare with the catalogue, detect dialects of new or
+//! replaced files, and store the changes in one go. The background worker and
+//! `index_sessions()` both run this; they differ only in the [`Catalog`] they pass (the worker
+//! wraps each call in its own guarded transaction, the SQL function uses the caller's).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::dialect::{detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
+use super::reconcile::{plan, Action, Known};
+use super::scan::{is_gone, read_prefix, scan_root, FileStat, Problem};
+use crate::error::CbError;
+
+/// A row to insert or update in `session_file`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub path: String,
+    pub job_dir: String,
+    pub dialect: Option<Dialect>,
+    pub stat: FileStat,
+}
+
+/// Where discovery results are kept (the `session_file` table, or a map in tests).
+pub trait Catalog {
+    type Error: std::fmt::Display;
+    /// Everything recorded for paths starting with `root_prefix`.
+    fn load(&mut self, root_prefix: &str) -> Result<HashMap<String, Known>, Self::Error>;
+    /// Upserts `rows` (refreshing `last_seen`) and marks `gone` paths as gone, atomically.
+    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<(), Self::Error>;
+}
+
+/// What the catalogue holds, cached between passes of the worker. Reloaded when older than
+/// `max_age` so rows changed by others (retention, `index_sessions()`) are picked up.
+#[derive(Debug, Default)]
+pub struct KnownCache {
+    root_prefix: String,
+    entries: HashMap<String, Known>,
+    loaded_at: Option<Instant>,
+}
+
+impl KnownCache {
+    fn fresh_for(&self, root_prefix: &str, max_age: Duration) -> bool {
+        self.root_prefix == root_prefix && self.loaded_at.is_some_and(|t| t.elapsed() < max_age)
+    }
+
+    pub fn invalidate(&mut self) {
+        self.loaded_at = None;
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.values().filter(|k| !k.gone).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One line of `index_sessions()` output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileReport {
+    pub path: String,
+    pub job_dir: Option<String>,
+    pub dialect: Option<Dialect>,
+    pub size_bytes: Option<u64>,
+    pub action: Action,
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct PassReport {
+    pub files: Vec<FileReport>,
+    pub problems: Vec<Problem>,
+    pub written: usize,
+    pub gone: usize,
+}
+
+impl PassReport {
+    pub fn present(&self) -> usize {
+        self.files.iter().filter(|f| !matches!(f.action, Action::Gone | Action::Skipped)).count()
+    }
+}
+
+#[derive(Debug)]
+pub enum PassError<E> {
+    /// The root could not be walked at all.
+    Root(CbError),
+    /// Reading or writing the catalogue failed; nothing was stored.
+    Catalog(E),
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for PassError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PassError::Root(e) => write!(f, "{e}"),
+            PassError::Catalog(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Runs one pass over `root` (canonical, from `scan::resolve_root`).
+pub fn run_pass<C: Catalog>(
+    root: &Path,
+    catalog: &mut C,
+    cache: &mut KnownCache,
+    max_cache_age: Duration,
+    now_us: i64,
+) -> Result<PassReport, PassError<C::Error>> {
+    let scan = scan_root(root).map_err(PassError::Root)?;
+    let root_prefix = format!("{}/", root.display());
+    if !cache.fresh_for(&root_prefix, max_cache_age) {
+        cache.entries = catalog.load(&root_prefix).map_err(PassError::Catalog)?;
+        cache.root_prefix = root_prefix.clone();
+        cache.loaded_at = Some(Instant::now());
+    }
+
+    let mut report = PassReport { problems: scan.problems, ..PassReport::default() };
+    let plan = plan(scan.files, &cache.entries, &root_prefix, now_us);
+
+    let mut rows = Vec::new();
+    for mut decision in plan.decisions {
+        if decision.detect {
+            decision.dialect = detect_dialect(&decision.found, &mut report.problems);
+        }
+        if decision.write {
+            rows.push(Row {
+                path: decision.found.path.clone(),
+                job_dir: decision.found.job_dir.clone(),
+                dialect: decision.dialect,
+                stat: decision.found.stat,
+            });
+        }
+        report.files.push(FileReport {
+            path: decision.found.path,
+            job_dir: Some(decision.found.job_dir),
+            dialect: decision.dialect,
+            size_bytes: Some(decision.found.stat.size),
+            action: decision.action,
+            detail: decision.detail.map(str::to_owned),
+        });
+    }
+    // A path missing from the walk is only gone if it really no longer exists; an unreadable
+    // directory hides files without removing them.
+    let gone: Vec<String> = plan.missing.into_iter().filter(|p| is_gone(Path::new(p))).collect();
+
+    if !rows.is_empty() || !gone.is_empty() {
+        catalog.store(&rows, &gone).map_err(|e| {
+            cache.invalidate();
+            PassError::Catalog(e)
+        })?;
+    }
+    for row in &rows {
+        cache.entries.insert(
+            row.path.clone(),
+            Known { stat: row.stat, dialect: row.dialect, last_seen_us: now_us, gone: false },
+        );
+    }
+    for path in &gone {
+        if let Some(k) = cache.entries.get_mut(path) {
+            k.gone = true;
+        }
+        report.files.push(FileReport {
+            path: path.clone(),
+            job_dir: None,
+            dialect: None,
+            size_bytes: None,
+            action: Action::Gone,
+            detail: None,
+        });
+    }
+    for p in &report.problems {
+        report.files.push(FileReport {
+            path: p.path.clone(),
+            job_dir: None,
+            dialect: None,
+            size_bytes: None,
+            action: Action::Skipped,
+            detail: Some(p.reason.clone()),
+        });
+    }
+    report.written = rows.len();
+    report.gone = gone.len();
+    Ok(report)
+}
+
+fn detect_dialect(found: &super::scan::Found, problems: &mut Vec<Problem>) -> Option<Dialect> {
+    match read_prefix(Path::new(&found.path), DETECTION_PREFIX_BYTES) {
+        Ok((prefix, whole)) => detect(&found.file_name, found.layout, first_object(&prefix, whole).as_ref()),
+        Err(e) => {
+            problems.push(Problem {
+                path: found.path.clone(),
+                reason: format!("could not read to detect its dialect: {e}"),
+            });
+            super::dialect::from_name(&found.file_name, found.layout)
+        }
+    }
+}
+
+/// Microseconds since the Unix epoch, for `now_us`.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::path::PathBuf;
+
+    /// The catalogue as a map, recording how often it was touched.
+    #[derive(Default)]
+    struct MapCatalog {
+        rows: HashMap<String, Known>,
+        loads: usize,
+        stores: usize,
+        fail_store: bool,
+    }
+
+    impl Catalog for MapCatalog {
+        type Error = String;
+        fn load(&mut self, root_prefix: &str) -> Result<HashMap<String, Known>, String> {
+            self.loads += 1;
+            Ok(self
+                .rows
+                .iter()
+                .filter(|(p, _)| p.starts_with(root_prefix))
+                .map(|(p, k)| (p.clone(), k.clone()))
+                .collect())
+        }
+        fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<(), String> {
+            if self.fail_store {
+                return Err("disk full".into());
+            }
+            self.stores += 1;
+            for r in rows {
+                self.rows
+                    .insert(r.path.clone(), Known { stat: r.stat, dialect: r.dialect, last_seen_us: 0, gone: false });
+            }
+            for g in gone {
+                if let Some(k) = self.rows.get_mut(g) {
+                    k.gone = true;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    struct Root(PathBuf);
+    impl Root {
+        fn new(tag: &str) -> Root {
+            let p = std::env::temp_dir().join(format!("cb-pass-{tag}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&p);
+            fs::create_dir_all(&p).unwrap_or_else(|e| panic!("{e}"));
+            Root(fs::canonicalize(&p).unwrap_or(p))
+        }
+        fn put(&self, rel: &str, body: &str) {
+            let p = self.0.join(rel);
+            fs::create_dir_all(p.parent().unwrap_or(&self.0)).unwrap_or_else(|e| panic!("{e}"));
+            fs::write(p, body).unwrap_or_else(|e| panic!("{e}"));
+        }
+        fn path(&self, rel: &str) -> String {
+            self.0.join(rel).display().to_string()
+        }
+    }
+    impl Drop for Root {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn actions(r: &PassReport) -> Vec<(String, &'static str)> {
+        r.files.iter().map(|f| (f.path.rsplit('/').next().unwrap_or_default().to_owned(), f.action.label())).collect()
+    }
+
+    #[test]
+    fn first_pass_records_files_with_their_dialects_and_second_pass_writes_nothing() {
+        let root = Root::new("two-passes");
+        root.put(
+            "job1/session-001.jsonl",
+            "{\"version\":\"1.0\",\"jobId\":\"j\",\"type\":\"SESSION_START\",\"timestamp\":\"t\"}\n",
+        );
+        root.put("job2/session_20260101T000000Z_pod.jsonl", "");
+        let mut cat = MapCatalog::default();
+        let mut cache = KnownCache::default();
+        let r1 = run_pass(&root.0, &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r1.written, 2);
+        assert_eq!(cat.rows[&root.path("job1/session-001.jsonl")].dialect, Some(Dialect::CortexPlane));
+        assert_eq!(cat.rows[&root.path("job2/session_20260101T000000Z_pod.jsonl")].dialect, Some(Dialect::CortexSpike));
+
+        let r2 = run_pass(&root.0, &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((r2.written, cat.stores, cat.loads), (0, 1, 1), "an idle pass must not touch the catalogue");
+        assert_eq!(actions(&r2).iter().map(|a| a.1).collect::<Vec<_>>(), vec!["unchanged", "unchanged"]);
+    }
+
+    #[test]
+    fn growth_deletion_and_problems_are_reported() {
+        let root = Root::new("changes");
+        root.put("job/a.jsonl", "{\"__type__\":\"X\"}\n");
+        root.put("job/b.jsonl", "{}\n");
+        let mut cat = MapCatalog::default();
+        let mut cache = KnownCache::default();
+        run_pass(&root.0, &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+
+        root.put("job/a.jsonl", "{\"__type__\":\"X\"}\n{\"__type__\":\"Y\"}\n");
+        fs::remove_file(root.0.join("job/b.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("/etc/hostname", root.0.join("job/c.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        let r = run_pass(&root.0, &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            actions(&r),
+            vec![("a.jsonl".into(), "changed"), ("b.jsonl".into(), "gone"), ("c.jsonl".into(), "skipped")]
+        );
+        assert!(cat.rows[&root.path("job/b.jsonl")].gone);
+        assert_eq!(cat.rows[&root.path("job/a.jsonl")].dialect, Some(Dialect::WinkLog));
+        assert_eq!(r.present(), 1);
+    }
+
+    #[test]
+    fn a_failed_store_leaves_the_cache_to_be_reloaded() {
+        let root = Root::new("fail");
+        root.put("job/a.jsonl", "{}\n");
+        let mut cat = MapCatalog { fail_store: true, ..MapCatalog::default() };
+        let mut cache = KnownCache::default();
+        let err = run_pass(&root.0, &mut cat, &mut cache, HOUR, now_us()).err().map(|e| e.to_string());
+        assert_eq!(err.as_deref(), Some("disk full"));
+        cat.fail_store = false;
+        let r = run_pass(&root.0, &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((r.written, cat.loads), (1, 2), "the file is retried and the catalogue re-read");
+    }
+
+    #[test]
+    fn a_stale_cache_is_reloaded() {
+        let root = Root::new("stale");
+        root.put("job/a.jsonl", "{}\n");
+        let mut cat = MapCatalog::default();
+        let mut cache = KnownCache::default();
+        run_pass(&root.0, &mut cat, &mut cache, Duration::ZERO, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        run_pass(&root.0, &mut cat, &mut cache, Duration::ZERO, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cat.loads, 2);
+    }
+}

@@ -1,0 +1,274 @@
+//! SQL functions of the session-buffer capability: `index_sessions()` runs the worker's pass
+//! synchronously, `index_now()` wakes the worker.
+
+use std::time::Duration;
+
+use pgrx::prelude::*;
+
+use super::catalog::InTransaction;
+use super::pass::{now_us, run_pass, KnownCache, PassError};
+use super::scan::resolve_root;
+use crate::error::{CbError, SqlState};
+use crate::pg::guc;
+use crate::pg::raise::{notice, raise};
+use crate::pg::OrRaise;
+use crate::worker::shared::{self, Phase};
+
+type IndexRow = (String, Option<String>, Option<String>, Option<i64>, String, Option<String>);
+
+/// One synchronous discovery pass over `dir` (superuser only) or `cortex_buffer.sessions_dir`;
+/// returns every session file found, gone or skipped, with what the pass did about it.
+#[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
+#[pg_extern(volatile, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn index_sessions(
+    dir: default!(Option<&str>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(path, String),
+        name!(job_dir, Option<String>),
+        name!(dialect, Option<String>),
+        name!(size_bytes, Option<i64>),
+        name!(action, String),
+        name!(detail, Option<String>),
+    ),
+> {
+    let dir = match dir {
+        Some(d) => {
+            // SECURITY DEFINER runs as the owner; the privilege that matters is the caller's.
+            if !unsafe { pg_sys::superuser_arg(pg_sys::GetOuterUserId()) } {
+                raise(
+                    CbError::new(SqlState::InsufficientPrivilege, "only superusers may pass dir to index_sessions()")
+                        .with_hint(
+                            "Call cortex_buffer.index_sessions() without arguments to scan cortex_buffer.sessions_dir.",
+                        ),
+                );
+            }
+            d.to_owned()
+        }
+        None => guc::sessions_dir(),
+    };
+    let root = resolve_root(&dir).or_raise();
+    let report = match run_pass(&root, &mut InTransaction, &mut KnownCache::default(), Duration::ZERO, now_us()) {
+        Ok(r) => r,
+        Err(PassError::Root(e) | PassError::Catalog(e)) => raise(e),
+    };
+    let rows: Vec<IndexRow> = report
+        .files
+        .into_iter()
+        .map(|f| {
+            (
+                f.path,
+                f.job_dir,
+                f.dialect.map(|d| d.label().to_owned()),
+                f.size_bytes.map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
+                f.action.label().to_owned(),
+                f.detail,
+            )
+        })
+        .collect();
+    TableIterator::new(rows)
+}
+
+/// Wakes the background worker for an immediate pass. False (with a NOTICE saying why) when no
+/// worker is there to wake.
+#[pg_extern(volatile)]
+fn index_now() -> bool {
+    let (message, hint) = match shared::phase() {
+        None => (
+            "cortex_buffer's background worker is not running: the library is not in shared_preload_libraries",
+            "Add cortex_buffer to shared_preload_libraries and restart the server, or call cortex_buffer.index_sessions().",
+        ),
+        Some(Phase::Absent) => (
+            "cortex_buffer's background worker is not running (it may be starting or restarting after an error)",
+            "See the server log for lines from \"cortex_buffer indexer\".",
+        ),
+        Some(Phase::Disabled) => (
+            "cortex_buffer's background worker is disabled",
+            "Set cortex_buffer.worker_enabled = on and reload the configuration.",
+        ),
+        Some(Phase::Active | Phase::Waiting) => {
+            if shared::wake() {
+                return true;
+            }
+            ("cortex_buffer's background worker exited before it could be woken", "Try again in a few seconds.")
+        }
+    };
+    notice(message, Some(hint));
+    false
+}
+
+extension_sql_file!("buffer.sql", name = "buffer_sql", requires = ["buffer_schema", index_sessions, index_now]);
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use std::fs;
+    use std::path::PathBuf;
+
+    use pgrx::prelude::*;
+
+    use crate::pg::xact::subtransaction;
+
+    struct Root(PathBuf);
+    impl Root {
+        fn new(tag: &str) -> Root {
+            let p = std::env::temp_dir().join(format!("cb-pgtest-{tag}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&p);
+            fs::create_dir_all(&p).unwrap_or_else(|e| panic!("{e}"));
+            Root(fs::canonicalize(&p).unwrap_or(p))
+        }
+        fn put(&self, rel: &str, body: &str) {
+            let p = self.0.join(rel);
+            fs::create_dir_all(p.parent().unwrap_or(&self.0)).unwrap_or_else(|e| panic!("{e}"));
+            fs::write(p, body).unwrap_or_else(|e| panic!("{e}"));
+        }
+        fn dir(&self) -> String {
+            self.0.display().to_string()
+        }
+    }
+    impl Drop for Root {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn actions(dir: &str) -> Vec<(String, String, Option<String>)> {
+        let sql = format!(
+            "SELECT coalesce(string_agg(substr(path, {}) || '|' || action || '|' || coalesce(dialect, '-'), ',' ORDER BY path), '') \
+               FROM cortex_buffer.index_sessions({})",
+            dir.len() + 2,
+            pgrx::spi::quote_literal(dir)
+        );
+        let joined = Spi::get_one::<String>(&sql).ok().flatten().unwrap_or_default();
+        joined
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                let parts: Vec<&str> = s.split('|').collect();
+                (parts[0].to_owned(), parts[1].to_owned(), (parts[2] != "-").then(|| parts[2].to_owned()))
+            })
+            .collect()
+    }
+
+    fn count(sql: &str) -> i64 {
+        Spi::get_one::<i64>(sql).ok().flatten().unwrap_or(-1)
+    }
+
+    #[pg_test]
+    fn index_sessions_records_new_changed_unchanged_and_gone_files() {
+        let root = Root::new("lifecycle");
+        root.put(
+            "job-1/session-001.jsonl",
+            "{\"version\":\"1.0\",\"jobId\":\"j\",\"type\":\"SESSION_START\",\"timestamp\":\"t\",\"data\":{}}\n",
+        );
+        root.put(
+            "job-2/session_20260223T143022Z_pod-abc.jsonl",
+            "{\"type\":\"SESSION_START\",\"timestamp\":\"t\",\"job_id\":\"j\",\"session_id\":\"s\",\"seq\":0}\n",
+        );
+        root.put("job-2/metadata.json", "{}");
+        let dir = root.dir();
+        assert_eq!(
+            actions(&dir),
+            vec![
+                ("job-1/session-001.jsonl".into(), "new".into(), Some("cortex-plane".into())),
+                ("job-2/session_20260223T143022Z_pod-abc.jsonl".into(), "new".into(), Some("cortex-spike".into())),
+            ]
+        );
+        let prefix = pgrx::spi::quote_literal(format!("{dir}/"));
+        assert_eq!(
+            count(&format!("SELECT count(*) FROM cortex_buffer.session_file WHERE starts_with(path, {prefix})")),
+            2
+        );
+        assert_eq!(
+            count(&format!(
+                "SELECT size_bytes FROM cortex_buffer.session_file WHERE path = {}",
+                pgrx::spi::quote_literal(format!("{dir}/job-1/session-001.jsonl"))
+            )),
+            i64::try_from(fs::metadata(root.0.join("job-1/session-001.jsonl")).map(|m| m.len()).unwrap_or(0))
+                .unwrap_or(0)
+        );
+
+        let again = actions(&dir);
+        assert!(again.iter().all(|(_, a, _)| a == "unchanged"), "{again:?}");
+
+        root.put("job-1/session-001.jsonl", "{\"version\":\"1.0\",\"jobId\":\"j\",\"type\":\"SESSION_START\",\"timestamp\":\"t\",\"data\":{}}\n{\"x\":1}\n");
+        fs::remove_file(root.0.join("job-2/session_20260223T143022Z_pod-abc.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        let third = actions(&dir);
+        assert_eq!(third[0].1, "changed");
+        assert_eq!(third[1].1, "gone");
+        assert_eq!(
+            count(&format!("SELECT count(*) FROM cortex_buffer.session_file WHERE starts_with(path, {prefix}) AND gone_at IS NOT NULL")),
+            1
+        );
+        // Columns the issue requires are all filled in.
+        assert_eq!(
+            count(&format!(
+                "SELECT count(*) FROM cortex_buffer.session_file WHERE starts_with(path, {prefix}) AND job_dir IS NOT NULL \
+                 AND mtime IS NOT NULL AND device IS NOT NULL AND inode > 0 AND first_seen <= last_seen"
+            )),
+            2
+        );
+    }
+
+    #[pg_test]
+    fn index_sessions_reports_skipped_entries_and_claude_code_layouts() {
+        let root = Root::new("skips");
+        let sid = "ef958aa1-0e93-49f0-bb71-150f63befcd1";
+        root.put(&format!("proj/{sid}.jsonl"), "{\"type\":\"summary\",\"summary\":\"s\",\"leafUuid\":\"u\"}\n");
+        root.put(
+            &format!("proj/{sid}/subagents/agent-a1.jsonl"),
+            "{\"parentUuid\":null,\"isSidechain\":true,\"type\":\"user\"}\n",
+        );
+        root.put(&format!("proj/{sid}/subagents/agent-a1.meta.json"), "{}");
+        std::os::unix::fs::symlink("/etc/passwd", root.0.join("proj/escape.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        let got = actions(&root.dir());
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(got[0], (format!("proj/{sid}.jsonl"), "new".into(), Some("claude-code".into())));
+        assert_eq!(got[1], (format!("proj/{sid}/subagents/agent-a1.jsonl"), "new".into(), Some("claude-code".into())));
+        assert_eq!(got[2], ("proj/escape.jsonl".into(), "skipped".into(), None));
+    }
+
+    fn sqlstate_of(sql: &str) -> (String, Option<String>) {
+        match subtransaction(|| Spi::run(sql).map_err(|e| crate::error::CbError::internal(e.to_string()))) {
+            Ok(()) => ("00000".into(), None),
+            Err(f) => (f.sqlstate(), f.hint().map(str::to_owned)),
+        }
+    }
+
+    #[pg_test]
+    fn index_sessions_rejects_unusable_directories_with_sqlstate_and_hint() {
+        let (state, hint) = sqlstate_of("SELECT * FROM cortex_buffer.index_sessions('relative/path')");
+        assert_eq!(state, "22023");
+        assert!(hint.is_some());
+        let (state, hint) = sqlstate_of("SELECT * FROM cortex_buffer.index_sessions('/nonexistent/cortex-buffer')");
+        assert_eq!(state, "58P01");
+        assert!(hint.is_some_and(|h| h.contains("sessions_dir")));
+        let (state, _) = sqlstate_of("SELECT * FROM cortex_buffer.index_sessions('/etc/passwd')");
+        assert_eq!(state, "22023");
+    }
+
+    #[pg_test]
+    fn index_sessions_dir_is_superuser_only_and_both_functions_are_revoked_from_public() {
+        Spi::run(
+            "CREATE ROLE cb_reader NOLOGIN; GRANT pg_read_server_files TO cb_reader; CREATE ROLE cb_nobody NOLOGIN",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        Spi::run("SET ROLE cb_reader").unwrap_or_else(|e| panic!("{e}"));
+        let (state, hint) = sqlstate_of("SELECT * FROM cortex_buffer.index_sessions('/tmp')");
+        assert_eq!(state, "42501");
+        assert!(hint.is_some());
+        Spi::run("RESET ROLE; SET ROLE cb_nobody").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sqlstate_of("SELECT * FROM cortex_buffer.index_sessions()").0, "42501");
+        assert_eq!(sqlstate_of("SELECT cortex_buffer.index_now()").0, "42501");
+        assert_eq!(sqlstate_of("SELECT count(*) FROM cortex_buffer.session_file").0, "42501");
+        Spi::run("RESET ROLE").unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[pg_test]
+    fn index_now_is_false_with_a_notice_when_the_worker_is_disabled() {
+        // The test cluster preloads the library with cortex_buffer.worker_enabled = off.
+        assert_eq!(Spi::get_one::<bool>("SELECT cortex_buffer.index_now()").ok().flatten(), Some(false));
+    }
+}

@@ -1,0 +1,118 @@
+//! Errors of the pure core, carried to SQL with a SQLSTATE and a HINT by `pg::raise`.
+//!
+//! SQLSTATEs are standard ones (pgrx can only raise the codes Postgres defines); each is listed
+//! with its meaning in the README's error table. File-access errors follow Postgres' own
+//! `errcode_for_file_access()` mapping.
+
+use std::fmt;
+use std::io;
+
+/// The SQLSTATEs cortex_buffer raises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqlState {
+    /// 22023: an argument or setting has an unusable value.
+    InvalidParameterValue,
+    /// 22021: text that is not valid UTF-8.
+    CharacterNotInRepertoire,
+    /// 42501: the caller lacks a privilege (or the OS refused access to a file).
+    InsufficientPrivilege,
+    /// 58P01: a file or directory does not exist.
+    UndefinedFile,
+    /// 58030: any other I/O failure.
+    IoError,
+    /// XX000: a bug; should never be seen.
+    Internal,
+}
+
+impl SqlState {
+    pub fn code(self) -> &'static str {
+        match self {
+            SqlState::InvalidParameterValue => "22023",
+            SqlState::CharacterNotInRepertoire => "22021",
+            SqlState::InsufficientPrivilege => "42501",
+            SqlState::UndefinedFile => "58P01",
+            SqlState::IoError => "58030",
+            SqlState::Internal => "XX000",
+        }
+    }
+}
+
+/// An error with everything needed to report it well.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CbError {
+    pub state: SqlState,
+    pub message: String,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+}
+
+impl CbError {
+    pub fn new(state: SqlState, message: impl Into<String>) -> CbError {
+        CbError { state, message: message.into(), detail: None, hint: None }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> CbError {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn with_detail(mut self, detail: impl Into<String>) -> CbError {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    pub fn internal(message: impl Into<String>) -> CbError {
+        CbError::new(SqlState::Internal, message)
+            .with_hint("This is a bug in cortex_buffer; please report it with the statement that raised it.")
+    }
+
+    pub fn not_utf8() -> CbError {
+        CbError::new(SqlState::CharacterNotInRepertoire, "text is not valid UTF-8")
+            .with_hint("cortex_buffer requires a database with UTF8 encoding.")
+    }
+
+    /// An I/O error on `path`, classified as Postgres classifies file-access errors.
+    pub fn io(action: &str, path: &str, err: &io::Error) -> CbError {
+        let state = match err.kind() {
+            io::ErrorKind::NotFound => SqlState::UndefinedFile,
+            io::ErrorKind::PermissionDenied => SqlState::InsufficientPrivilege,
+            _ => SqlState::IoError,
+        };
+        CbError::new(state, format!("could not {action} \"{path}\": {err}"))
+    }
+}
+
+impl fmt::Display for CbError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(d) = &self.detail {
+            write!(f, " ({d})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CbError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_map_like_errcode_for_file_access() {
+        let nf = io::Error::from(io::ErrorKind::NotFound);
+        let pd = io::Error::from(io::ErrorKind::PermissionDenied);
+        let other = io::Error::other("disk on fire");
+        assert_eq!(CbError::io("open directory", "/x", &nf).state.code(), "58P01");
+        assert_eq!(CbError::io("open directory", "/x", &pd).state.code(), "42501");
+        let e = CbError::io("read", "/x", &other);
+        assert_eq!(e.state.code(), "58030");
+        assert_eq!(e.message, "could not read \"/x\": disk on fire");
+    }
+
+    #[test]
+    fn display_includes_detail() {
+        let e = CbError::new(SqlState::InvalidParameterValue, "bad").with_detail("why");
+        assert_eq!(e.to_string(), "bad (why)");
+    }
+}

@@ -1,0 +1,10 @@
+//! JSON with JavaScript semantics: the pure core shared by checkpoints (canonical form and CRC)
+//! and the session indexer (line validation as the control plane's `JSON.parse` sees it).
+
+pub mod canonical;
+pub mod number;
+pub mod quote;
+pub mod value;
+
+pub use canonical::{canonical_json, write_canonical};
+pub use value::JsValue;

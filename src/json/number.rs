@@ -1,0 +1,140 @@
+//! JavaScript `Number.prototype.toString()` for finite doubles, as `JSON.stringify` prints them.
+//!
+//! The control plane computes its checkpoint CRC over JavaScript's serialisation, so every
+//! number must print exactly as V8 prints it: the shortest digit string that round-trips
+//! (Rust's `{:e}` formatting yields the same shortest digits), laid out by ECMAScript's
+//! Number::toString rules (plain notation for exponents in [-7, 21), exponent form otherwise,
+//! `-0` printed as `0`).
+
+use std::fmt::Write;
+
+/// Appends the JSON text of `x` as JavaScript's `JSON.stringify` would write it.
+/// Non-finite values (which JSON cannot carry) are written as `null`, as JavaScript does.
+pub fn write_js_number(x: f64, out: &mut String) {
+    if !x.is_finite() {
+        out.push_str("null");
+        return;
+    }
+    if x == 0.0 {
+        // Covers -0 as well: JavaScript prints both as "0".
+        out.push('0');
+        return;
+    }
+    if x < 0.0 {
+        out.push('-');
+    }
+    let magnitude = x.abs();
+
+    // Small integers are by far the most common numbers in checkpoints; skip the float formatter.
+    if magnitude < 1e15 && magnitude.fract() == 0.0 {
+        // Exact: the value is an integer below 2^53.
+        let _ = write!(out, "{}", magnitude as u64);
+        return;
+    }
+
+    let sci = format!("{magnitude:e}");
+    let (mantissa, exponent) = match sci.split_once('e') {
+        Some(parts) => parts,
+        None => (sci.as_str(), "0"),
+    };
+    // `{:e}` of a finite non-zero double always has an integer exponent; fall back to 0 rather
+    // than panic if that ever changes.
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    layout_digits(&digits, exponent + 1, out);
+}
+
+/// ECMAScript Number::toString steps 6-10: `digits` are the significant digits s (k of them),
+/// and the value is s × 10^(n−k).
+fn layout_digits(digits: &str, n: i32, out: &mut String) {
+    let k = digits.len() as i32;
+    if k <= n && n <= 21 {
+        out.push_str(digits);
+        push_zeros(out, n - k);
+    } else if 0 < n && n <= 21 {
+        let (int_part, frac_part) = digits.split_at(n as usize);
+        out.push_str(int_part);
+        out.push('.');
+        out.push_str(frac_part);
+    } else if -6 < n && n <= 0 {
+        out.push_str("0.");
+        push_zeros(out, -n);
+        out.push_str(digits);
+    } else {
+        let e = n - 1;
+        let (first, rest) = digits.split_at(1);
+        out.push_str(first);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        out.push('e');
+        out.push(if e < 0 { '-' } else { '+' });
+        let _ = write!(out, "{}", e.unsigned_abs());
+    }
+}
+
+fn push_zeros(out: &mut String, count: i32) {
+    for _ in 0..count.max(0) {
+        out.push('0');
+    }
+}
+
+/// Convenience for tests and callers that want an owned string.
+pub fn js_number_to_string(x: f64) -> String {
+    let mut s = String::new();
+    write_js_number(x, &mut s);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::js_number_to_string as js;
+
+    #[test]
+    fn integers_print_without_fraction() {
+        assert_eq!(js(1.0), "1");
+        assert_eq!(js(0.0), "0");
+        assert_eq!(js(-0.0), "0");
+        assert_eq!(js(-42.0), "-42");
+        assert_eq!(js(123456789012345.0), "123456789012345");
+    }
+
+    #[test]
+    fn large_integers_round_to_the_nearest_double_and_print_like_v8() {
+        // 12345678901234567890 is not representable; V8 prints the nearest double this way.
+        assert_eq!(js(12345678901234567890u64 as f64), "12345678901234567000");
+        assert_eq!(js(9007199254740993.0), "9007199254740992");
+        assert_eq!(js(1e21), "1e+21");
+        assert_eq!(js(1e20), "100000000000000000000");
+        assert_eq!(js(1.5e21), "1.5e+21");
+        assert_eq!(js(123e20), "1.23e+22");
+    }
+
+    #[test]
+    fn fractions_use_shortest_round_trip_digits() {
+        assert_eq!(js(0.1), "0.1");
+        assert_eq!(js(0.1 + 0.2), "0.30000000000000004");
+        assert_eq!(js(1.5), "1.5");
+        assert_eq!(js(-2.25), "-2.25");
+        assert_eq!(js(123.456), "123.456");
+        assert_eq!(js(1e15 + 0.5), "1000000000000000.5");
+    }
+
+    #[test]
+    fn small_magnitudes_switch_to_exponent_below_1e_minus_6() {
+        assert_eq!(js(0.000001), "0.000001");
+        assert_eq!(js(1e-7), "1e-7");
+        assert_eq!(js(1.5e-7), "1.5e-7");
+        assert_eq!(js(0.00001234), "0.00001234");
+        assert_eq!(js(5e-324), "5e-324");
+        assert_eq!(js(f64::MAX), "1.7976931348623157e+308");
+    }
+
+    #[test]
+    fn non_finite_values_serialise_as_null() {
+        assert_eq!(js(f64::INFINITY), "null");
+        assert_eq!(js(f64::NEG_INFINITY), "null");
+        assert_eq!(js(f64::NAN), "null");
+    }
+}

@@ -1,0 +1,45 @@
+//! cortex_buffer: durable, verifiable execution state for an LLM-agent control plane, inside
+//! the PostgreSQL database it already runs.
+//!
+//! Layout: one module per capability (`checkpoint`, `buffer`), each with a pure core and a thin
+//! pgrx layer in its `sql` module; `json` is the pure JavaScript-compatible JSON core they
+//! share; `pg` holds the shell's shared plumbing (errors, settings, transactions, jsonb access);
+//! `worker` is the background worker process.
+
+use pgrx::prelude::*;
+
+::pgrx::pg_module_magic!(name, version);
+
+pub mod buffer;
+pub mod checkpoint;
+pub mod error;
+pub mod json;
+pub mod pg;
+pub mod worker;
+
+#[cfg(any(test, feature = "pg_test"))]
+mod schema_tests;
+
+extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    pg::guc::define();
+    // SAFETY: reading a flag Postgres sets while it loads shared_preload_libraries.
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        worker::register();
+    }
+}
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        // Preload like production; keep the worker idle so it never races the tests' own
+        // index_sessions() calls (the end-to-end suite in pgrx-tests/ exercises it).
+        vec!["shared_preload_libraries = 'cortex_buffer'", "cortex_buffer.worker_enabled = off"]
+    }
+}

@@ -1,0 +1,72 @@
+//! Every `cortex_buffer.*` setting, defined in one place so the README's GUC table has one
+//! source. All are reloadable (SIGHUP): the worker re-reads them when the configuration is
+//! reloaded; a changed `database` makes it restart itself to reconnect.
+
+use std::ffi::{CStr, CString};
+
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+
+pub static SESSIONS_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"/data/sessions"));
+pub static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
+pub static POLL_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+pub static WORKER_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
+
+/// Registers the settings and reserves the `cortex_buffer.` prefix (typos become errors).
+pub fn define() {
+    GucRegistry::define_string_guc(
+        c"cortex_buffer.sessions_dir",
+        c"Directory the agents write their JSONL session files into.",
+        c"Absolute path. Session files are discovered as <dir>/<job or project>/<file>.jsonl and <dir>/<project>/<session-uuid>/subagents/agent-*.jsonl.",
+        &SESSIONS_DIR,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"cortex_buffer.database",
+        c"Database the background worker connects to.",
+        c"The cortex_buffer extension must be installed there. Changing it makes the worker restart and reconnect.",
+        &DATABASE,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.poll_interval",
+        c"How often the background worker scans sessions_dir.",
+        c"cortex_buffer.index_now() wakes it between polls.",
+        &POLL_INTERVAL_MS,
+        10,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_bool_guc(
+        c"cortex_buffer.worker_enabled",
+        c"Whether the background worker indexes session files.",
+        c"When off the worker stays connected but idle; turning it on again takes effect at the next reload.",
+        &WORKER_ENABLED,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    // SAFETY: called from _PG_init on the main thread with a static NUL-terminated string.
+    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"cortex_buffer".as_ptr()) };
+}
+
+fn string_setting(setting: &GucSetting<Option<CString>>) -> String {
+    setting.get().as_deref().map(CStr::to_string_lossy).map(|s| s.into_owned()).unwrap_or_default()
+}
+
+pub fn sessions_dir() -> String {
+    string_setting(&SESSIONS_DIR)
+}
+
+pub fn database() -> String {
+    string_setting(&DATABASE)
+}
+
+pub fn poll_interval() -> std::time::Duration {
+    std::time::Duration::from_millis(u64::try_from(POLL_INTERVAL_MS.get()).unwrap_or(1000).max(10))
+}
+
+pub fn worker_enabled() -> bool {
+    WORKER_ENABLED.get()
+}

@@ -1,0 +1,9 @@
+//! Shared pieces of the Postgres shell: error reporting, jsonb access, settings and guarded
+//! transactions. Capability modules call these; nothing here holds business logic.
+
+pub mod guc;
+pub mod jsonb;
+pub mod raise;
+pub mod xact;
+
+pub use raise::{raise, OrRaise};

@@ -1,0 +1,59 @@
+//! Reporting core errors to SQL with their SQLSTATE, DETAIL and HINT.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+
+use crate::error::{CbError, SqlState};
+
+fn pg_code(state: SqlState) -> PgSqlErrorCode {
+    match state {
+        SqlState::InvalidParameterValue => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        SqlState::CharacterNotInRepertoire => PgSqlErrorCode::ERRCODE_CHARACTER_NOT_IN_REPERTOIRE,
+        SqlState::InsufficientPrivilege => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        SqlState::UndefinedFile => PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
+        SqlState::IoError => PgSqlErrorCode::ERRCODE_IO_ERROR,
+        SqlState::Internal => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+    }
+}
+
+/// Builds the Postgres error report for `err`.
+pub fn report_for(err: CbError) -> ErrorReport {
+    let mut report = ErrorReport::new(pg_code(err.state), err.message, "cortex_buffer");
+    if let Some(detail) = err.detail {
+        report = report.set_detail(detail);
+    }
+    if let Some(hint) = err.hint {
+        report = report.set_hint(hint);
+    }
+    report
+}
+
+/// Raises `err` as an ERROR. Unwinds (dropping Rust values) before Postgres sees the error.
+pub fn raise(err: CbError) -> ! {
+    report_for(err).report(PgLogLevel::ERROR);
+    unreachable!("ERROR-level reports do not return")
+}
+
+/// Sends a NOTICE (with an optional HINT) to the client.
+pub fn notice(message: impl Into<String>, hint: Option<&str>) {
+    let mut report = ErrorReport::new(PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, message.into(), "cortex_buffer");
+    if let Some(h) = hint {
+        report = report.set_hint(h);
+    }
+    report.report(PgLogLevel::NOTICE);
+}
+
+/// Unwraps a core result or raises its error.
+pub trait OrRaise<T> {
+    fn or_raise(self) -> T;
+}
+
+impl<T> OrRaise<T> for Result<T, CbError> {
+    fn or_raise(self) -> T {
+        match self {
+            Ok(v) => v,
+            Err(e) => raise(e),
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! The worker process: connect, then poll until told to stop. Every condition that keeps it
+//! from indexing is logged once and shown in `pg_stat_activity`; every SQL error is caught,
+//! logged and retried at the next poll.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use pgrx::bgworkers::{BackgroundWorker, SignalWakeFlags};
+use pgrx::prelude::*;
+
+use super::readiness::{assess, ConditionLog, ProblemLog, Wait};
+use super::shared::{self, Phase};
+use super::WORKER_NAME;
+use crate::buffer::catalog;
+use crate::buffer::pass::{now_us, run_pass, Catalog, KnownCache, PassError, Row};
+use crate::buffer::reconcile::Known;
+use crate::buffer::scan::resolve_root;
+use crate::error::CbError;
+use crate::pg::guc;
+use crate::pg::xact::{guarded, TxnFailure};
+
+/// The library's version; the installed extension must match it.
+const LIBRARY_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The worker re-reads `session_file` at least this often, to see rows others changed.
+const CATALOG_CACHE_MAX_AGE: Duration = Duration::from_secs(60);
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn cortex_buffer_worker_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    shared::register_self();
+    let database = guc::database();
+    log!("{WORKER_NAME} starting: connecting to database \"{database}\" (pid {})", unsafe { pg_sys::MyProcPid });
+    // A missing database is FATAL here: the process exits and the postmaster restarts it after
+    // RESTART_DELAY, so the condition is logged at that pace, never in a tight loop.
+    BackgroundWorker::connect_worker_to_spi(Some(&database), None);
+    set_application_name();
+
+    let mut worker = Worker {
+        database,
+        conditions: ConditionLog::default(),
+        problems: ProblemLog::default(),
+        cache: KnownCache::default(),
+    };
+    loop {
+        if BackgroundWorker::sighup_received() {
+            worker.reload_config();
+        }
+        worker.poll();
+        if shutdown_requested() || !BackgroundWorker::wait_latch(Some(guc::poll_interval())) {
+            break;
+        }
+    }
+    log!("{WORKER_NAME} stopping on request");
+    // Exit code 1 asks the postmaster to restart us after RESTART_DELAY unless it is shutting
+    // down itself: a worker stopped with pg_terminate_backend() comes back. To keep it from
+    // indexing, set cortex_buffer.worker_enabled = off instead.
+    unsafe { pg_sys::proc_exit(1) };
+}
+
+fn shutdown_requested() -> bool {
+    // SAFETY: a sig_atomic_t flag set by the SIGTERM handler; reading it has no side effects.
+    unsafe { pg_sys::ShutdownRequestPending != 0 }
+}
+
+fn set_application_name() {
+    // SAFETY: static NUL-terminated strings; application_name has no side effects beyond
+    // updating this backend's pg_stat_activity entry.
+    unsafe {
+        pg_sys::SetConfigOption(
+            c"application_name".as_ptr(),
+            c"cortex_buffer indexer".as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_OVERRIDE,
+        );
+    }
+}
+
+/// Sets `pg_stat_activity.state` and `.query` for this worker.
+fn report_activity(state: pg_sys::BackendState::Type, text: &str) {
+    let text = CString::new(text.replace('\0', " ")).unwrap_or_default();
+    // SAFETY: the worker is connected, so its pgstat entry exists; the string is copied.
+    unsafe { pg_sys::pgstat_report_activity(state, text.as_ptr()) };
+}
+
+struct Worker {
+    database: String,
+    conditions: ConditionLog,
+    problems: ProblemLog,
+    cache: KnownCache,
+}
+
+impl Worker {
+    fn reload_config(&mut self) {
+        // SAFETY: main thread, outside a transaction, as Postgres' own processes do it.
+        unsafe {
+            pg_sys::ConfigReloadPending = 0;
+            pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+        }
+        let wanted = guc::database();
+        if wanted != self.database {
+            log!(
+                "{WORKER_NAME}: cortex_buffer.database changed from \"{}\" to \"{wanted}\"; restarting to reconnect",
+                self.database
+            );
+            unsafe { pg_sys::proc_exit(1) };
+        }
+        self.cache.invalidate();
+    }
+
+    fn poll(&mut self) {
+        match self.readiness() {
+            Err(wait) => self.wait(wait),
+            Ok(root) => self.index(root),
+        }
+    }
+
+    fn readiness(&self) -> Result<PathBuf, Wait> {
+        let enabled = guc::worker_enabled();
+        // SAFETY: plain read of shared recovery state.
+        let in_recovery = enabled && unsafe { pg_sys::RecoveryInProgress() };
+        let installed = if enabled && !in_recovery {
+            guarded(installed_version).map_err(|f| Wait::Catalog { reason: f.to_string() })?
+        } else {
+            None
+        };
+        if let Some(wait) = assess(enabled, in_recovery, installed.as_deref(), LIBRARY_VERSION, &self.database) {
+            return Err(wait);
+        }
+        resolve_root(&guc::sessions_dir()).map_err(|e| Wait::SessionsDir { reason: describe(&e) })
+    }
+
+    fn wait(&mut self, wait: Wait) {
+        shared::set_phase(if wait == Wait::Disabled { Phase::Disabled } else { Phase::Waiting });
+        report_activity(pg_sys::BackendState::STATE_IDLE, &wait.activity());
+        if self.conditions.enter(&wait) {
+            if matches!(wait, Wait::Catalog { .. }) {
+                warning!("{}", wait.message());
+            } else {
+                log!("{}", wait.message());
+            }
+        }
+        // Whatever made us wait may also have changed the catalogue (extension re-created...).
+        self.cache.invalidate();
+    }
+
+    fn index(&mut self, root: PathBuf) {
+        if let Some(previous) = self.conditions.clear() {
+            log!("{WORKER_NAME} resumed indexing {} (was {})", root.display(), previous.activity());
+        }
+        shared::set_phase(Phase::Active);
+        report_activity(pg_sys::BackendState::STATE_RUNNING, &format!("scanning {}", root.display()));
+        let started = Instant::now();
+        match run_pass(&root, &mut WorkerCatalog, &mut self.cache, CATALOG_CACHE_MAX_AGE, now_us()) {
+            Ok(report) => {
+                for p in self.problems.fresh(&report.problems) {
+                    log!("{WORKER_NAME}: skipping \"{}\": {}", p.path, p.reason);
+                }
+                if report.written > 0 || report.gone > 0 {
+                    debug1!(
+                        "{WORKER_NAME}: recorded {} new or changed and {} gone session files",
+                        report.written,
+                        report.gone
+                    );
+                }
+                report_activity(
+                    pg_sys::BackendState::STATE_IDLE,
+                    &format!(
+                        "idle: {} session files in {}; last pass {} ms",
+                        self.cache.len(),
+                        root.display(),
+                        started.elapsed().as_millis()
+                    ),
+                );
+            }
+            Err(PassError::Root(e)) => self.wait(Wait::SessionsDir { reason: describe(&e) }),
+            Err(PassError::Catalog(f)) => self.wait(Wait::Catalog { reason: f.to_string() }),
+        }
+    }
+}
+
+fn describe(e: &CbError) -> String {
+    match &e.hint {
+        Some(h) => format!("{} ({h})", e.message),
+        None => e.message.clone(),
+    }
+}
+
+fn installed_version() -> Result<Option<String>, CbError> {
+    Spi::get_one::<String>("SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'cortex_buffer')")
+        .map_err(|e| CbError::internal(format!("SPI: {e}")))
+}
+
+/// The catalogue with each call in its own guarded transaction.
+struct WorkerCatalog;
+
+impl Catalog for WorkerCatalog {
+    type Error = TxnFailure;
+    fn load(&mut self, root_prefix: &str) -> Result<HashMap<String, Known>, TxnFailure> {
+        guarded(|| catalog::load(root_prefix))
+    }
+    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<(), TxnFailure> {
+        guarded(|| catalog::store(rows, gone))
+    }
+}
