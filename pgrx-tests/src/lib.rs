@@ -114,6 +114,33 @@ impl Cluster {
         c
     }
 
+    /// A streaming standby of `primary` (which must be running), made with pg_basebackup.
+    /// Not started.
+    pub fn standby_of(primary: &Cluster, name: &str) -> Cluster {
+        let c = Cluster::new(name, &[]);
+        fs::remove_dir_all(&c.pgdata).expect("clear standby pgdata");
+        fs::create_dir_all(&c.pgdata).expect("standby pgdata");
+        chown_postgres(&c.pgdata);
+        let out = run(as_postgres(&c.bin.join("pg_basebackup"))
+            .arg("-h")
+            .arg(&primary.socket_dir)
+            .args(["-p", &primary.port.to_string(), "-R", "-X", "stream", "-D"])
+            .arg(&c.pgdata));
+        assert!(out.status.success(), "pg_basebackup failed: {}", String::from_utf8_lossy(&out.stderr));
+        // The copied postgresql.conf names the primary's port and directories; later lines win.
+        let conf_path = c.pgdata.join("postgresql.conf");
+        let mut text = fs::read_to_string(&conf_path).expect("read standby postgresql.conf");
+        text.push_str(&format!(
+            "\n# standby overrides\nport = {}\nunix_socket_directories = '{}'\ncortex_buffer.sessions_dir = '{}'\n",
+            c.port,
+            c.socket_dir.display(),
+            c.sessions.display()
+        ));
+        fs::write(&conf_path, text).expect("write standby postgresql.conf");
+        fs::set_permissions(&c.pgdata, fs::Permissions::from_mode(0o700)).expect("chmod standby pgdata");
+        c
+    }
+
     pub fn start(&self) {
         let out = run(as_postgres(&self.bin.join("pg_ctl"))
             .args(["start", "-w", "-t", "60", "-D"])

@@ -229,3 +229,30 @@ fn without_preloading_there_is_no_worker_and_index_now_says_so() {
     c.put("job/session-001.jsonl", "{}\n");
     assert_eq!(c.psql("SELECT action FROM cortex_buffer.index_sessions()"), "new");
 }
+
+#[test]
+fn a_standby_waits_for_promotion_and_then_indexes() {
+    let primary = Cluster::new("primary", &["cortex_buffer.poll_interval = 200"]);
+    primary.start();
+    primary.create_extension();
+    let standby = Cluster::standby_of(&primary, "standby");
+    standby.start();
+    assert!(
+        wait_for(Duration::from_secs(10), || standby.worker_activity().contains("in recovery")).is_some(),
+        "standby worker activity: {:?}\n{}",
+        standby.worker_activity(),
+        standby.log_tail()
+    );
+    standby.put("job/on-standby.jsonl", "{}\n");
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(standby.log_count("the server is in recovery"), 1, "logged once:\n{}", standby.log_tail());
+    assert_eq!(standby.files_recorded("/job/on-standby.jsonl"), 0, "a standby cannot write; it must not try");
+    assert_eq!(standby.log_count("ERROR"), 0, "{}", standby.log_tail());
+
+    standby.psql("SELECT pg_promote()");
+    assert!(
+        wait_for(Duration::from_secs(10), || standby.files_recorded("/job/on-standby.jsonl") == 1).is_some(),
+        "after promotion the worker indexes:\n{}",
+        standby.log_tail()
+    );
+}
