@@ -16,6 +16,8 @@ ensure_apt_packages() {
     for p in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
+    # Node runs the control plane's own CRC code as the test oracle; any node will do.
+    command -v node >/dev/null || missing+=(nodejs)
     if ((${#missing[@]})); then
         [ "$(id -u)" = 0 ] || die "need root to install ${missing[*]}"
         say "installing Debian packages: ${missing[*]}"
@@ -70,4 +72,19 @@ install_extension() {
     say "building and installing the extension ($*)"
     unlink_installed_library
     (cd "${REPO_ROOT}" && cargo pgrx install --pg-config "${PG_CONFIG}" "$@")
+    install_released_scripts
+}
+
+# Install scripts of earlier versions (sql/released/), so `CREATE EXTENSION ... VERSION` of an
+# older release followed by `ALTER EXTENSION ... UPDATE` works (and is tested). The current
+# version's script is always the one cargo pgrx generated.
+install_released_scripts() {
+    local current extdir f
+    current="$(sed -n 's/^version = "\(.*\)"/\1/p' "${REPO_ROOT}/Cargo.toml" | head -1)"
+    extdir="$("${PG_CONFIG}" --sharedir)/extension"
+    for f in "${REPO_ROOT}"/sql/released/cortex_buffer--*.sql; do
+        [ -e "$f" ] || continue
+        [ "$(basename "$f")" = "cortex_buffer--${current}.sql" ] && continue
+        install -m 644 "$f" "${extdir}/"
+    done
 }

@@ -83,6 +83,23 @@ SELECT file_id, job_dir, regexp_replace(path, '^.*/', '') AS file, dialect, size
 \echo '--- files per dialect'
 SELECT dialect, count(*) AS files, sum(size_bytes) AS bytes
   FROM cortex_buffer.session_file GROUP BY dialect ORDER BY dialect;
+\echo '--- checkpoints: two fenced writes, a stale writer refused, and the read-back (job 0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f)'
+\set QUIET on
+DELETE FROM cortex_buffer.checkpoint_history WHERE job_id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
+DELETE FROM cortex_buffer.job WHERE id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
+INSERT INTO cortex_buffer.job (id, agent_id, status, payload)
+VALUES ('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '0193a8b0-1111-7abc-8def-0123456789ab', 'RUNNING', '{"task": "release notes"}');
+\set QUIET off
+SELECT checkpoint_id AS first_checkpoint FROM cortex_buffer.write_checkpoint(
+    '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '{"step_index": 0, "state": {"searched": true}}') \gset
+SELECT * FROM cortex_buffer.write_checkpoint(
+    '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '{"step_index": 1, "state": {"searched": true, "emailed": true}}', :'first_checkpoint');
+\set ON_ERROR_STOP 0
+\echo '(a second pod still holding the first checkpoint as its fencing token is refused:)'
+SELECT * FROM cortex_buffer.write_checkpoint(
+    '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '{"step_index": 1, "state": {"stale": true}}', :'first_checkpoint');
+\set ON_ERROR_STOP 1
+SELECT source, checkpoint_id, step_index, crc, crc_ok, doc FROM cortex_buffer.read_checkpoint('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f');
 \echo '--- checkpoint CRC, byte-compatible with the control plane (golden values 3624485329, 2745614147, 286895505)'
 SELECT doc, cortex_buffer.canonical_json(doc::jsonb) AS canonical, cortex_buffer.checkpoint_crc(doc::jsonb) AS crc
   FROM (VALUES ('{"hello":"world"}'), ('{}'), ('{"step":1}'), ('{"b":[1.0,2.5e21],"10":true,"9":null}')) v(doc);

@@ -20,6 +20,24 @@ pub enum SqlState {
     UndefinedFile,
     /// 58030: any other I/O failure.
     IoError,
+    /// 22004: a required argument is NULL.
+    NullValueNotAllowed,
+    /// 22P02: a malformed identifier (e.g. a checkpoint_id that is not a UUID).
+    InvalidTextRepresentation,
+    /// 54000: a document larger than a configured limit.
+    ProgramLimitExceeded,
+    /// P0002: the job does not exist.
+    NoDataFound,
+    /// 55000: the job is not in a state that allows the operation.
+    ObjectNotInPrerequisiteState,
+    /// 55006: another writer won (stale fencing token or step regression). Never 40001.
+    ObjectInUse,
+    /// 42P01: the bound job table does not exist.
+    UndefinedTable,
+    /// 42P16: the bound job table does not meet the column contract.
+    InvalidTableDefinition,
+    /// XX001: no stored checkpoint passes its CRC.
+    DataCorrupted,
     /// XX000: a bug; should never be seen.
     Internal,
 }
@@ -32,6 +50,15 @@ impl SqlState {
             SqlState::InsufficientPrivilege => "42501",
             SqlState::UndefinedFile => "58P01",
             SqlState::IoError => "58030",
+            SqlState::NullValueNotAllowed => "22004",
+            SqlState::InvalidTextRepresentation => "22P02",
+            SqlState::ProgramLimitExceeded => "54000",
+            SqlState::NoDataFound => "P0002",
+            SqlState::ObjectNotInPrerequisiteState => "55000",
+            SqlState::ObjectInUse => "55006",
+            SqlState::UndefinedTable => "42P01",
+            SqlState::InvalidTableDefinition => "42P16",
+            SqlState::DataCorrupted => "XX001",
             SqlState::Internal => "XX000",
         }
     }

@@ -13,12 +13,15 @@ use pgrx::prelude::*;
 pub mod buffer;
 pub mod checkpoint;
 pub mod error;
+pub mod job;
 pub mod json;
 pub mod pg;
 pub mod worker;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod schema_tests;
+#[cfg(any(test, feature = "pg_test"))]
+pub mod testing;
 
 extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
 

@@ -265,6 +265,78 @@ impl Drop for Cluster {
     }
 }
 
+/// The control plane's job table, as its migrations create it (schema `cp`).
+pub const CONTROL_PLANE_FIXTURE: &str = include_str!("../fixtures/control_plane_job.sql");
+
+/// Everything about the `cortex_buffer` schema that an upgrade must reproduce, one line per
+/// fact: functions (definition, privileges, comment), relations, columns, constraints, indexes,
+/// triggers, types, extension members and configuration tables.
+pub const SCHEMA_FINGERPRINT_SQL: &str = "
+SELECT line FROM (
+  SELECT 'function ' || p.oid::regprocedure::text || ' def=' || md5(pg_get_functiondef(p.oid))
+         || ' acl=' || coalesce(p.proacl::text, '') || ' comment=' || coalesce(obj_description(p.oid, 'pg_proc'), '') AS line
+    FROM pg_proc p WHERE p.pronamespace = 'cortex_buffer'::regnamespace
+  UNION ALL
+  SELECT 'relation ' || c.relname || ' kind=' || c.relkind::text || ' acl=' || coalesce(c.relacl::text, '')
+         || ' comment=' || coalesce(obj_description(c.oid, 'pg_class'), '')
+    FROM pg_class c WHERE c.relnamespace = 'cortex_buffer'::regnamespace
+  UNION ALL
+  SELECT 'column ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+         || ' notnull=' || a.attnotnull || ' default=' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+         || ' identity=' || a.attidentity::text || ' comment=' || coalesce(col_description(c.oid, a.attnum), '')
+    FROM pg_class c
+    JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+    LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+   WHERE c.relnamespace = 'cortex_buffer'::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p')
+  UNION ALL
+  SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+    FROM pg_constraint WHERE connamespace = 'cortex_buffer'::regnamespace
+  UNION ALL
+  SELECT 'index ' || pg_get_indexdef(i.indexrelid)
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relnamespace = 'cortex_buffer'::regnamespace
+  UNION ALL
+  SELECT 'trigger ' || pg_get_triggerdef(t.oid)
+    FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+   WHERE c.relnamespace = 'cortex_buffer'::regnamespace AND NOT t.tgisinternal
+  UNION ALL
+  SELECT 'type ' || t.typname || ' ' || coalesce((SELECT string_agg(enumlabel, ',' ORDER BY enumsortorder) FROM pg_enum WHERE enumtypid = t.oid), '')
+         || ' comment=' || coalesce(obj_description(t.oid, 'pg_type'), '')
+    FROM pg_type t WHERE t.typnamespace = 'cortex_buffer'::regnamespace AND t.typrelid = 0 AND t.typelem = 0
+  UNION ALL
+  SELECT 'config ' || x::regclass::text FROM pg_extension e, unnest(e.extconfig) x WHERE e.extname = 'cortex_buffer'
+  UNION ALL
+  SELECT 'member ' || pg_describe_object(classid, objid, objsubid)
+    FROM pg_depend
+   WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+     AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'cortex_buffer')
+  UNION ALL
+  SELECT 'schema acl=' || coalesce(nspacl::text, '') || ' comment=' || coalesce(obj_description(oid, 'pg_namespace'), '')
+    FROM pg_namespace WHERE nspname = 'cortex_buffer'
+) f ORDER BY line";
+
+/// Runs several SQL scripts at once, each in its own psql session, and returns each one's
+/// outcome: Ok(stdout) or Err(stderr) (errors carry their SQLSTATE: VERBOSITY is verbose).
+pub fn psql_concurrently(c: &Cluster, db: &str, scripts: Vec<String>) -> Vec<Result<String, String>> {
+    let handles: Vec<_> = scripts
+        .into_iter()
+        .map(|sql| {
+            let (bin, socket, port, db) = (c.bin.clone(), c.socket_dir.clone(), c.port, db.to_owned());
+            std::thread::spawn(move || {
+                let out = run(as_postgres(&bin.join("psql"))
+                    .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose", "-h"])
+                    .arg(&socket)
+                    .args(["-p", &port.to_string(), "-d", &db, "-c", &sql]));
+                if out.status.success() {
+                    Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+                } else {
+                    Err(String::from_utf8_lossy(&out.stderr).into_owned())
+                }
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("psql thread panicked".into()))).collect()
+}
+
 /// Polls `check` every 50 ms until it holds or `timeout` passes; returns the time it took.
 pub fn wait_for(timeout: Duration, mut check: impl FnMut() -> bool) -> Option<Duration> {
     let t = Instant::now();

@@ -109,7 +109,7 @@ mod tests {
 
     use pgrx::prelude::*;
 
-    use crate::pg::xact::subtransaction;
+    use crate::testing::sqlstate_of;
 
     struct Root(PathBuf);
     impl Root {
@@ -228,13 +228,6 @@ mod tests {
         assert_eq!(got[0], (format!("proj/{sid}.jsonl"), "new".into(), Some("claude-code".into())));
         assert_eq!(got[1], (format!("proj/{sid}/subagents/agent-a1.jsonl"), "new".into(), Some("claude-code".into())));
         assert_eq!(got[2], ("proj/escape.jsonl".into(), "skipped".into(), None));
-    }
-
-    fn sqlstate_of(sql: &str) -> (String, Option<String>) {
-        match subtransaction(|| Spi::run(sql).map_err(|e| crate::error::CbError::internal(e.to_string()))) {
-            Ok(()) => ("00000".into(), None),
-            Err(f) => (f.sqlstate(), f.hint().map(str::to_owned)),
-        }
     }
 
     #[pg_test]

@@ -5,6 +5,7 @@
 //! `integer`; about half of all CRCs only fit as their two's-complement bit pattern. Stored values
 //! are therefore compared modulo 2^32.
 
+use crate::json::node::JsonNode;
 use crate::json::{write_canonical, JsValue};
 
 /// The canonical text and its CRC, computed together because writers need both.
@@ -15,11 +16,25 @@ pub struct Canonical {
 }
 
 impl Canonical {
-    pub fn of(value: &JsValue) -> Canonical {
-        let mut text = String::new();
-        write_canonical(value, &mut text);
+    /// The canonical text and CRC of any JSON view (a parsed value or binary jsonb).
+    pub fn of<'a, N: JsonNode<'a>>(node: N) -> Result<Canonical, N::Error> {
+        Canonical::with_capacity(node, 0)
+    }
+
+    /// Like [`Canonical::of`], with room for `capacity` bytes reserved up front (the size of
+    /// the stored document is a good guess and saves regrowing a large buffer).
+    pub fn with_capacity<'a, N: JsonNode<'a>>(node: N, capacity: usize) -> Result<Canonical, N::Error> {
+        let mut text = String::with_capacity(capacity);
+        write_canonical(node, &mut text)?;
         let crc = crc32fast::hash(text.as_bytes());
-        Canonical { text, crc }
+        Ok(Canonical { text, crc })
+    }
+
+    pub fn of_value(value: &JsValue) -> Canonical {
+        match Canonical::of(value) {
+            Ok(c) => c,
+            Err(never) => match never {},
+        }
     }
 
     /// Size in bytes of the canonical UTF-8 text (what the size limit applies to).
@@ -30,7 +45,7 @@ impl Canonical {
 
 /// The CRC of `value`'s canonical JSON.
 pub fn checkpoint_crc(value: &JsValue) -> u32 {
-    Canonical::of(value).crc
+    Canonical::of_value(value).crc
 }
 
 /// The bit pattern to store in a signed 32-bit `integer` column.
@@ -71,7 +86,7 @@ mod tests {
 
     #[test]
     fn size_is_utf8_bytes_of_the_canonical_text() {
-        let c = Canonical::of(&JsValue::object([("k", String("é".into()))]));
+        let c = Canonical::of_value(&JsValue::object([("k", String("é".into()))]));
         assert_eq!(c.text, "{\"k\":\"é\"}");
         assert_eq!(c.size_bytes(), 10);
     }

@@ -1,27 +1,149 @@
-//! SQL functions of the checkpoint capability (thin: map jsonb to the core and back).
+//! SQL functions of the checkpoint capability (thin: map SQL to the core and `store`, and back).
 
 use pgrx::prelude::*;
+use pgrx::Uuid;
 
 use super::crc::Canonical;
-use crate::pg::jsonb::JsonbArg;
+use super::store::{self, Source};
+use crate::error::{CbError, SqlState};
+use crate::pg::jsonb::{malformed, RawJsonb};
+use crate::pg::raise::raise;
 use crate::pg::OrRaise;
+
+fn required<T>(value: Option<T>, name: &str) -> T {
+    value.unwrap_or_else(|| {
+        raise(
+            CbError::new(SqlState::NullValueNotAllowed, format!("{name} must not be NULL"))
+                .with_hint(format!("Pass a {name}.")),
+        )
+    })
+}
 
 /// CRC-32 of the document's canonical JSON, as the control plane computes it (0 ..= 2^32-1).
 #[pg_extern(immutable, strict, parallel_safe)]
-fn checkpoint_crc(doc: JsonbArg) -> i64 {
-    let value = doc.to_js_value().or_raise();
-    i64::from(Canonical::of(&value).crc)
+fn checkpoint_crc(doc: RawJsonb) -> i64 {
+    i64::from(canonical(doc).crc)
+}
+
+fn canonical(doc: RawJsonb) -> Canonical {
+    doc.with_root(|root, size| Canonical::with_capacity(root, size).map_err(malformed)).or_raise()
 }
 
 /// The canonical JSON the checkpoint CRC is computed over: JavaScript's `JSON.stringify` of
 /// the document with object keys sorted recursively.
 #[pg_extern(immutable, strict, parallel_safe)]
-fn canonical_json(doc: JsonbArg) -> String {
-    let value = doc.to_js_value().or_raise();
-    Canonical::of(&value).text
+fn canonical_json(doc: RawJsonb) -> String {
+    canonical(doc).text
 }
 
-extension_sql_file!("checkpoint.sql", name = "checkpoint_sql", requires = [checkpoint_crc, canonical_json]);
+/// Validates `doc`, fences on `expected_checkpoint_id`, and in the caller's transaction updates
+/// the job row's checkpoint and CRC and appends `checkpoint_history`.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile)]
+fn write_checkpoint(
+    job_id: Option<Uuid>,
+    doc: Option<RawJsonb>,
+    expected_checkpoint_id: default!(Option<Uuid>, "NULL"),
+    allow_step_regression: default!(Option<bool>, false),
+) -> TableIterator<'static, (name!(checkpoint_id, Uuid), name!(step_index, i32), name!(crc, i64), name!(size_bytes, i32))>
+{
+    let job = required(job_id, "job_id");
+    let doc = required(doc, "doc");
+    let written = store::write(job, doc, expected_checkpoint_id, allow_step_regression.unwrap_or(false)).or_raise();
+    TableIterator::once((
+        Uuid::from_bytes(written.checkpoint_id),
+        written.step_index,
+        i64::from(written.crc),
+        i32::try_from(written.size_bytes).unwrap_or(i32::MAX),
+    ))
+}
+
+/// The job's checkpoint after CRC verification: `current`, else the newest valid `history`
+/// entry (with a WARNING), else `none` for a job never checkpointed; XX001 when nothing
+/// verifies.
+#[allow(clippy::type_complexity)]
+#[pg_extern(stable, strict)]
+fn read_checkpoint(
+    job_id: Uuid,
+) -> TableIterator<
+    'static,
+    (
+        name!(source, String),
+        name!(checkpoint_id, Option<Uuid>),
+        name!(step_index, Option<i32>),
+        name!(doc, Option<RawJsonb>),
+        name!(crc, Option<i64>),
+        name!(crc_ok, Option<bool>),
+        name!(detail, Option<String>),
+    ),
+> {
+    let r = store::read(job_id).or_raise();
+    let source = match r.source {
+        Source::Current => "current",
+        Source::History => "history",
+        Source::None => "none",
+    };
+    TableIterator::once((
+        source.to_owned(),
+        r.checkpoint_id.map(Uuid::from_bytes),
+        r.step_index,
+        r.doc,
+        r.crc.map(i64::from),
+        r.crc_ok,
+        r.detail,
+    ))
+}
+
+/// Every stored checkpoint (current ones in the bound job table, and history) whose CRC does
+/// not match its document.
+#[allow(clippy::type_complexity)]
+#[pg_extern(stable)]
+fn verify_checkpoints() -> TableIterator<
+    'static,
+    (
+        name!(job_id, Uuid),
+        name!(source, String),
+        name!(history_id, Option<i64>),
+        name!(checkpoint_id, Option<Uuid>),
+        name!(step_index, Option<i32>),
+        name!(stored_crc, Option<i64>),
+        name!(computed_crc, Option<i64>),
+        name!(detail, String),
+    ),
+> {
+    let rows: Vec<_> = store::verify_all()
+        .or_raise()
+        .into_iter()
+        .map(|m| {
+            (
+                Uuid::from_bytes(m.job_id),
+                m.source.to_owned(),
+                m.history_id,
+                m.checkpoint_id.map(Uuid::from_bytes),
+                m.step_index,
+                m.stored_crc,
+                m.computed_crc.map(i64::from),
+                m.detail,
+            )
+        })
+        .collect();
+    TableIterator::new(rows)
+}
+
+extension_sql_file!("history.sql", name = "checkpoint_history");
+extension_sql_file!(
+    "checkpoint.sql",
+    name = "checkpoint_sql",
+    requires = [
+        checkpoint_crc,
+        canonical_json,
+        write_checkpoint,
+        read_checkpoint,
+        verify_checkpoints,
+        "checkpoint_history",
+        "job_schema"
+    ]
+);
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]

@@ -9,6 +9,7 @@
 
 use std::cmp::Ordering;
 
+use super::node::{JsonNode, Kind};
 use super::number::write_js_number;
 use super::quote::write_js_string;
 use super::value::JsValue;
@@ -16,77 +17,89 @@ use super::value::JsValue;
 /// The canonical JSON text of `value`.
 pub fn canonical_json(value: &JsValue) -> String {
     let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
+    match write_canonical(value, &mut out) {
+        Ok(()) => out,
+        Err(never) => match never {},
+    }
 }
 
-/// Appends the canonical JSON text of `value` to `out`.
+/// A container being written: its children in output order, and how many are done.
+struct Frame<'a, N> {
+    children: Vec<(Option<&'a str>, N)>,
+    next: usize,
+    object: bool,
+}
+
+/// Appends the canonical JSON text of `root` to `out`.
 ///
-/// Iterative (explicit stack) so that hostile nesting depth cannot overflow the thread stack.
-pub fn write_canonical(value: &JsValue, out: &mut String) {
-    enum Step<'a> {
-        Value(&'a JsValue),
-        Raw(&'static str),
-        Key(&'a str),
-    }
-    let mut stack: Vec<Step<'_>> = vec![Step::Value(value)];
-    while let Some(step) = stack.pop() {
-        match step {
-            Step::Raw(s) => out.push_str(s),
-            Step::Key(k) => {
+/// Iterative (explicit stack) so that nesting depth costs heap, not thread stack; child vectors
+/// are recycled so a document costs few allocations beyond the output.
+pub fn write_canonical<'a, N: JsonNode<'a>>(root: N, out: &mut String) -> Result<(), N::Error> {
+    let mut stack: Vec<Frame<'a, N>> = Vec::new();
+    let mut spare: Vec<Vec<(Option<&'a str>, N)>> = Vec::new();
+    let mut pending = Some(root);
+    loop {
+        if let Some(node) = pending.take() {
+            match node.kind()? {
+                Kind::Null => out.push_str("null"),
+                Kind::Bool(true) => out.push_str("true"),
+                Kind::Bool(false) => out.push_str("false"),
+                Kind::Number(n) => write_js_number(n, out),
+                Kind::String(s) => write_js_string(s, out),
+                kind @ (Kind::Array | Kind::Object) => {
+                    let object = kind == Kind::Object;
+                    let mut children = spare.pop().unwrap_or_default();
+                    node.children(&mut children)?;
+                    if object {
+                        js_property_order(&mut children);
+                    }
+                    out.push(if object { '{' } else { '[' });
+                    stack.push(Frame { children, next: 0, object });
+                }
+            }
+        }
+        let Some(frame) = stack.last_mut() else { return Ok(()) };
+        if frame.next < frame.children.len() {
+            if frame.next > 0 {
+                out.push(',');
+            }
+            let (key, child) = frame.children[frame.next];
+            frame.next += 1;
+            if let Some(k) = key {
                 write_js_string(k, out);
                 out.push(':');
             }
-            Step::Value(v) => match v {
-                JsValue::Null => out.push_str("null"),
-                JsValue::Bool(true) => out.push_str("true"),
-                JsValue::Bool(false) => out.push_str("false"),
-                JsValue::Number(n) => write_js_number(*n, out),
-                JsValue::String(s) => write_js_string(s, out),
-                JsValue::Array(items) => {
-                    out.push('[');
-                    stack.push(Step::Raw("]"));
-                    for (i, item) in items.iter().enumerate().rev() {
-                        stack.push(Step::Value(item));
-                        if i > 0 {
-                            stack.push(Step::Raw(","));
-                        }
-                    }
-                }
-                JsValue::Object(members) => {
-                    out.push('{');
-                    stack.push(Step::Raw("}"));
-                    let ordered = js_property_order(members);
-                    for (i, (key, member)) in ordered.into_iter().enumerate().rev() {
-                        stack.push(Step::Value(member));
-                        stack.push(Step::Key(key));
-                        if i > 0 {
-                            stack.push(Step::Raw(","));
-                        }
-                    }
-                }
-            },
+            pending = Some(child);
+        } else {
+            out.push(if frame.object { '}' } else { ']' });
+            if let Some(mut done) = stack.pop().map(|f| f.children) {
+                done.clear();
+                spare.push(done);
+            }
         }
     }
 }
 
-/// The members of an object in the order `JSON.stringify` emits them after the control plane's
-/// key sort, with duplicate keys resolved to their last value.
-fn js_property_order(members: &[(String, JsValue)]) -> Vec<(&str, &JsValue)> {
-    let mut ordered: Vec<(&str, &JsValue)> = Vec::with_capacity(members.len());
-    ordered.extend(members.iter().map(|(k, v)| (k.as_str(), v)));
-    // Stable sort keeps duplicates in source order, so the last one of a run is the winner.
-    ordered.sort_by(|a, b| compare_property_keys(a.0, b.0));
-    ordered.dedup_by(|later, earlier| {
-        if later.0 == earlier.0 {
-            // `dedup_by` keeps `earlier`; move the later (winning) value into it.
-            earlier.1 = later.1;
-            true
+/// Puts an object's members in the order `JSON.stringify` emits them after the control plane's
+/// key sort, keeping only the last value of a repeated key (as `JSON.parse` does).
+fn js_property_order<N>(members: &mut Vec<(Option<&str>, N)>) {
+    // Stable sorts keep repeated keys in source order, so the last of a run is the winner.
+    // Array-index keys are rare; when there are none the order is plain UTF-16 order.
+    if members.iter().any(|(k, _)| k.is_some_and(|k| k.as_bytes().first().is_some_and(u8::is_ascii_digit))) {
+        members.sort_by(|a, b| compare_property_keys(a.0.unwrap_or(""), b.0.unwrap_or("")));
+    } else {
+        members.sort_by(|a, b| compare_utf16(a.0.unwrap_or(""), b.0.unwrap_or("")));
+    }
+    let mut write = 0;
+    for read in 0..members.len() {
+        if write > 0 && members[write - 1].0 == members[read].0 {
+            members.swap(write - 1, read);
         } else {
-            false
+            members.swap(write, read);
+            write += 1;
         }
-    });
-    ordered
+    }
+    members.truncate(write);
 }
 
 /// Property order of an object whose keys were inserted in UTF-16 sorted order.
@@ -100,13 +113,38 @@ pub fn compare_property_keys(a: &str, b: &str) -> Ordering {
 }
 
 /// `Array.prototype.sort`'s default comparison: UTF-16 code units, not code points.
+///
+/// UTF-8 byte order is code-point order, and code-point order differs from UTF-16 order only
+/// when a supplementary character (U+10000 and up, a surrogate pair in UTF-16) meets a BMP
+/// character at or above U+E000. So compare bytes, and look at the two characters only where
+/// the strings first differ.
 pub fn compare_utf16(a: &str, b: &str) -> Ordering {
-    // Byte order equals UTF-16 order unless a supplementary character meets a BMP character at
-    // or above U+E000, which is rare; take the cheap path when neither string has such bytes.
-    if a.is_ascii() || b.is_ascii() {
-        return a.as_bytes().cmp(b.as_bytes());
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    let Some(i) = x.iter().zip(y).position(|(p, q)| p != q) else {
+        return x.len().cmp(&y.len());
+    };
+    if x[i] < 0x80 && y[i] < 0x80 {
+        return x[i].cmp(&y[i]);
     }
-    a.encode_utf16().cmp(b.encode_utf16())
+    // Back up to the start of the characters containing the first difference.
+    let mut start = i;
+    while start > 0 && (x[start] & 0xC0) == 0x80 {
+        start -= 1;
+    }
+    let (ca, cb) = match (a[start..].chars().next(), b[start..].chars().next()) {
+        (Some(ca), Some(cb)) => (ca, cb),
+        _ => return x.cmp(y),
+    };
+    let utf16_rank = |c: char| {
+        let c = u32::from(c);
+        // Supplementary characters sort as their high surrogate, 0xD800..=0xDBFF.
+        if c >= 0x1_0000 {
+            0xD800 + ((c - 0x1_0000) >> 10)
+        } else {
+            c
+        }
+    };
+    utf16_rank(ca).cmp(&utf16_rank(cb)).then_with(|| ca.cmp(&cb))
 }
 
 /// The value of `key` if it is an ECMAScript array index: the canonical decimal form of an
@@ -167,6 +205,29 @@ mod tests {
         // although its code point is smaller.
         let v = obj(&[("\u{ff5e}", Number(1.0)), ("\u{1f600}", Number(2.0)), ("z", Number(3.0))]);
         assert_eq!(canonical_json(&v), "{\"z\":3,\"\u{1f600}\":2,\"\u{ff5e}\":1}");
+    }
+
+    #[test]
+    fn utf16_order_agrees_with_javascript_on_tricky_pairs() {
+        use std::cmp::Ordering::*;
+        // (a, b, JavaScript's a < b ? Less : Greater)
+        let cases = [
+            ("a", "b", Less),
+            ("ab", "a", Greater),
+            ("\u{ff5e}", "\u{1f600}", Greater),
+            ("\u{e000}", "\u{10000}", Greater),
+            ("\u{d7ff}", "\u{10000}", Less),
+            ("x\u{1f600}", "x\u{1f601}", Less),
+            ("\u{1f600}a", "\u{1f600}b", Less),
+            ("é", "e", Greater),
+            ("日本", "日", Greater),
+            ("\u{fffd}", "\u{1f600}", Greater),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(compare_utf16(a, b), want, "{a:?} vs {b:?}");
+            assert_eq!(compare_utf16(a, b), a.encode_utf16().cmp(b.encode_utf16()), "{a:?} vs {b:?}");
+            assert_eq!(compare_utf16(b, a), want.reverse());
+        }
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! and the session indexer (line validation as the control plane's `JSON.parse` sees it).
 
 pub mod canonical;
+pub mod jsonb_format;
+pub mod node;
 pub mod number;
 pub mod quote;
 pub mod value;

@@ -28,20 +28,63 @@ pub fn write_js_number(x: f64, out: &mut String) {
     // Small integers are by far the most common numbers in checkpoints; skip the float formatter.
     if magnitude < 1e15 && magnitude.fract() == 0.0 {
         // Exact: the value is an integer below 2^53.
-        let _ = write!(out, "{}", magnitude as u64);
+        push_u64(out, magnitude as u64);
         return;
     }
 
-    let sci = format!("{magnitude:e}");
+    // `{:e}` yields the shortest round-trip digits; format into the stack, not the heap.
+    let mut buf = StackBuf { bytes: [0; 40], len: 0 };
+    let _ = write!(buf, "{magnitude:e}");
+    let sci = std::str::from_utf8(&buf.bytes[..buf.len]).unwrap_or("0e0");
     let (mantissa, exponent) = match sci.split_once('e') {
         Some(parts) => parts,
-        None => (sci.as_str(), "0"),
+        None => (sci, "0"),
     };
     // `{:e}` of a finite non-zero double always has an integer exponent; fall back to 0 rather
     // than panic if that ever changes.
     let exponent: i32 = exponent.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    layout_digits(&digits, exponent + 1, out);
+    let mut digits = [0u8; 40];
+    let mut n = 0;
+    for b in mantissa.bytes().filter(|b| *b != b'.') {
+        if n < digits.len() {
+            digits[n] = b;
+            n += 1;
+        }
+    }
+    layout_digits(std::str::from_utf8(&digits[..n]).unwrap_or("0"), exponent + 1, out);
+}
+
+/// A fixed buffer `write!` can target; output beyond its size is dropped (never needed: a
+/// double's `{:e}` form is at most 24 bytes).
+struct StackBuf {
+    bytes: [u8; 40],
+    len: usize,
+}
+
+impl Write for StackBuf {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let room = self.bytes.len() - self.len;
+        let take = s.len().min(room);
+        self.bytes[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
+        self.len += take;
+        Ok(())
+    }
+}
+
+/// Appends the decimal digits of `v` (no `fmt` machinery on the hot path).
+pub fn push_u64(out: &mut String, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // ASCII digits only.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
 }
 
 /// ECMAScript Number::toString steps 6-10: `digits` are the significant digits s (k of them),
@@ -70,7 +113,7 @@ fn layout_digits(digits: &str, n: i32, out: &mut String) {
         }
         out.push('e');
         out.push(if e < 0 { '-' } else { '+' });
-        let _ = write!(out, "{}", e.unsigned_abs());
+        push_u64(out, u64::from(e.unsigned_abs()));
     }
 }
 

@@ -10,6 +10,9 @@ pub static SESSIONS_DIR: GucSetting<Option<CString>> = GucSetting::<Option<CStri
 pub static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"postgres"));
 pub static POLL_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static WORKER_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
+pub static JOB_TABLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"cortex_buffer.job"));
+pub static CHECKPOINT_MAX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
+pub static CHECKPOINT_HISTORY_KEEP: GucSetting<i32> = GucSetting::<i32>::new(20);
 
 /// Registers the settings and reserves the `cortex_buffer.` prefix (typos become errors).
 pub fn define() {
@@ -47,6 +50,36 @@ pub fn define() {
         GucContext::Sighup,
         GucFlags::default(),
     );
+    // Limits and the binding are superuser-only: a role that could raise them could make the
+    // extension write elsewhere or store unbounded documents.
+    GucRegistry::define_string_guc(
+        c"cortex_buffer.job_table",
+        c"The job table the job functions read and write.",
+        c"Default cortex_buffer.job. Point it at the control plane's job table (per database with ALTER DATABASE ... SET); the column contract is checked on first use in each session.",
+        &JOB_TABLE,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.checkpoint_max_bytes",
+        c"Largest checkpoint write_checkpoint accepts, in bytes of canonical JSON.",
+        c"The control plane's own limit is 256 kB.",
+        &CHECKPOINT_MAX_BYTES,
+        2,
+        256 * 1024 * 1024,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.checkpoint_history_keep",
+        c"How many checkpoints per job checkpoint_history keeps.",
+        c"Older entries are deleted by write_checkpoint; read_checkpoint falls back to the newest valid one.",
+        &CHECKPOINT_HISTORY_KEEP,
+        1,
+        100_000,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     // SAFETY: called from _PG_init on the main thread with a static NUL-terminated string.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"cortex_buffer".as_ptr()) };
 }
@@ -69,4 +102,16 @@ pub fn poll_interval() -> std::time::Duration {
 
 pub fn worker_enabled() -> bool {
     WORKER_ENABLED.get()
+}
+
+pub fn job_table() -> String {
+    string_setting(&JOB_TABLE)
+}
+
+pub fn checkpoint_max_bytes() -> usize {
+    usize::try_from(CHECKPOINT_MAX_BYTES.get()).unwrap_or(256 * 1024)
+}
+
+pub fn checkpoint_history_keep() -> i64 {
+    i64::from(CHECKPOINT_HISTORY_KEEP.get().max(1))
 }

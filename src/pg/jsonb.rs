@@ -1,34 +1,43 @@
-//! Reading `jsonb` arguments straight from their binary form into [`JsValue`].
+//! `jsonb` values handled as raw datums: read in their binary form (`json::jsonb_format`),
+//! passed to SPI and returned to SQL without ever being printed and re-parsed.
 //!
 //! pgrx's own `JsonB` goes through `jsonb_out` text and `serde_json`, which loses precision on
-//! large numbers and panics on numbers outside the f64 range (`1e400`). Walking the binary
-//! container with Postgres' own iterator is faster and converts every numeric with
-//! `numeric_float8_no_overflow` (correctly rounded, ±Infinity on overflow), which is exactly what
-//! JavaScript's `JSON.parse` produces from the same text.
+//! large numbers and panics on numbers outside the f64 range (`1e400`).
 
-use pgrx::callconv::{Arg, ArgAbi};
+use pgrx::callconv::{Arg, ArgAbi, BoxRet, FcInfo};
+use pgrx::datum::Datum;
 use pgrx::nullable::Nullable;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::error::CbError;
-use crate::json::JsValue;
+use crate::json::jsonb_format::{Jsonb, Malformed};
 
-/// A detoasted `jsonb` argument, read lazily.
-pub struct JsonbArg(*mut pg_sys::Jsonb);
+/// A `jsonb` datum (possibly toasted), valid in the memory context it came from.
+#[derive(Clone, Copy)]
+pub struct RawJsonb(pg_sys::Datum);
 
-impl FromDatum for JsonbArg {
+impl FromDatum for RawJsonb {
     unsafe fn from_polymorphic_datum(datum: pg_sys::Datum, is_null: bool, _: pg_sys::Oid) -> Option<Self> {
         if is_null || datum.is_null() {
-            return None;
+            None
+        } else {
+            Some(RawJsonb(datum))
         }
-        // `pg_detoast_datum` also expands short (1-byte) headers, which the jsonb iterator needs.
-        let detoasted = unsafe { pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) };
-        Some(JsonbArg(detoasted.cast()))
     }
 }
 
-unsafe impl<'fcx> ArgAbi<'fcx> for JsonbArg {
+impl IntoDatum for RawJsonb {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        Some(self.0)
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
+unsafe impl<'fcx> ArgAbi<'fcx> for RawJsonb {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
         unsafe { arg.unbox_arg_using_from_datum() }.unwrap_or_else(|| pgrx::error!("argument {index} must not be null"))
@@ -39,93 +48,41 @@ unsafe impl<'fcx> ArgAbi<'fcx> for JsonbArg {
     }
 }
 
-pgrx::impl_sql_translatable!(JsonbArg, arg_only = "jsonb");
-
-enum Frame {
-    Array { items: Vec<JsValue>, raw_scalar: bool },
-    Object { members: Vec<(String, JsValue)>, key: Option<String> },
-}
-
-impl JsonbArg {
-    /// The document as JavaScript would see it after `JSON.parse(jsonb_out(doc))`.
-    pub fn to_js_value(&self) -> Result<JsValue, CbError> {
-        // SAFETY: self.0 is a detoasted jsonb with a 4-byte header (see from_polymorphic_datum);
-        // the iterator only reads within it. The walk is iterative: nesting depth costs heap only.
-        unsafe {
-            let mut iter = pg_sys::JsonbIteratorInit(&raw mut (*self.0).root);
-            let mut v = pg_sys::JsonbValue::default();
-            let mut stack: Vec<Frame> = Vec::new();
-            loop {
-                let token = pg_sys::JsonbIteratorNext(&mut iter, &mut v, false);
-                let finished: JsValue = match token {
-                    pg_sys::JsonbIteratorToken::WJB_DONE => {
-                        return Err(CbError::internal("jsonb iterator ended before the document did"))
-                    }
-                    pg_sys::JsonbIteratorToken::WJB_BEGIN_ARRAY => {
-                        let n = usize::try_from(v.val.array.nElems).unwrap_or(0);
-                        stack.push(Frame::Array { items: Vec::with_capacity(n), raw_scalar: v.val.array.rawScalar });
-                        continue;
-                    }
-                    pg_sys::JsonbIteratorToken::WJB_BEGIN_OBJECT => {
-                        let n = usize::try_from(v.val.object.nPairs).unwrap_or(0);
-                        stack.push(Frame::Object { members: Vec::with_capacity(n), key: None });
-                        continue;
-                    }
-                    pg_sys::JsonbIteratorToken::WJB_KEY => {
-                        let key = scalar_string(&v)?;
-                        if let Some(Frame::Object { key: slot, .. }) = stack.last_mut() {
-                            *slot = Some(key);
-                        }
-                        continue;
-                    }
-                    pg_sys::JsonbIteratorToken::WJB_VALUE | pg_sys::JsonbIteratorToken::WJB_ELEM => scalar(&v)?,
-                    pg_sys::JsonbIteratorToken::WJB_END_ARRAY | pg_sys::JsonbIteratorToken::WJB_END_OBJECT => {
-                        match stack.pop() {
-                            Some(Frame::Array { mut items, raw_scalar: true }) => items.pop().unwrap_or(JsValue::Null),
-                            Some(Frame::Array { items, raw_scalar: false }) => JsValue::Array(items),
-                            Some(Frame::Object { members, .. }) => JsValue::Object(members),
-                            None => return Err(CbError::internal("unbalanced jsonb container")),
-                        }
-                    }
-                    other => return Err(CbError::internal(format!("unexpected jsonb iterator token {other}"))),
-                };
-                match stack.last_mut() {
-                    None => return Ok(finished),
-                    Some(Frame::Array { items, .. }) => items.push(finished),
-                    Some(Frame::Object { members, key }) => {
-                        let k = key.take().ok_or_else(|| CbError::internal("jsonb value without a key"))?;
-                        members.push((k, finished));
-                    }
-                }
-            }
-        }
+// SAFETY: the datum is a valid jsonb in a memory context that outlives the call (arguments, or
+// values moved out of SPI with `transfer_out_of_spi`).
+unsafe impl BoxRet for RawJsonb {
+    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> Datum<'fcx> {
+        unsafe { fcinfo.return_raw_datum(self.0) }
     }
 }
 
-unsafe fn scalar(v: &pg_sys::JsonbValue) -> Result<JsValue, CbError> {
-    unsafe {
-        Ok(match v.type_ {
-            pg_sys::jbvType::jbvNull => JsValue::Null,
-            pg_sys::jbvType::jbvBool => JsValue::Bool(v.val.boolean),
-            pg_sys::jbvType::jbvString => JsValue::String(scalar_string(v)?),
-            pg_sys::jbvType::jbvNumeric => {
-                let datum = pg_sys::Datum::from(v.val.numeric);
-                let f = pgrx::direct_function_call::<f64>(pg_sys::numeric_float8_no_overflow, &[Some(datum)])
-                    .unwrap_or(f64::NAN);
-                JsValue::Number(f)
-            }
-            other => return Err(CbError::internal(format!("unexpected jsonb scalar type {other}"))),
-        })
+pgrx::impl_sql_translatable!(RawJsonb, "jsonb");
+
+impl RawJsonb {
+    /// Copies the value out of SPI's memory into the caller's (`SPI_datumTransfer`), so it can
+    /// be returned after `Spi::connect` ends.
+    pub fn transfer_out_of_spi(self) -> RawJsonb {
+        // SAFETY: jsonb is a varlena (by reference, length -1); called inside a SPI connection.
+        RawJsonb(unsafe { pg_sys::SPI_datumTransfer(self.0, false, -1) })
+    }
+
+    /// Runs `f` on the document's binary form, detoasting it first if needed (the copy lives in
+    /// the current memory context).
+    /// `f` also gets the size of the binary form, a good estimate of the text's.
+    pub fn with_root<R>(&self, f: impl FnOnce(Jsonb<'_>, usize) -> Result<R, CbError>) -> Result<R, CbError> {
+        // SAFETY: self.0 is a jsonb datum. `pg_detoast_datum` returns it with a 4-byte header
+        // (expanding compressed, external and short-header forms), and the slice covers exactly
+        // its payload, which stays allocated for the duration of `f`.
+        let bytes: &[u8] = unsafe {
+            let detoasted = pg_sys::pg_detoast_datum(self.0.cast_mut_ptr());
+            let len = pgrx::varlena::varsize_any_exhdr(detoasted);
+            std::slice::from_raw_parts(pgrx::varlena::vardata_any(detoasted).cast::<u8>(), len)
+        };
+        f(Jsonb::root(bytes).map_err(malformed)?, bytes.len())
     }
 }
 
-unsafe fn scalar_string(v: &pg_sys::JsonbValue) -> Result<String, CbError> {
-    unsafe {
-        let len = usize::try_from(v.val.string.len).unwrap_or(0);
-        if len == 0 {
-            return Ok(String::new());
-        }
-        let bytes = std::slice::from_raw_parts(v.val.string.val.cast::<u8>(), len);
-        String::from_utf8(bytes.to_vec()).map_err(|_| CbError::not_utf8())
-    }
+/// A jsonb value whose bytes do not follow the format: never expected from Postgres.
+pub fn malformed(e: Malformed) -> CbError {
+    CbError::internal(format!("malformed jsonb value: {}", e.0))
 }

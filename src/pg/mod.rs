@@ -3,6 +3,7 @@
 
 pub mod guc;
 pub mod jsonb;
+pub mod planner;
 pub mod raise;
 pub mod xact;
 

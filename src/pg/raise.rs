@@ -13,6 +13,15 @@ fn pg_code(state: SqlState) -> PgSqlErrorCode {
         SqlState::InsufficientPrivilege => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
         SqlState::UndefinedFile => PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
         SqlState::IoError => PgSqlErrorCode::ERRCODE_IO_ERROR,
+        SqlState::NullValueNotAllowed => PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+        SqlState::InvalidTextRepresentation => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+        SqlState::ProgramLimitExceeded => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        SqlState::NoDataFound => PgSqlErrorCode::ERRCODE_NO_DATA_FOUND,
+        SqlState::ObjectNotInPrerequisiteState => PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        SqlState::ObjectInUse => PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
+        SqlState::UndefinedTable => PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
+        SqlState::InvalidTableDefinition => PgSqlErrorCode::ERRCODE_INVALID_TABLE_DEFINITION,
+        SqlState::DataCorrupted => PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
         SqlState::Internal => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
     }
 }

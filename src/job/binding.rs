@@ -1,0 +1,158 @@
+//! Which table the job functions read and write: `cortex_buffer.job_table` (default
+//! `cortex_buffer.job`). The column contract is checked once per backend and cached, keyed by
+//! the setting's value and the table's OID; so are the prepared statements built for it.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+use std::rc::Rc;
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::spi::{OwnedPreparedStatement, SpiClient};
+use pgrx::PgOid;
+
+use super::contract::{validate, Column, Shape};
+use crate::error::{CbError, SqlState};
+use crate::pg::guc;
+
+/// Whether a prepared statement only reads, or writes or locks rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// A validated job table.
+pub struct Binding {
+    setting: String,
+    oid: pg_sys::Oid,
+    /// Schema-qualified, quoted name for SQL text.
+    pub table: String,
+    pub shape: Shape,
+    statements: RefCell<HashMap<&'static str, Rc<OwnedPreparedStatement>>>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Binding>>> = const { RefCell::new(None) };
+}
+
+impl Binding {
+    /// The prepared statement `key`, built from `sql(&self)` with `args` on first use and kept
+    /// for the life of the binding. `Access::Write` statements (writes, row locks) run with
+    /// SPI's read-only mode off even when nothing else in the transaction wrote yet.
+    pub fn statement(
+        &self,
+        client: &SpiClient<'_>,
+        key: &'static str,
+        access: Access,
+        args: &[PgOid],
+        sql: impl FnOnce(&Binding) -> String,
+    ) -> Result<Rc<OwnedPreparedStatement>, CbError> {
+        if let Some(s) = self.statements.borrow().get(key) {
+            return Ok(Rc::clone(s));
+        }
+        let text = sql(self);
+        let prepared = match access {
+            Access::Read => client.prepare(text.as_str(), args),
+            Access::Write => client.prepare_mut(text.as_str(), args),
+        };
+        let prepared = prepared.map_err(|e| CbError::internal(format!("preparing {key}: {e}")))?.keep();
+        let prepared = Rc::new(prepared);
+        self.statements.borrow_mut().insert(key, Rc::clone(&prepared));
+        Ok(prepared)
+    }
+}
+
+/// The binding for the current value of `cortex_buffer.job_table`, validated if new.
+pub fn current() -> Result<Rc<Binding>, CbError> {
+    let setting = guc::job_table();
+    let oid = resolve(&setting)?;
+    if let Some(b) = CURRENT.with(|c| c.borrow().clone()) {
+        if b.setting == setting && b.oid == oid {
+            return Ok(b);
+        }
+    }
+    let binding = Rc::new(build(setting, oid)?);
+    CURRENT.with(|c| *c.borrow_mut() = Some(Rc::clone(&binding)));
+    Ok(binding)
+}
+
+fn resolve(setting: &str) -> Result<pg_sys::Oid, CbError> {
+    let missing = || {
+        CbError::new(SqlState::UndefinedTable, format!("job table \"{setting}\" (cortex_buffer.job_table) does not exist"))
+            .with_hint("Create the table, or set cortex_buffer.job_table to the control plane's job table (e.g. ALTER DATABASE ... SET cortex_buffer.job_table = 'public.job').")
+    };
+    let name = CString::new(setting).map_err(|_| missing())?;
+    // SAFETY: a NUL-terminated string; the name parser raises a clean ERROR on bad syntax.
+    let oid = unsafe {
+        let names = pg_sys::stringToQualifiedNameList(name.as_ptr());
+        let range_var = pg_sys::makeRangeVarFromNameList(names);
+        pg_sys::RangeVarGetRelidExtended(
+            range_var,
+            pg_sys::NoLock as i32,
+            pg_sys::RVROption::RVR_MISSING_OK,
+            None,
+            std::ptr::null_mut(),
+        )
+    };
+    if oid == pg_sys::InvalidOid {
+        Err(missing())
+    } else {
+        Ok(oid)
+    }
+}
+
+const COLUMNS_SQL: &str = "
+    SELECT a.attname::text,
+           pg_catalog.format_type(a.atttypid, a.atttypmod),
+           CASE WHEN t.typtype = 'e' THEN
+               ARRAY(SELECT e.enumlabel::text FROM pg_catalog.pg_enum e WHERE e.enumtypid = t.oid ORDER BY e.enumsortorder)
+           END
+      FROM pg_catalog.pg_attribute a
+      JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+     WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+     ORDER BY a.attnum";
+
+fn build(setting: String, oid: pg_sys::Oid) -> Result<Binding, CbError> {
+    let columns: Vec<Column> = Spi::connect(|client| {
+        let rows =
+            client.select(COLUMNS_SQL, None, &[oid.into()]).map_err(|e| CbError::internal(format!("SPI: {e}")))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let name: Option<String> = row.get(1).map_err(|e| CbError::internal(e.to_string()))?;
+            let type_name: Option<String> = row.get(2).map_err(|e| CbError::internal(e.to_string()))?;
+            let enum_labels: Option<Vec<Option<String>>> = row.get(3).map_err(|e| CbError::internal(e.to_string()))?;
+            out.push(Column {
+                name: name.unwrap_or_default(),
+                type_name: type_name.unwrap_or_default(),
+                enum_labels: enum_labels.map(|l| l.into_iter().flatten().collect()),
+            });
+        }
+        Ok::<_, CbError>(out)
+    })?;
+    let shape = validate(&columns).map_err(|problems| {
+        CbError::new(
+            SqlState::InvalidTableDefinition,
+            format!("job table \"{setting}\" does not meet cortex_buffer's column contract"),
+        )
+        .with_detail(problems.join("; "))
+        .with_hint("The README's \"Binding to an existing job table\" section lists the required columns and types. cortex_buffer never alters a bound table.")
+    })?;
+    // SAFETY: oid names an existing relation (just resolved); both lookups return palloc'd
+    // strings or NULL.
+    let (schema, relname) = unsafe {
+        let rel = pg_sys::get_rel_name(oid);
+        let nsp = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(oid));
+        let text = |p: *mut std::ffi::c_char| {
+            if p.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        };
+        (text(nsp), text(rel))
+    };
+    let table = format!("{}.{}", pgrx::spi::quote_identifier(schema), pgrx::spi::quote_identifier(relname));
+    Ok(Binding { setting, oid, table, shape, statements: RefCell::new(HashMap::new()) })
+}
