@@ -100,6 +100,20 @@ SELECT * FROM cortex_buffer.write_checkpoint(
     '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '{"step_index": 1, "state": {"stale": true}}', :'first_checkpoint');
 \set ON_ERROR_STOP 1
 SELECT source, checkpoint_id, step_index, crc, crc_ok, doc FROM cortex_buffer.read_checkpoint('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f');
+\echo '--- liveness: a pod that stopped beating 10 minutes ago is reaped and scheduled for retry'
+\set QUIET on
+DELETE FROM cortex_buffer.crash WHERE job_id = '0193a8b2-9999-7d2e-9f00-5a1b2c3d4e5f';
+DELETE FROM cortex_buffer.job WHERE id = '0193a8b2-9999-7d2e-9f00-5a1b2c3d4e5f';
+INSERT INTO cortex_buffer.job (id, agent_id, status, attempt, heartbeat_at, payload)
+VALUES ('0193a8b2-9999-7d2e-9f00-5a1b2c3d4e5f', '0193a8b0-1111-7abc-8def-0123456789ab', 'RUNNING', 1,
+        now() - interval '10 minutes', '{"task": "triage inbox"}');
+\set QUIET off
+SELECT cortex_buffer.heartbeat('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') AS live_pod_may_continue;
+SELECT job_id, attempt, new_status, retry_after FROM cortex_buffer.reap_zombies('5 minutes');
+SELECT cortex_buffer.heartbeat('0193a8b2-9999-7d2e-9f00-5a1b2c3d4e5f') AS reaped_pod_may_continue;
+SELECT status, error->>'reason' AS reason, error->>'stale_for' AS stale_for
+  FROM cortex_buffer.job WHERE id = '0193a8b2-9999-7d2e-9f00-5a1b2c3d4e5f';
+SELECT * FROM cortex_buffer.circuit_state('0193a8b0-1111-7abc-8def-0123456789ab');
 \echo '--- checkpoint CRC, byte-compatible with the control plane (golden values 3624485329, 2745614147, 286895505)'
 SELECT doc, cortex_buffer.canonical_json(doc::jsonb) AS canonical, cortex_buffer.checkpoint_crc(doc::jsonb) AS crc
   FROM (VALUES ('{"hello":"world"}'), ('{}'), ('{"step":1}'), ('{"b":[1.0,2.5e21],"10":true,"9":null}')) v(doc);

@@ -15,6 +15,7 @@ pub mod checkpoint;
 pub mod error;
 pub mod job;
 pub mod json;
+pub mod lifecycle;
 pub mod pg;
 pub mod worker;
 

@@ -35,6 +35,19 @@ pub fn new_job(table: &str, status: &str) -> String {
     ))
 }
 
+/// Like [`new_job`], with more columns: `cols` and `vals` are appended to the column and value
+/// lists (inserting is the only way to put `updated_at` in the past: updates set it to now()).
+pub fn new_job_with(table: &str, status: &str, cols: &str, vals: &str) -> String {
+    let agent = if table == "cp.job" {
+        one("INSERT INTO cp.agent DEFAULT VALUES RETURNING id::text")
+    } else {
+        one("SELECT gen_random_uuid()::text")
+    };
+    one(&format!(
+        "INSERT INTO {table} (agent_id, status, payload, {cols}) VALUES ('{agent}', '{status}', '{{}}', {vals}) RETURNING id::text"
+    ))
+}
+
 pub fn run(sql: &str) {
     Spi::run(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
 }

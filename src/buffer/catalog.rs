@@ -10,6 +10,7 @@ use super::pass::{Catalog, Row};
 use super::reconcile::Known;
 use super::scan::FileStat;
 use crate::error::CbError;
+use crate::pg::spi_util::spi;
 
 const LOAD_SQL: &str = "
     SELECT path, size_bytes,
@@ -45,32 +46,28 @@ fn from_i64(v: i64) -> u64 {
     u64::from_ne_bytes(v.to_ne_bytes())
 }
 
-fn spi_err(e: pgrx::spi::SpiError) -> CbError {
-    CbError::internal(format!("SPI: {e}"))
-}
-
 /// Reads every row under `root_prefix`.
 pub fn load(root_prefix: &str) -> Result<HashMap<String, Known>, CbError> {
     Spi::connect(|client| {
-        let table = client.select(LOAD_SQL, None, &[root_prefix.into()]).map_err(spi_err)?;
+        let table = client.select(LOAD_SQL, None, &[root_prefix.into()]).map_err(spi)?;
         let mut known = HashMap::with_capacity(table.len());
         for row in table {
-            let path: Option<String> = row.get(1).map_err(spi_err)?;
+            let path: Option<String> = row.get(1).map_err(spi)?;
             let Some(path) = path else { continue };
-            let dialect: Option<String> = row.get(6).map_err(spi_err)?;
+            let dialect: Option<String> = row.get(6).map_err(spi)?;
             let stat = FileStat {
-                size: u64::try_from(row.get::<i64>(2).map_err(spi_err)?.unwrap_or(0)).unwrap_or(0),
-                mtime_us: row.get::<i64>(3).map_err(spi_err)?.unwrap_or(0),
-                device: from_i64(row.get::<i64>(4).map_err(spi_err)?.unwrap_or(0)),
-                inode: from_i64(row.get::<i64>(5).map_err(spi_err)?.unwrap_or(0)),
+                size: u64::try_from(row.get::<i64>(2).map_err(spi)?.unwrap_or(0)).unwrap_or(0),
+                mtime_us: row.get::<i64>(3).map_err(spi)?.unwrap_or(0),
+                device: from_i64(row.get::<i64>(4).map_err(spi)?.unwrap_or(0)),
+                inode: from_i64(row.get::<i64>(5).map_err(spi)?.unwrap_or(0)),
             };
             known.insert(
                 path,
                 Known {
                     stat,
                     dialect: dialect.as_deref().and_then(Dialect::from_label),
-                    last_seen_us: row.get::<i64>(7).map_err(spi_err)?.unwrap_or(0),
-                    gone: row.get::<bool>(8).map_err(spi_err)?.unwrap_or(false),
+                    last_seen_us: row.get::<i64>(7).map_err(spi)?.unwrap_or(0),
+                    gone: row.get::<bool>(8).map_err(spi)?.unwrap_or(false),
                 },
             );
         }
@@ -103,10 +100,10 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<(), CbError> {
                         inodes.into(),
                     ],
                 )
-                .map_err(spi_err)?;
+                .map_err(spi)?;
         }
         if !gone.is_empty() {
-            client.update(GONE_SQL, None, &[gone.to_vec().into()]).map_err(spi_err)?;
+            client.update(GONE_SQL, None, &[gone.to_vec().into()]).map_err(spi)?;
         }
         Ok(())
     })

@@ -61,7 +61,10 @@ mod tests {
             let big = |i: i32| {
                 format!(
                     r#"{{"step_index": {i}, "log": [{}]}}"#,
-                    (0..200).map(|k| format!(r#"{{"k": {k}, "v": "line {k} of step {i} é"}}"#)).collect::<Vec<_>>().join(",")
+                    (0..200)
+                        .map(|k| format!(r#"{{"k": {k}, "v": "line {k} of step {i} é"}}"#))
+                        .collect::<Vec<_>>()
+                        .join(",")
                 )
             };
             for i in 0..5 {
@@ -87,7 +90,10 @@ mod tests {
             );
             // Falling back works the same for large documents.
             run(&format!("UPDATE {table} SET checkpoint_crc = checkpoint_crc # 1 WHERE id = '{job}'"));
-            assert_eq!(one(&format!("SELECT source || ' ' || step_index FROM cortex_buffer.read_checkpoint('{job}')")), "history 4");
+            assert_eq!(
+                one(&format!("SELECT source || ' ' || step_index FROM cortex_buffer.read_checkpoint('{job}')")),
+                "history 4"
+            );
             run("RESET cortex_buffer.checkpoint_history_keep");
         });
     }

@@ -20,9 +20,7 @@ const JSONB: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBOID);
 const INT4: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4OID);
 const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
 
-fn spi(e: pgrx::spi::SpiError) -> CbError {
-    CbError::internal(format!("SPI: {e}"))
-}
+use crate::pg::spi_util::{spi, FirstValue};
 
 /// Locks the job row. A separate statement from [`identity_sql`] on purpose: in READ
 /// COMMITTED a locking read that had to wait re-checks only the locked row, while a join in the
@@ -311,9 +309,7 @@ fn store_sharing_compression(
             ],
         )
         .map_err(spi)?
-        .first()
-        .get_one()
-        .map_err(spi)?;
+        .pipe_first()?;
     let history_id = history_id.ok_or_else(|| CbError::internal("checkpoint_history insert returned no id"))?;
     let (crc_type, stored) = stored_crc_param(b, w.crc);
     let key = if b.shape.crc_is_int4 { "checkpoint.write.job.int4" } else { "checkpoint.write.job.int8" };

@@ -26,11 +26,13 @@ pub enum Access {
 /// A validated job table.
 pub struct Binding {
     setting: String,
-    oid: pg_sys::Oid,
     /// Schema-qualified, quoted name for SQL text.
     pub table: String,
     pub shape: Shape,
+    /// The table's OID, for catalogue checks.
+    pub oid: pg_sys::Oid,
     statements: RefCell<HashMap<&'static str, Rc<OwnedPreparedStatement>>>,
+    said: RefCell<std::collections::HashSet<&'static str>>,
 }
 
 thread_local! {
@@ -38,6 +40,12 @@ thread_local! {
 }
 
 impl Binding {
+    /// True the first time `key` is asked about for this binding in this session: for notices
+    /// that should be given once, not on every call.
+    pub fn first_time(&self, key: &'static str) -> bool {
+        self.said.borrow_mut().insert(key)
+    }
+
     /// The prepared statement `key`, built from `sql(&self)` with `args` on first use and kept
     /// for the life of the binding. `Access::Write` statements (writes, row locks) run with
     /// SPI's read-only mode off even when nothing else in the transaction wrote yet.
@@ -154,5 +162,12 @@ fn build(setting: String, oid: pg_sys::Oid) -> Result<Binding, CbError> {
         (text(nsp), text(rel))
     };
     let table = format!("{}.{}", pgrx::spi::quote_identifier(schema), pgrx::spi::quote_identifier(relname));
-    Ok(Binding { setting, oid, table, shape, statements: RefCell::new(HashMap::new()) })
+    Ok(Binding {
+        setting,
+        oid,
+        table,
+        shape,
+        statements: RefCell::new(HashMap::new()),
+        said: RefCell::new(Default::default()),
+    })
 }

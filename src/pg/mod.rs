@@ -5,6 +5,7 @@ pub mod guc;
 pub mod jsonb;
 pub mod planner;
 pub mod raise;
+pub mod spi_util;
 pub mod xact;
 
 pub use raise::{raise, OrRaise};

@@ -1,0 +1,400 @@
+//! Liveness through SPI on the bound job table: heartbeats, the zombie reaper, idle paused
+//! jobs, crash records and retry decisions. Decisions are the pure `retry` module's; this only
+//! reads and writes rows, in batches.
+
+use std::collections::{HashMap, HashSet};
+
+use pgrx::datum::{Interval, TimestampWithTimeZone};
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use pgrx::{PgBuiltInOids, PgOid, Uuid};
+
+use super::retry::{decide, Crash, Decision, JobFacts};
+use crate::error::{CbError, SqlState};
+use crate::job::binding::{self, Access, Binding};
+use crate::pg::planner::with_index_scans;
+use crate::pg::raise::notice;
+
+const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
+const UUID_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDARRAYOID);
+const INTERVAL: PgOid = PgOid::BuiltIn(PgBuiltInOids::INTERVALOID);
+const INT4: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4OID);
+const TEXT_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTARRAYOID);
+
+use crate::pg::spi_util::{spi, FirstValue};
+
+pub fn no_such_job(job: Uuid, b: &Binding) -> CbError {
+    CbError::new(SqlState::NoDataFound, format!("job {job} does not exist in {}", b.table))
+        .with_hint("Check the job id, and that cortex_buffer.job_table names the table the control plane uses.")
+}
+
+/// Records a heartbeat. True while the job is RUNNING or WAITING_FOR_APPROVAL (a paused agent
+/// keeps beating); false otherwise: the agent must stop. Also notes when a paused job was first
+/// seen waiting, and forgets it once the job runs again.
+pub fn heartbeat(job: Uuid) -> Result<bool, CbError> {
+    let b = binding::current()?;
+    with_index_scans(|| {
+        Spi::connect_mut(|client| {
+            let stmt = b.statement(client, "lifecycle.heartbeat", Access::Write, &[UUID], |b| {
+                format!(
+                    "WITH beat AS (
+                         UPDATE {t} SET heartbeat_at = now()
+                          WHERE id = $1 AND status IN ('RUNNING', 'WAITING_FOR_APPROVAL')
+                         RETURNING status::text AS s
+                     ), waiting AS (
+                         INSERT INTO cortex_buffer.job_wait (job_id, waiting_since)
+                         SELECT $1, now() FROM beat WHERE s = 'WAITING_FOR_APPROVAL'
+                         ON CONFLICT (job_id) DO NOTHING
+                     ), resumed AS (
+                         DELETE FROM cortex_buffer.job_wait
+                          WHERE job_id = $1 AND EXISTS (SELECT 1 FROM beat WHERE s = 'RUNNING')
+                     )
+                     SELECT count(*) FROM beat",
+                    t = b.table
+                )
+            })?;
+            let beats: Option<i64> = client.update(&*stmt, None, &[job.into()]).map_err(spi)?.pipe_first()?;
+            Ok(beats.unwrap_or(0) > 0)
+        })
+    })
+}
+
+/// The statement that creates the reaper's index on the bound table.
+pub fn reaper_index_sql(b: &Binding) -> String {
+    let relname = b.table.rsplit('.').next().unwrap_or("job").trim_matches('"');
+    format!(
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} (heartbeat_at) WHERE status = 'RUNNING'",
+        pgrx::spi::quote_identifier(format!("{relname}_running_heartbeat_idx")),
+        b.table
+    )
+}
+
+/// Whether the bound table has an index on `heartbeat_at` limited to RUNNING jobs.
+fn has_reaper_index(client: &SpiClient<'_>, b: &Binding) -> Result<bool, CbError> {
+    let found: Option<bool> = client
+        .select(
+            "SELECT EXISTS (
+                 SELECT 1 FROM pg_catalog.pg_index i
+                   JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+                  WHERE i.indrelid = $1 AND i.indisvalid AND a.attname = 'heartbeat_at'
+                    AND pg_catalog.pg_get_expr(i.indpred, i.indrelid) LIKE '%status = ''RUNNING''%')",
+            None,
+            &[b.oid.into()],
+        )
+        .map_err(spi)?
+        .pipe_first()?;
+    Ok(found.unwrap_or(false))
+}
+
+/// One job the reaper transitioned.
+pub struct Reaped {
+    pub job_id: Uuid,
+    pub agent_id: Uuid,
+    pub attempt: i32,
+    pub new_status: &'static str,
+    pub retry_after: Option<Interval>,
+    pub last_heartbeat: Option<TimestampWithTimeZone>,
+}
+
+struct Zombie {
+    id: Uuid,
+    agent_id: Uuid,
+    attempt: i32,
+    max_attempts: i32,
+    last_heartbeat: Option<TimestampWithTimeZone>,
+}
+
+fn zombies_from(rows: pgrx::spi::SpiTupleTable<'_>, out: &mut Vec<Zombie>) -> Result<(), CbError> {
+    for r in rows {
+        let (Some(id), Some(agent_id)) = (r.get::<Uuid>(1).map_err(spi)?, r.get::<Uuid>(2).map_err(spi)?) else {
+            continue;
+        };
+        out.push(Zombie {
+            id,
+            agent_id,
+            attempt: r.get::<i32>(3).map_err(spi)?.unwrap_or(0),
+            max_attempts: r.get::<i32>(4).map_err(spi)?.unwrap_or(0),
+            last_heartbeat: r.get(5).map_err(spi)?,
+        });
+    }
+    Ok(())
+}
+
+/// Crash histories (oldest first) of `jobs`, read after their rows were locked.
+fn crash_histories(client: &SpiClient<'_>, jobs: &[Uuid]) -> Result<HashMap<[u8; 16], Vec<Crash>>, CbError> {
+    let mut out: HashMap<[u8; 16], Vec<Crash>> = HashMap::new();
+    if jobs.is_empty() {
+        return Ok(out);
+    }
+    let rows = client
+        .select(
+            "SELECT job_id, exit_code, error_message FROM cortex_buffer.crash
+              WHERE job_id = ANY($1) ORDER BY job_id, crash_id",
+            None,
+            &[jobs.to_vec().into()],
+        )
+        .map_err(spi)?;
+    for r in rows {
+        let Some(job) = r.get::<Uuid>(1).map_err(spi)? else { continue };
+        out.entry(*job.as_bytes())
+            .or_default()
+            .push(Crash { exit_code: r.get(2).map_err(spi)?, error_message: r.get(3).map_err(spi)? });
+    }
+    Ok(out)
+}
+
+/// Reaps RUNNING jobs whose heartbeat is older than `stale_after` (or that never beat and
+/// started, or were last updated, longer ago): RUNNING → FAILED → RETRYING, or → DEAD_LETTER
+/// when the retry decision says so, each job once even with concurrent reapers.
+pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError> {
+    let b = binding::current()?;
+    with_index_scans(|| {
+        Spi::connect_mut(|client| {
+            if b.first_time("reaper index") && !has_reaper_index(client, &b)? {
+                notice(
+                    format!(
+                        "{} has no index on heartbeat_at for RUNNING jobs: reap_zombies() scans the whole table",
+                        b.table
+                    ),
+                    Some(&format!("Create it once: {}", reaper_index_sql(&b))),
+                );
+            }
+            let limit = max_jobs.max(0);
+            let mut zombies = Vec::new();
+            // The literal `status = 'RUNNING'` matches the partial index's predicate.
+            let stale = b.statement(client, "lifecycle.reap.stale", Access::Write, &[INTERVAL, INT4], |b| {
+                format!(
+                    "SELECT id, agent_id, attempt, max_attempts, heartbeat_at FROM {t}
+                      WHERE status = 'RUNNING' AND heartbeat_at < now() - $1
+                      ORDER BY heartbeat_at LIMIT $2 FOR UPDATE SKIP LOCKED",
+                    t = b.table
+                )
+            })?;
+            zombies_from(
+                client.update(&*stale, None, &[stale_after.into(), limit.into()]).map_err(spi)?,
+                &mut zombies,
+            )?;
+            let remaining = limit - i32::try_from(zombies.len()).unwrap_or(limit);
+            if remaining > 0 {
+                // Grace for jobs that never beat: judged by their start or last update.
+                let silent = b.statement(client, "lifecycle.reap.silent", Access::Write, &[INTERVAL, INT4], |b| {
+                    format!(
+                        "SELECT id, agent_id, attempt, max_attempts, heartbeat_at FROM {t}
+                          WHERE status = 'RUNNING' AND heartbeat_at IS NULL
+                            AND greatest(started_at, updated_at) < now() - $1
+                          LIMIT $2 FOR UPDATE SKIP LOCKED",
+                        t = b.table
+                    )
+                })?;
+                zombies_from(
+                    client.update(&*silent, None, &[stale_after.into(), remaining.into()]).map_err(spi)?,
+                    &mut zombies,
+                )?;
+            }
+            if zombies.is_empty() {
+                return Ok(Vec::new());
+            }
+
+            let ids: Vec<Uuid> = zombies.iter().map(|z| z.id).collect();
+            let mut histories = crash_histories(client, &ids)?;
+            let exhausted = budget_exhausted(client, &ids)?;
+            let mut decisions: Vec<Decision> = Vec::with_capacity(zombies.len());
+            for z in &zombies {
+                let mut crashes = histories.remove(z.id.as_bytes()).unwrap_or_default();
+                // This reaping is a crash of its own: a zombie, without message or exit code.
+                crashes.push(Crash { exit_code: None, error_message: None });
+                decisions.push(decide(&JobFacts {
+                    attempt: z.attempt,
+                    max_attempts: z.max_attempts,
+                    budget_exhausted: exhausted.contains(z.id.as_bytes()),
+                    crashes,
+                }));
+            }
+
+            let agents: Vec<Uuid> = zombies.iter().map(|z| z.agent_id).collect();
+            let attempts: Vec<i32> = zombies.iter().map(|z| z.attempt).collect();
+            client
+                .update(
+                    "INSERT INTO cortex_buffer.crash (job_id, agent_id, attempt, reason)
+                     SELECT j, a, n, 'zombie' FROM unnest($1::uuid[], $2::uuid[], $3::int4[]) AS z(j, a, n)",
+                    None,
+                    &[ids.clone().into(), agents.into(), attempts.into()],
+                )
+                .map_err(spi)?;
+
+            let decision_json: Vec<String> = decisions
+                .iter()
+                .map(|d| {
+                    format!(
+                        r#"{{"retry_decision": {{"retry": {}, "reason": "{}", "strategy": "{}", "delay_seconds": {}}}}}"#,
+                        d.retry,
+                        d.reason.label(),
+                        d.strategy.label(),
+                        d.delay_seconds.map(|s| s.to_string()).unwrap_or_else(|| "null".into())
+                    )
+                })
+                .collect();
+            let fail = b.statement(client, "lifecycle.reap.fail", Access::Write, &[UUID_ARRAY, TEXT_ARRAY], |b| {
+                format!(
+                    "UPDATE {t} AS j SET status = 'FAILED',
+                            error = CASE WHEN jsonb_typeof(j.error) = 'object' THEN j.error
+                                         WHEN j.error IS NULL THEN '{{}}'::jsonb
+                                         ELSE jsonb_build_object('previous', j.error) END
+                                    || jsonb_build_object(
+                                           'reason', 'zombie',
+                                           'last_heartbeat', j.heartbeat_at,
+                                           'stale_for', (now() - coalesce(j.heartbeat_at, greatest(j.started_at, j.updated_at)))::text,
+                                           'reaped_at', now(),
+                                           'attempt', j.attempt)
+                                    || d.decision::jsonb
+                       FROM unnest($1::uuid[], $2::text[]) AS d(id, decision)
+                      WHERE j.id = d.id",
+                    t = b.table
+                )
+            })?;
+            client.update(&*fail, None, &[ids.clone().into(), decision_json.into()]).map_err(spi)?;
+
+            let retry_ids: Vec<Uuid> = ids.iter().zip(&decisions).filter(|(_, d)| d.retry).map(|(id, _)| *id).collect();
+            let dead_ids: Vec<Uuid> = ids.iter().zip(&decisions).filter(|(_, d)| !d.retry).map(|(id, _)| *id).collect();
+            // Two steps, as the transition trigger requires: FAILED → RETRYING | DEAD_LETTER.
+            if !retry_ids.is_empty() {
+                let retry = b.statement(client, "lifecycle.reap.retry", Access::Write, &[UUID_ARRAY], |b| {
+                    format!("UPDATE {} SET status = 'RETRYING' WHERE id = ANY($1)", b.table)
+                })?;
+                client.update(&*retry, None, &[retry_ids.into()]).map_err(spi)?;
+            }
+            if !dead_ids.is_empty() {
+                let dead = b.statement(client, "lifecycle.reap.dead", Access::Write, &[UUID_ARRAY], |b| {
+                    format!("UPDATE {} SET status = 'DEAD_LETTER', completed_at = now() WHERE id = ANY($1)", b.table)
+                })?;
+                client.update(&*dead, None, &[dead_ids.into()]).map_err(spi)?;
+            }
+
+            Ok(zombies
+                .into_iter()
+                .zip(decisions)
+                .map(|(z, d)| Reaped {
+                    job_id: z.id,
+                    agent_id: z.agent_id,
+                    attempt: z.attempt,
+                    new_status: if d.retry { "RETRYING" } else { "DEAD_LETTER" },
+                    retry_after: d.delay_seconds.map(|s| Interval::from_micros(s * 1_000_000)),
+                    last_heartbeat: z.last_heartbeat,
+                })
+                .collect())
+        })
+    })
+}
+
+/// Paused jobs waiting longer than `idle_after`, measured from when heartbeat() first saw them
+/// waiting (else from `updated_at`). Forgets first-seen times of jobs no longer waiting.
+pub fn idle_paused(idle_after: Interval) -> Result<Vec<(Uuid, Uuid, TimestampWithTimeZone)>, CbError> {
+    let b = binding::current()?;
+    with_index_scans(|| {
+        Spi::connect_mut(|client| {
+            let stmt = b.statement(client, "lifecycle.idle", Access::Write, &[INTERVAL], |b| {
+                format!(
+                    "WITH resumed AS (
+                         DELETE FROM cortex_buffer.job_wait w
+                          WHERE NOT EXISTS (SELECT 1 FROM {t} j WHERE j.id = w.job_id AND j.status = 'WAITING_FOR_APPROVAL')
+                     )
+                     SELECT j.id, j.agent_id, coalesce(w.waiting_since, j.updated_at) AS since
+                       FROM {t} j LEFT JOIN cortex_buffer.job_wait w ON w.job_id = j.id
+                      WHERE j.status = 'WAITING_FOR_APPROVAL' AND coalesce(w.waiting_since, j.updated_at) < now() - $1
+                      ORDER BY since",
+                    t = b.table
+                )
+            })?;
+            let mut out = Vec::new();
+            for r in client.update(&*stmt, None, &[idle_after.into()]).map_err(spi)? {
+                if let (Some(id), Some(agent), Some(since)) =
+                    (r.get(1).map_err(spi)?, r.get(2).map_err(spi)?, r.get(3).map_err(spi)?)
+                {
+                    out.push((id, agent, since));
+                }
+            }
+            Ok(out)
+        })
+    })
+}
+
+/// What the control plane reports about a crashed attempt.
+pub struct CrashReport {
+    pub exit_code: Option<i32>,
+    pub error_message: Option<String>,
+    pub lifecycle_state: Option<String>,
+    pub step_index: Option<i32>,
+    pub last_tool: Option<String>,
+    pub tokens: Option<crate::pg::jsonb::RawJsonb>,
+}
+
+/// Appends a crash record for the job's current attempt; returns its id.
+pub fn record_crash(job: Uuid, c: CrashReport) -> Result<i64, CbError> {
+    let b = binding::current()?;
+    with_index_scans(|| {
+        Spi::connect_mut(|client| {
+            let stmt = b.statement(
+                client,
+                "lifecycle.record_crash",
+                Access::Write,
+                &[UUID, INT4, PgOid::BuiltIn(PgBuiltInOids::TEXTOID), PgOid::BuiltIn(PgBuiltInOids::TEXTOID), INT4, PgOid::BuiltIn(PgBuiltInOids::TEXTOID), PgOid::BuiltIn(PgBuiltInOids::JSONBOID)],
+                |b| {
+                    format!(
+                        "INSERT INTO cortex_buffer.crash
+                                (job_id, agent_id, attempt, reason, exit_code, error_message, lifecycle_state, step_index, last_tool, tokens)
+                         SELECT id, agent_id, attempt, 'crash', $2, $3, $4, $5, $6, $7 FROM {t} WHERE id = $1
+                         RETURNING crash_id",
+                        t = b.table
+                    )
+                },
+            )?;
+            let id: Option<i64> = client
+                .update(
+                    &*stmt,
+                    None,
+                    &[
+                        job.into(),
+                        c.exit_code.into(),
+                        c.error_message.into(),
+                        c.lifecycle_state.into(),
+                        c.step_index.into(),
+                        c.last_tool.into(),
+                        c.tokens.into(),
+                    ],
+                )
+                .map_err(spi)?
+                .pipe_first()?;
+            id.ok_or_else(|| no_such_job(job, &b))
+        })
+    })
+}
+
+/// The retry decision for a job from its attempts, crash history and budget.
+pub fn retry_decision(job: Uuid) -> Result<Decision, CbError> {
+    let b = binding::current()?;
+    with_index_scans(|| {
+        Spi::connect(|client| {
+            let stmt = b.statement(client, "lifecycle.attempts", Access::Read, &[UUID], |b| {
+                format!("SELECT attempt, max_attempts FROM {} WHERE id = $1", b.table)
+            })?;
+            let mut rows = client.select(&*stmt, Some(1), &[job.into()]).map_err(spi)?;
+            let row = rows.next().ok_or_else(|| no_such_job(job, &b))?;
+            let attempt: i32 = row.get(1).map_err(spi)?.unwrap_or(0);
+            let max_attempts: i32 = row.get(2).map_err(spi)?.unwrap_or(0);
+            let crashes = crash_histories(client, &[job])?.remove(job.as_bytes()).unwrap_or_default();
+            let exhausted: HashSet<[u8; 16]> = budget_exhausted(client, &[job])?;
+            Ok(decide(&JobFacts {
+                attempt,
+                max_attempts,
+                budget_exhausted: exhausted.contains(job.as_bytes()),
+                crashes,
+            }))
+        })
+    })
+}
+
+/// Jobs whose token budget is exhausted. Budgets arrive with the spend capability; until then
+/// no job has one (DESIGN.md: "until it lands there is no budget").
+fn budget_exhausted(_client: &SpiClient<'_>, _jobs: &[Uuid]) -> Result<HashSet<[u8; 16]>, CbError> {
+    Ok(HashSet::new())
+}

@@ -1,0 +1,11 @@
+//! Job liveness: retry decisions (`retry`) and the per-agent circuit breaker (`circuit`) —
+//! both pure — and their SPI sides: heartbeats, the zombie reaper and idle paused jobs
+//! (`jobs`), the breaker's rows (`breaker`), exposed to SQL by `sql`.
+
+mod breaker;
+pub mod circuit;
+mod jobs;
+#[cfg(any(test, feature = "pg_test"))]
+mod pg_tests;
+pub mod retry;
+mod sql;
