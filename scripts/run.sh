@@ -114,6 +114,25 @@ SELECT cortex_buffer.heartbeat('0193a8b2-9999-7d2e-9f00-5a1b2c3d4e5f') AS reaped
 SELECT status, error->>'reason' AS reason, error->>'stale_for' AS stale_for
   FROM cortex_buffer.job WHERE id = '0193a8b2-9999-7d2e-9f00-5a1b2c3d4e5f';
 SELECT * FROM cortex_buffer.circuit_state('0193a8b0-1111-7abc-8def-0123456789ab');
+\echo '--- spend: the seed example costs exactly $0.10725; a request id is counted once; budgets and reservations'
+SELECT cortex_buffer.llm_cost('{"input_tokens": 15000, "output_tokens": 2150, "cache_creation_tokens": 8000}',
+                              'claude-sonnet-4-5-20250929') AS seed_example_usd;
+\set QUIET on
+DELETE FROM cortex_buffer.usage_ledger WHERE job_id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
+DELETE FROM cortex_buffer.job_usage WHERE job_id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
+\set QUIET off
+SELECT * FROM cortex_buffer.record_usage('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', 'claude-sonnet-4-5-20250929',
+    '{"input_tokens": 8, "output_tokens": 477, "cache_creation_input_tokens": 1683, "cache_read_input_tokens": 70793}', 'req_011CQ');
+SELECT * FROM cortex_buffer.record_usage('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', 'claude-sonnet-4-5-20250929',
+    '{"input_tokens": 8, "output_tokens": 477, "cache_creation_input_tokens": 1683, "cache_read_input_tokens": 70793}', 'req_011CQ');
+SELECT max_input_tokens_per_job, max_cost_usd_per_job
+  FROM cortex_buffer.set_budget('0193a8b0-1111-7abc-8def-0123456789ab', 200000, 1.00);
+SELECT * FROM cortex_buffer.check_token_budget('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f');
+\echo '(a call estimated at 150 000 input tokens does not fit in what is left:)'
+SELECT * FROM cortex_buffer.reserve_budget('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '{"input_tokens": 150000}', 'claude-sonnet-4-5-20250929');
+SELECT * FROM cortex_buffer.reserve_budget('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '{"input_tokens": 50000}', 'claude-sonnet-4-5-20250929') \gset
+SELECT input_tokens, cost_usd, llm_calls FROM cortex_buffer.settle_usage(:'reservation_id', '{"input_tokens": 41000, "output_tokens": 900}', 'req_011CR');
+SELECT cost_usd, tokens_in, tokens_out, llm_call_count FROM cortex_buffer.job WHERE id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
 \echo '--- checkpoint CRC, byte-compatible with the control plane (golden values 3624485329, 2745614147, 286895505)'
 SELECT doc, cortex_buffer.canonical_json(doc::jsonb) AS canonical, cortex_buffer.checkpoint_crc(doc::jsonb) AS crc
   FROM (VALUES ('{"hello":"world"}'), ('{}'), ('{"step":1}'), ('{"b":[1.0,2.5e21],"10":true,"9":null}')) v(doc);

@@ -36,6 +36,10 @@ pub enum SqlState {
     UndefinedTable,
     /// 42P16: the bound job table does not meet the column contract.
     InvalidTableDefinition,
+    /// 22003: a number too large (token counts, costs, limits).
+    NumericValueOutOfRange,
+    /// 42704: a model without a price.
+    UndefinedObject,
     /// XX001: no stored checkpoint passes its CRC.
     DataCorrupted,
     /// XX000: a bug; should never be seen.
@@ -58,6 +62,8 @@ impl SqlState {
             SqlState::ObjectInUse => "55006",
             SqlState::UndefinedTable => "42P01",
             SqlState::InvalidTableDefinition => "42P16",
+            SqlState::NumericValueOutOfRange => "22003",
+            SqlState::UndefinedObject => "42704",
             SqlState::DataCorrupted => "XX001",
             SqlState::Internal => "XX000",
         }
@@ -120,6 +126,20 @@ impl fmt::Display for CbError {
 }
 
 impl std::error::Error for CbError {}
+
+/// Lets code generic over a JSON node's error type use `?` for nodes that cannot fail.
+impl From<std::convert::Infallible> for CbError {
+    fn from(never: std::convert::Infallible) -> CbError {
+        match never {}
+    }
+}
+
+/// A `jsonb` value whose bytes do not follow the format: never expected from Postgres.
+impl From<crate::json::jsonb_format::Malformed> for CbError {
+    fn from(e: crate::json::jsonb_format::Malformed) -> CbError {
+        CbError::internal(format!("malformed jsonb value: {}", e.0))
+    }
+}
 
 #[cfg(test)]
 mod tests {

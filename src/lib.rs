@@ -1,7 +1,7 @@
 //! cortex_buffer: durable, verifiable execution state for an LLM-agent control plane, inside
 //! the PostgreSQL database it already runs.
 //!
-//! Layout: one module per capability (`checkpoint`, `buffer`), each with a pure core and a thin
+//! Layout: one module per capability (`checkpoint`, `lifecycle`, `spend`, `buffer`), each with a pure core and a thin
 //! pgrx layer in its `sql` module; `json` is the pure JavaScript-compatible JSON core they
 //! share; `pg` holds the shell's shared plumbing (errors, settings, transactions, jsonb access);
 //! `worker` is the background worker process.
@@ -17,6 +17,7 @@ pub mod job;
 pub mod json;
 pub mod lifecycle;
 pub mod pg;
+pub mod spend;
 pub mod worker;
 
 #[cfg(any(test, feature = "pg_test"))]

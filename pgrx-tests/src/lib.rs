@@ -191,6 +191,42 @@ impl Cluster {
         (String::from_utf8_lossy(&out.stdout).trim_end().to_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
+    /// Runs a client program of the server's (`pg_dump`, `pg_restore`, `createdb`...) as
+    /// `postgres` against this cluster: `-h <socket> -p <port>` come first, then `args`.
+    pub fn client_tool(&self, tool: &str, args: &[&str]) -> Result<String, String> {
+        let out = run(as_postgres(&self.bin.join(tool))
+            .arg("-h")
+            .arg(&self.socket_dir)
+            .args(["-p", &self.port.to_string()])
+            .args(args));
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    /// Runs `statements` one after another in ONE session, each in its own transaction (one
+    /// `-c` each); Ok(stdout of all) or Err(stderr).
+    pub fn psql_session(&self, db: &str, statements: &[&str]) -> Result<String, String> {
+        let mut cmd = as_postgres(&self.bin.join("psql"));
+        cmd.args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"]).arg(&self.socket_dir).args([
+            "-p",
+            &self.port.to_string(),
+            "-d",
+            db,
+        ]);
+        for s in statements {
+            cmd.args(["-c", s]);
+        }
+        let out = run(&mut cmd);
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
     pub fn psql(&self, sql: &str) -> String {
         self.try_psql("postgres", sql)
             .unwrap_or_else(|e| panic!("psql failed: {sql}\n{e}\n--- server log ---\n{}", self.log_tail()))
@@ -303,7 +339,12 @@ SELECT line FROM (
          || ' comment=' || coalesce(obj_description(t.oid, 'pg_type'), '')
     FROM pg_type t WHERE t.typnamespace = 'cortex_buffer'::regnamespace AND t.typrelid = 0 AND t.typelem = 0
   UNION ALL
-  SELECT 'config ' || x::regclass::text FROM pg_extension e, unnest(e.extconfig) x WHERE e.extname = 'cortex_buffer'
+  SELECT 'config ' || x::regclass::text || ' ' || coalesce(cond, '')
+    FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS u(x, cond) WHERE e.extname = 'cortex_buffer'
+  UNION ALL
+  SELECT 'seeded price ' || concat_ws(' ', model, effective_from, input_per_mtok, output_per_mtok, cache_write_per_mtok,
+                                      cache_write_1h_per_mtok, cache_read_per_mtok)
+    FROM cortex_buffer.model_price WHERE seeded
   UNION ALL
   SELECT 'member ' || pg_describe_object(classid, objid, objsubid)
     FROM pg_depend

@@ -13,8 +13,11 @@ fn new_running_job(c: &Cluster, db: &str, table: &str) -> String {
     } else {
         c.try_psql(db, "SELECT gen_random_uuid()").unwrap_or_else(|e| panic!("{e}"))
     };
-    c.try_psql(db, &format!("INSERT INTO {table} (agent_id, status, payload) VALUES ('{agent}', 'RUNNING', '{{}}') RETURNING id"))
-        .unwrap_or_else(|e| panic!("{e}"))
+    c.try_psql(
+        db,
+        &format!("INSERT INTO {table} (agent_id, status, payload) VALUES ('{agent}', 'RUNNING', '{{}}') RETURNING id"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -40,13 +43,15 @@ fn eight_writers_with_the_same_fence_token_exactly_one_wins_on_both_bindings() {
     ] {
         let job = new_running_job(&c, db, table);
         let first = c
-            .try_psql(db, &format!("SELECT checkpoint_id FROM cortex_buffer.write_checkpoint('{job}', '{{\"step_index\": 0}}')"))
+            .try_psql(
+                db,
+                &format!("SELECT checkpoint_id FROM cortex_buffer.write_checkpoint('{job}', '{{\"step_index\": 0}}')"),
+            )
             .unwrap_or_else(|e| panic!("{e}"));
         // A ninth session holds the row lock so that all eight writers are queued on it at once
         // before any of them can proceed.
-        let mut scripts = vec![format!(
-            "BEGIN; SELECT 1 FROM {table} WHERE id = '{job}' FOR UPDATE; SELECT pg_sleep(1.5); COMMIT;"
-        )];
+        let mut scripts =
+            vec![format!("BEGIN; SELECT 1 FROM {table} WHERE id = '{job}' FOR UPDATE; SELECT pg_sleep(1.5); COMMIT;")];
         for i in 1..=8 {
             scripts.push(format!(
                 "SELECT pg_sleep(0.3); SELECT checkpoint_id FROM cortex_buffer.write_checkpoint('{job}', '{{\"step_index\": 1, \"writer\": {i}, \"pad\": \"{pad}\"}}', '{first}')"
@@ -65,7 +70,9 @@ fn eight_writers_with_the_same_fence_token_exactly_one_wins_on_both_bindings() {
             .try_psql(db, &format!("SELECT count(*) FROM cortex_buffer.checkpoint_history WHERE job_id = '{job}'"))
             .unwrap_or_default();
         assert_eq!(history, "2", "{table}: the first checkpoint plus exactly one winner");
-        let current = c.try_psql(db, &format!("SELECT checkpoint_id FROM cortex_buffer.read_checkpoint('{job}')")).unwrap_or_default();
+        let current = c
+            .try_psql(db, &format!("SELECT checkpoint_id FROM cortex_buffer.read_checkpoint('{job}')"))
+            .unwrap_or_default();
         assert!(won[0].ends_with(&current), "{table}: the winner's checkpoint is current");
     }
 }
@@ -89,19 +96,98 @@ impl Rng {
 }
 
 const KEYS: &[&str] = &[
-    "a", "b", "z", "A", "_", "step_index", "checkpoint_id", "0", "1", "9", "10", "01", "00", "-1", "4294967294",
-    "4294967295", "1e3", "1.5", " ", "", "é", "日本", "😀", "\u{ff5e}", "\u{e000}", "\u{2028}", "a\\\"b", "\\\\", "\\u0041",
-    "\\ud83d\\ude00", "\\u00e9", "tab\\there",
+    "a",
+    "b",
+    "z",
+    "A",
+    "_",
+    "step_index",
+    "checkpoint_id",
+    "0",
+    "1",
+    "9",
+    "10",
+    "01",
+    "00",
+    "-1",
+    "4294967294",
+    "4294967295",
+    "1e3",
+    "1.5",
+    " ",
+    "",
+    "é",
+    "日本",
+    "😀",
+    "\u{ff5e}",
+    "\u{e000}",
+    "\u{2028}",
+    "a\\\"b",
+    "\\\\",
+    "\\u0041",
+    "\\ud83d\\ude00",
+    "\\u00e9",
+    "tab\\there",
 ];
 const STRING_PIECES: &[&str] = &[
-    "x", "hello", " ", "/", "\u{2028}", "\u{2029}", "é", "日", "😀", "\u{ff5e}", "\u{7f}", "\\\"", "\\\\", "\\/", "\\b", "\\f",
-    "\\n", "\\r", "\\t", "\\u0001", "\\u001f", "\\u000b", "\\u2028", "\\ud83d\\ude00", "\\u00e9", "\\u007f", "\\uFEFF",
+    "x",
+    "hello",
+    " ",
+    "/",
+    "\u{2028}",
+    "\u{2029}",
+    "é",
+    "日",
+    "😀",
+    "\u{ff5e}",
+    "\u{7f}",
+    "\\\"",
+    "\\\\",
+    "\\/",
+    "\\b",
+    "\\f",
+    "\\n",
+    "\\r",
+    "\\t",
+    "\\u0001",
+    "\\u001f",
+    "\\u000b",
+    "\\u2028",
+    "\\ud83d\\ude00",
+    "\\u00e9",
+    "\\u007f",
+    "\\uFEFF",
 ];
 const NUMBERS: &[&str] = &[
-    "0", "-0", "1", "-1", "1.0", "0.1", "0.30000000000000004", "123.456", "1e21", "1E+21", "1e20", "2.5e-7", "1e-7",
-    "0.000001", "0.0000012345", "-3.14159e100", "1e400", "-1e400", "1e-400", "12345678901234567890", "9007199254740993",
-    "1.7976931348623157e308", "5e-324", "4294967295", "-2147483649", "100000000000000000000000",
-    "0.1000000000000000055511151231257827", "1.5e300", "6.02214076e23",
+    "0",
+    "-0",
+    "1",
+    "-1",
+    "1.0",
+    "0.1",
+    "0.30000000000000004",
+    "123.456",
+    "1e21",
+    "1E+21",
+    "1e20",
+    "2.5e-7",
+    "1e-7",
+    "0.000001",
+    "0.0000012345",
+    "-3.14159e100",
+    "1e400",
+    "-1e400",
+    "1e-400",
+    "12345678901234567890",
+    "9007199254740993",
+    "1.7976931348623157e308",
+    "5e-324",
+    "4294967295",
+    "-2147483649",
+    "100000000000000000000000",
+    "0.1000000000000000055511151231257827",
+    "1.5e300",
+    "6.02214076e23",
 ];
 const SPACE: &[&str] = &["", "", "", " ", "\n", "\t", "  "];
 
@@ -255,7 +341,10 @@ fn checkpoint_crc_matches_the_control_planes_javascript_on_a_generated_corpus() 
         if a != b {
             mismatches += 1;
             if mismatches <= 5 {
-                let canon = c.psql(&format!("SELECT cortex_buffer.canonical_json(convert_from(decode('{}', 'base64'), 'UTF8')::jsonb)", base64(docs[i].as_bytes())));
+                let canon = c.psql(&format!(
+                    "SELECT cortex_buffer.canonical_json(convert_from(decode('{}', 'base64'), 'UTF8')::jsonb)",
+                    base64(docs[i].as_bytes())
+                ));
                 eprintln!("case {i} differs (seed {seed}):\n  doc:  {}\n  ours: {a} {canon}\n  node: {b}", docs[i]);
             }
         }

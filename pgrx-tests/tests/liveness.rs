@@ -51,7 +51,10 @@ fn eight_reapers_over_a_thousand_zombies_reap_each_exactly_once_on_both_bindings
             .unwrap_or_default();
         assert_eq!(statuses, "RETRYING=1000", "{table}");
         let crashes = c
-            .try_psql(db, "SELECT count(*) || ' ' || count(DISTINCT job_id) FROM cortex_buffer.crash WHERE reason = 'zombie'")
+            .try_psql(
+                db,
+                "SELECT count(*) || ' ' || count(DISTINCT job_id) FROM cortex_buffer.crash WHERE reason = 'zombie'",
+            )
             .unwrap_or_default();
         assert_eq!(crashes, "1000 1000", "{table}: every zombie reaped exactly once");
         c.try_psql(db, "TRUNCATE cortex_buffer.crash").unwrap_or_else(|e| panic!("{e}"));
@@ -77,5 +80,8 @@ fn twenty_callers_racing_for_a_half_open_breaker_admit_exactly_one_canary() {
     let admitted = outcomes.iter().filter(|o| o.as_ref().is_ok_and(|s| s.ends_with('t'))).count();
     let refused = outcomes.iter().filter(|o| o.as_ref().is_ok_and(|s| s.ends_with('f'))).count();
     assert_eq!((admitted, refused), (1, 19), "{outcomes:?}");
-    assert_eq!(c.psql(&format!("SELECT count(*) FROM cortex_buffer.circuit_admission WHERE agent_id = '{agent}' AND canary")), "1");
+    assert_eq!(
+        c.psql(&format!("SELECT count(*) FROM cortex_buffer.circuit_admission WHERE agent_id = '{agent}' AND canary")),
+        "1"
+    );
 }

@@ -28,7 +28,8 @@ fn updating_from_each_released_version_matches_a_fresh_install() {
     c.start();
     c.psql("CREATE DATABASE fresh");
     c.try_psql("fresh", "CREATE EXTENSION cortex_buffer").unwrap_or_else(|e| panic!("{e}"));
-    let current = c.try_psql("fresh", "SELECT extversion FROM pg_extension WHERE extname = 'cortex_buffer'").unwrap_or_default();
+    let current =
+        c.try_psql("fresh", "SELECT extversion FROM pg_extension WHERE extname = 'cortex_buffer'").unwrap_or_default();
     let want = c.try_psql("fresh", SCHEMA_FINGERPRINT_SQL).unwrap_or_else(|e| panic!("{e}"));
     assert!(want.lines().count() > 50, "fingerprint looks empty:\n{want}");
 
@@ -40,21 +41,31 @@ fn updating_from_each_released_version_matches_a_fresh_install() {
         }
         let db = format!("from_{}", v.replace('.', "_"));
         c.psql(&format!("CREATE DATABASE {db}"));
-        c.try_psql(&db, &format!("CREATE EXTENSION cortex_buffer VERSION '{v}'")).unwrap_or_else(|e| panic!("install {v}: {e}"));
+        c.try_psql(&db, &format!("CREATE EXTENSION cortex_buffer VERSION '{v}'"))
+            .unwrap_or_else(|e| panic!("install {v}: {e}"));
         // Data recorded by the old version must survive the update.
         c.put("job/session-001.jsonl", "{}\n");
         c.try_psql(&db, "SELECT count(*) FROM cortex_buffer.index_sessions()").unwrap_or_else(|e| panic!("{e}"));
         c.try_psql(&db, "ALTER EXTENSION cortex_buffer UPDATE").unwrap_or_else(|e| panic!("update from {v}: {e}"));
-        assert_eq!(c.try_psql(&db, "SELECT extversion FROM pg_extension WHERE extname = 'cortex_buffer'").unwrap_or_default(), current);
+        assert_eq!(
+            c.try_psql(&db, "SELECT extversion FROM pg_extension WHERE extname = 'cortex_buffer'").unwrap_or_default(),
+            current
+        );
         let got = c.try_psql(&db, SCHEMA_FINGERPRINT_SQL).unwrap_or_else(|e| panic!("{e}"));
         let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
         let missing: Vec<&&str> = w.iter().filter(|l| !g.contains(l)).collect();
         let extra: Vec<&&str> = g.iter().filter(|l| !w.contains(l)).collect();
-        assert!(missing.is_empty() && extra.is_empty(), "updating from {v} differs from a fresh install:\nmissing: {missing:#?}\nextra: {extra:#?}");
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "updating from {v} differs from a fresh install:\nmissing: {missing:#?}\nextra: {extra:#?}"
+        );
         assert_eq!(c.try_psql(&db, "SELECT count(*) FROM cortex_buffer.session_file").unwrap_or_default(), "1");
         // And the new functions work on the updated schema.
         let job = c
-            .try_psql(&db, "INSERT INTO cortex_buffer.job (agent_id, status) VALUES (gen_random_uuid(), 'RUNNING') RETURNING id")
+            .try_psql(
+                &db,
+                "INSERT INTO cortex_buffer.job (agent_id, status) VALUES (gen_random_uuid(), 'RUNNING') RETURNING id",
+            )
             .unwrap_or_else(|e| panic!("{e}"));
         let src = c
             .try_psql(&db, &format!("SELECT cortex_buffer.write_checkpoint('{job}', '{{}}'); SELECT source FROM cortex_buffer.read_checkpoint('{job}')"))

@@ -161,7 +161,7 @@ mod tests {
             assert_fails(&w(r#"{"step_index": -1}"#), "22023");
             assert_fails(&w(r#"{"step_index": 1.5}"#), "22023");
             assert_fails(&w(r#"{"step_index": "2"}"#), "22023");
-            assert_fails(&format!("SELECT cortex_buffer.write_checkpoint(NULL, '{{}}')"), "22004");
+            assert_fails("SELECT cortex_buffer.write_checkpoint(NULL, '{}')", "22004");
             assert_fails(&format!("SELECT cortex_buffer.write_checkpoint('{job}', NULL)"), "22004");
             run("SET cortex_buffer.checkpoint_max_bytes = 20");
             assert_fails(&w(r#"{"state": "more than twenty bytes"}"#), "54000");

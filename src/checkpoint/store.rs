@@ -114,11 +114,6 @@ struct JobRow {
     doc: Option<RawJsonb>,
 }
 
-fn no_such_job(job: Uuid, b: &Binding) -> CbError {
-    CbError::new(SqlState::NoDataFound, format!("job {job} does not exist in {}", b.table))
-        .with_hint("Check the job id, and that cortex_buffer.job_table names the table the control plane uses.")
-}
-
 /// Reads the job row. With `lock`, first locks it and then reads with a fresh snapshot (SPI in
 /// read-write mode), so the values are those of the latest committed writer.
 fn read_job_row(client: &SpiClient<'_>, b: &Binding, job: Uuid, lock: bool) -> Result<Option<JobRow>, CbError> {
@@ -206,7 +201,7 @@ pub fn write(
     let b = binding::current()?;
     with_index_scans(|| {
         Spi::connect_mut(|client| {
-            let row = read_job_row(client, &b, job, true)?.ok_or_else(|| no_such_job(job, &b))?;
+            let row = read_job_row(client, &b, job, true)?.ok_or_else(|| b.no_such_job(job))?;
             if row.status != "RUNNING" {
                 return Err(CbError::new(
                     SqlState::ObjectNotInPrerequisiteState,
@@ -346,7 +341,7 @@ pub fn read(job: Uuid) -> Result<Read, CbError> {
     let b = binding::current()?;
     with_index_scans(|| {
         Spi::connect(|client| {
-            let row = read_job_row(client, &b, job, false)?.ok_or_else(|| no_such_job(job, &b))?;
+            let row = read_job_row(client, &b, job, false)?.ok_or_else(|| b.no_such_job(job))?;
             let mut failures: Vec<String> = Vec::new();
             match (&row.doc, row.stored_crc) {
                 (Some(doc), stored) => {

@@ -46,6 +46,12 @@ impl Binding {
         self.said.borrow_mut().insert(key)
     }
 
+    /// The error for a job id not in this table.
+    pub fn no_such_job(&self, job: pgrx::Uuid) -> CbError {
+        CbError::new(SqlState::NoDataFound, format!("job {job} does not exist in {}", self.table))
+            .with_hint("Check the job id, and that cortex_buffer.job_table names the table the control plane uses.")
+    }
+
     /// The prepared statement `key`, built from `sql(&self)` with `args` on first use and kept
     /// for the life of the binding. `Access::Write` statements (writes, row locks) run with
     /// SPI's read-only mode off even when nothing else in the transaction wrote yet.

@@ -32,13 +32,49 @@ pub struct Shape {
     pub crc_is_int4: bool,
     /// `status` is an enum (true) or text-like (false).
     pub status_is_enum: bool,
-    /// Optional columns present on the table.
-    pub optional: Vec<&'static str>,
+    /// Optional columns present on the table, with their `format_type()`.
+    pub optional: Vec<(&'static str, String)>,
 }
 
 impl Shape {
     pub fn has(&self, column: &str) -> bool {
-        self.optional.contains(&column)
+        self.optional.iter().any(|(c, _)| *c == column)
+    }
+
+    /// How to write a running total into optional column `column`, if the table has it.
+    pub fn fit(&self, column: &str) -> Option<ColumnFit> {
+        self.optional.iter().find(|(c, _)| *c == column).map(|(_, t)| ColumnFit::of(t))
+    }
+}
+
+/// What a counter column of the bound table can hold: totals are clamped to `max` (so a huge
+/// total can never make the write fail) and rounded to `scale`. Exact totals live in
+/// cortex_buffer's own tables; these columns mirror them for the control plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnFit {
+    /// The largest value, as SQL literal text; `None` when cortex_buffer's own totals (bigint,
+    /// numeric) cannot exceed the column.
+    pub max: Option<String>,
+    /// Decimals of a `numeric(p,s)` column.
+    pub scale: Option<u32>,
+}
+
+impl ColumnFit {
+    pub fn of(type_name: &str) -> ColumnFit {
+        if type_name == "integer" {
+            return ColumnFit { max: Some(i32::MAX.to_string()), scale: None };
+        }
+        // numeric(p,s): p - s integer digits and s decimals, all nines at most.
+        let modifiers = type_name.strip_prefix("numeric(").and_then(|r| r.strip_suffix(')'));
+        if let Some((p, s)) = modifiers.and_then(|m| m.split_once(',')) {
+            if let (Ok(p), Ok(s)) = (p.trim().parse::<u32>(), s.trim().parse::<u32>()) {
+                let int_digits = p.saturating_sub(s) as usize;
+                let int = if int_digits == 0 { "0".to_owned() } else { "9".repeat(int_digits) };
+                let max = if s == 0 { int } else { format!("{int}.{}", "9".repeat(s as usize)) };
+                return ColumnFit { max: Some(max), scale: Some(s) };
+            }
+        }
+        ColumnFit { max: None, scale: None }
     }
 }
 
@@ -115,7 +151,7 @@ pub fn validate(columns: &[Column]) -> Result<Shape, Vec<String>> {
     for (name, allowed) in OPTIONAL {
         if let Some(c) = find(name) {
             if type_ok(&c.type_name, allowed) {
-                optional.push(*name);
+                optional.push((*name, c.type_name.clone()));
             } else {
                 problems.push(format!("optional column {name} is {}, expected {}", c.type_name, allowed.join(" or ")));
             }
@@ -257,5 +293,17 @@ mod tests {
             problems,
             vec!["optional column cost_usd is double precision, expected numeric or numeric(12,6)".to_owned()]
         );
+    }
+
+    #[test]
+    fn counter_columns_say_what_they_can_hold() {
+        let shape = validate(&control_plane_job()).unwrap_or_else(|p| panic!("{p:?}"));
+        assert_eq!(shape.fit("tokens_in"), Some(ColumnFit { max: Some("2147483647".into()), scale: None }));
+        assert_eq!(shape.fit("cost_usd"), Some(ColumnFit { max: Some("999999.999999".into()), scale: Some(6) }));
+        assert_eq!(shape.fit("no_such_column"), None);
+        assert_eq!(ColumnFit::of("bigint"), ColumnFit { max: None, scale: None });
+        assert_eq!(ColumnFit::of("numeric"), ColumnFit { max: None, scale: None });
+        assert_eq!(ColumnFit::of("numeric(4,4)"), ColumnFit { max: Some("0.9999".into()), scale: Some(4) });
+        assert_eq!(ColumnFit::of("numeric(10,0)"), ColumnFit { max: Some("9999999999".into()), scale: Some(0) });
     }
 }

@@ -47,6 +47,34 @@ impl<'a> JsonNode<'a> for &'a JsValue {
     }
 }
 
+/// `serde_json` values (the indexer's parsed lines). Numbers are read as doubles, as
+/// JavaScript reads them; duplicate keys were already resolved (last wins) by the parser.
+impl<'a> JsonNode<'a> for &'a serde_json::Value {
+    type Error = std::convert::Infallible;
+
+    fn kind(self) -> Result<Kind<'a>, Self::Error> {
+        use serde_json::Value;
+        Ok(match self {
+            Value::Null => Kind::Null,
+            Value::Bool(b) => Kind::Bool(*b),
+            Value::Number(n) => Kind::Number(n.as_f64().unwrap_or(f64::NAN)),
+            Value::String(s) => Kind::String(s),
+            Value::Array(_) => Kind::Array,
+            Value::Object(_) => Kind::Object,
+        })
+    }
+
+    fn children(self, out: &mut Vec<(Option<&'a str>, Self)>) -> Result<(), Self::Error> {
+        use serde_json::Value;
+        match self {
+            Value::Array(items) => out.extend(items.iter().map(|v| (None, v))),
+            Value::Object(members) => out.extend(members.iter().map(|(k, v)| (Some(k.as_str()), v))),
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
 /// The value of `key` in an object node (last occurrence), if present.
 pub fn member<'a, N: JsonNode<'a>>(node: N, key: &str) -> Result<Option<N>, N::Error> {
     if node.kind()? != Kind::Object {

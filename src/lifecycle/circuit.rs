@@ -145,7 +145,7 @@ mod tests {
         let c = tripped(&p);
         assert_eq!(c.state(T0 + 10), State::Open);
         assert_eq!(c.open_until_us, Some(T0 + 2 + p.cooldown_us));
-        assert_eq!(c.admit(T0 + 10, A, &p).0, false);
+        assert!(!c.admit(T0 + 10, A, &p).0);
         assert_eq!(c.state(T0 + 2 + p.cooldown_us), State::HalfOpen);
     }
 
@@ -182,7 +182,7 @@ mod tests {
         let p = Params::default();
         let later = T0 + p.cooldown_us + MINUTE_US;
         let (_, c) = tripped(&p).admit(later, A, &p);
-        assert_eq!(c.admit(later + p.lease_us - 1, B, &p).0, false);
+        assert!(!c.admit(later + p.lease_us - 1, B, &p).0);
         let (replaced, c) = c.admit(later + p.lease_us, B, &p);
         assert!(replaced);
         assert_eq!(c.canary.map(|k| k.job), Some(B));

@@ -2,7 +2,7 @@
 //! jobs, crash records and retry decisions. Decisions are the pure `retry` module's; this only
 //! reads and writes rows, in batches.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
@@ -10,7 +10,7 @@ use pgrx::spi::SpiClient;
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
 use super::retry::{decide, Crash, Decision, JobFacts};
-use crate::error::{CbError, SqlState};
+use crate::error::CbError;
 use crate::job::binding::{self, Access, Binding};
 use crate::pg::planner::with_index_scans;
 use crate::pg::raise::notice;
@@ -22,11 +22,6 @@ const INT4: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4OID);
 const TEXT_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTARRAYOID);
 
 use crate::pg::spi_util::{spi, FirstValue};
-
-pub fn no_such_job(job: Uuid, b: &Binding) -> CbError {
-    CbError::new(SqlState::NoDataFound, format!("job {job} does not exist in {}", b.table))
-        .with_hint("Check the job id, and that cortex_buffer.job_table names the table the control plane uses.")
-}
 
 /// Records a heartbeat. True while the job is RUNNING or WAITING_FOR_APPROVAL (a paused agent
 /// keeps beating); false otherwise: the agent must stop. Also notes when a paused job was first
@@ -197,7 +192,8 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
 
             let ids: Vec<Uuid> = zombies.iter().map(|z| z.id).collect();
             let mut histories = crash_histories(client, &ids)?;
-            let exhausted = budget_exhausted(client, &ids)?;
+            let with_agents: Vec<(Uuid, Uuid)> = zombies.iter().map(|z| (z.id, z.agent_id)).collect();
+            let exhausted = crate::spend::store::exhausted(client, &with_agents)?;
             let mut decisions: Vec<Decision> = Vec::with_capacity(zombies.len());
             for z in &zombies {
                 let mut crashes = histories.remove(z.id.as_bytes()).unwrap_or_default();
@@ -364,7 +360,7 @@ pub fn record_crash(job: Uuid, c: CrashReport) -> Result<i64, CbError> {
                 )
                 .map_err(spi)?
                 .pipe_first()?;
-            id.ok_or_else(|| no_such_job(job, &b))
+            id.ok_or_else(|| b.no_such_job(job))
         })
     })
 }
@@ -375,14 +371,18 @@ pub fn retry_decision(job: Uuid) -> Result<Decision, CbError> {
     with_index_scans(|| {
         Spi::connect(|client| {
             let stmt = b.statement(client, "lifecycle.attempts", Access::Read, &[UUID], |b| {
-                format!("SELECT attempt, max_attempts FROM {} WHERE id = $1", b.table)
+                format!("SELECT attempt, max_attempts, agent_id FROM {} WHERE id = $1", b.table)
             })?;
             let mut rows = client.select(&*stmt, Some(1), &[job.into()]).map_err(spi)?;
-            let row = rows.next().ok_or_else(|| no_such_job(job, &b))?;
+            let row = rows.next().ok_or_else(|| b.no_such_job(job))?;
             let attempt: i32 = row.get(1).map_err(spi)?.unwrap_or(0);
             let max_attempts: i32 = row.get(2).map_err(spi)?.unwrap_or(0);
+            let agent: Option<Uuid> = row.get(3).map_err(spi)?;
             let crashes = crash_histories(client, &[job])?.remove(job.as_bytes()).unwrap_or_default();
-            let exhausted: HashSet<[u8; 16]> = budget_exhausted(client, &[job])?;
+            let exhausted = match agent {
+                Some(agent) => crate::spend::store::exhausted(client, &[(job, agent)])?,
+                None => Default::default(),
+            };
             Ok(decide(&JobFacts {
                 attempt,
                 max_attempts,
@@ -391,10 +391,4 @@ pub fn retry_decision(job: Uuid) -> Result<Decision, CbError> {
             }))
         })
     })
-}
-
-/// Jobs whose token budget is exhausted. Budgets arrive with the spend capability; until then
-/// no job has one (DESIGN.md: "until it lands there is no budget").
-fn budget_exhausted(_client: &SpiClient<'_>, _jobs: &[Uuid]) -> Result<HashSet<[u8; 16]>, CbError> {
-    Ok(HashSet::new())
 }

@@ -13,6 +13,7 @@ pub static WORKER_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 pub static JOB_TABLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c"cortex_buffer.job"));
 pub static CHECKPOINT_MAX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
 pub static CHECKPOINT_HISTORY_KEEP: GucSetting<i32> = GucSetting::<i32>::new(20);
+pub static RESERVATION_TIMEOUT_S: GucSetting<i32> = GucSetting::<i32>::new(600);
 
 /// Registers the settings and reserves the `cortex_buffer.` prefix (typos become errors).
 pub fn define() {
@@ -80,6 +81,18 @@ pub fn define() {
         GucContext::Suset,
         GucFlags::default(),
     );
+    // A caller may lengthen its own reservations (a long generation); that only holds back its
+    // own job's budget, so any role may set it.
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.reservation_timeout",
+        c"How long a reserve_budget() reservation holds budget before it is released.",
+        c"Settle (settle_usage) or release (release_reservation) it before then; an expired reservation can still be settled for a day.",
+        &RESERVATION_TIMEOUT_S,
+        1,
+        7 * 24 * 3600,
+        GucContext::Userset,
+        GucFlags::UNIT_S,
+    );
     // SAFETY: called from _PG_init on the main thread with a static NUL-terminated string.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"cortex_buffer".as_ptr()) };
 }
@@ -114,4 +127,8 @@ pub fn checkpoint_max_bytes() -> usize {
 
 pub fn checkpoint_history_keep() -> i64 {
     i64::from(CHECKPOINT_HISTORY_KEEP.get().max(1))
+}
+
+pub fn reservation_timeout_seconds() -> i64 {
+    i64::from(RESERVATION_TIMEOUT_S.get().max(1))
 }

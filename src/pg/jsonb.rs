@@ -84,5 +84,5 @@ impl RawJsonb {
 
 /// A jsonb value whose bytes do not follow the format: never expected from Postgres.
 pub fn malformed(e: Malformed) -> CbError {
-    CbError::internal(format!("malformed jsonb value: {}", e.0))
+    CbError::from(e)
 }

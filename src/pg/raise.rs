@@ -21,6 +21,8 @@ fn pg_code(state: SqlState) -> PgSqlErrorCode {
         SqlState::ObjectInUse => PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
         SqlState::UndefinedTable => PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
         SqlState::InvalidTableDefinition => PgSqlErrorCode::ERRCODE_INVALID_TABLE_DEFINITION,
+        SqlState::NumericValueOutOfRange => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        SqlState::UndefinedObject => PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
         SqlState::DataCorrupted => PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
         SqlState::Internal => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
     }

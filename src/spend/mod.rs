@@ -1,0 +1,15 @@
+//! Spend: exact LLM cost from a price table, idempotent usage recording, and budget checks
+//! that hold under concurrency. Pure: `decimal` (exact arithmetic), `usage` (every usage
+//! spelling), `price` (cost of a call), `budget` (Spike #34 budget rules and reservation
+//! admission). Shell: `prices` (the per-backend price cache), `store` (SPI) and `sql` (the SQL
+//! functions).
+
+pub mod budget;
+pub mod decimal;
+#[cfg(any(test, feature = "pg_test"))]
+mod pg_tests;
+pub mod price;
+mod prices;
+mod sql;
+pub mod store;
+pub mod usage;

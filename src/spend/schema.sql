@@ -1,0 +1,121 @@
+-- Spend: model prices, per-agent budgets, exact per-job totals, the ledger of counted calls and
+-- budget reservations.
+
+-- Prices in USD per million tokens, by model and the time they took effect (the price in force
+-- at a call's time applies). Rows cortex_buffer ships are `seeded`: they are fixed (a changed
+-- price is a new row with a later effective_from) and left out of pg_dump, which would
+-- otherwise restore them on top of the ones CREATE EXTENSION inserts.
+CREATE TABLE cortex_buffer.model_price (
+    model                   text NOT NULL CHECK (model <> ''),
+    effective_from          timestamptz NOT NULL,
+    input_per_mtok          numeric NOT NULL,
+    output_per_mtok         numeric NOT NULL,
+    cache_write_per_mtok    numeric NOT NULL,
+    cache_write_1h_per_mtok numeric NOT NULL,
+    cache_read_per_mtok     numeric NOT NULL,
+    source                  text,
+    seeded                  boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (model, effective_from),
+    -- Finite, non-negative, below a million dollars per million tokens, at most 12 decimals:
+    -- keeps every cost exact in 18 decimals.
+    CONSTRAINT model_price_sane CHECK (
+        input_per_mtok >= 0 AND input_per_mtok < 1000000 AND scale(input_per_mtok) <= 12 AND
+        output_per_mtok >= 0 AND output_per_mtok < 1000000 AND scale(output_per_mtok) <= 12 AND
+        cache_write_per_mtok >= 0 AND cache_write_per_mtok < 1000000 AND scale(cache_write_per_mtok) <= 12 AND
+        cache_write_1h_per_mtok >= 0 AND cache_write_1h_per_mtok < 1000000 AND scale(cache_write_1h_per_mtok) <= 12 AND
+        cache_read_per_mtok >= 0 AND cache_read_per_mtok < 1000000 AND scale(cache_read_per_mtok) <= 12)
+);
+
+-- Anthropic list prices (seed design, "Token Accounting Formulas", 2025-11-16, plus the other
+-- models Claude Code transcripts name), in force from each model's release date; 1-hour cache
+-- writes cost 2 x input.
+INSERT INTO cortex_buffer.model_price
+    (model, effective_from, input_per_mtok, output_per_mtok, cache_write_per_mtok, cache_write_1h_per_mtok, cache_read_per_mtok, source, seeded)
+VALUES
+    ('claude-sonnet-4-5-20250929', '2025-09-29 00:00:00+00', 3.00, 15.00, 3.75, 6.00, 0.30, 'Anthropic list price (seed design, 2025-11-16)', true),
+    ('claude-opus-4-1-20250805', '2025-08-05 00:00:00+00', 15.00, 75.00, 18.75, 30.00, 1.50, 'Anthropic list price (seed design, 2025-11-16)', true),
+    ('claude-3-5-sonnet-20241022', '2024-10-22 00:00:00+00', 3.00, 15.00, 3.75, 6.00, 0.30, 'Anthropic list price (seed design, 2025-11-16)', true),
+    ('claude-sonnet-4-20250514', '2025-05-14 00:00:00+00', 3.00, 15.00, 3.75, 6.00, 0.30, 'Anthropic list price', true),
+    ('claude-opus-4-5-20251101', '2025-11-01 00:00:00+00', 5.00, 25.00, 6.25, 10.00, 0.50, 'Anthropic list price', true),
+    ('claude-haiku-4-5-20251001', '2025-10-01 00:00:00+00', 1.00, 5.00, 1.25, 2.00, 0.10, 'Anthropic list price', true);
+
+CREATE FUNCTION cortex_buffer.model_price_protect_seeded() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.seeded THEN
+        RAISE EXCEPTION 'price of % from % is shipped with cortex_buffer and cannot be changed', OLD.model, OLD.effective_from
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Insert a new row for the model with a later effective_from; it applies to usage from then on.';
+    END IF;
+    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END
+$$;
+CREATE TRIGGER model_price_protect_seeded BEFORE UPDATE OR DELETE ON cortex_buffer.model_price
+    FOR EACH ROW EXECUTE FUNCTION cortex_buffer.model_price_protect_seeded();
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.model_price', 'WHERE NOT seeded');
+
+-- Per-job limits by agent (Spike #34); NULL is unlimited, 0 allows nothing. Operator-edited.
+CREATE TABLE cortex_buffer.agent_budget (
+    agent_id                 uuid PRIMARY KEY,
+    max_input_tokens_per_job bigint CHECK (max_input_tokens_per_job >= 0),
+    max_cost_usd_per_job     numeric CHECK (max_cost_usd_per_job >= 0 AND max_cost_usd_per_job < 10000000000000000000
+                                            AND scale(max_cost_usd_per_job) <= 18),
+    updated_at               timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.agent_budget', '');
+
+-- Exact running totals per job (the bound job table's tokens_in/tokens_out/cost_usd/
+-- llm_call_count mirror them, rounded and clamped to their types).
+CREATE TABLE cortex_buffer.job_usage (
+    job_id                uuid PRIMARY KEY,
+    input_tokens          bigint NOT NULL DEFAULT 0,
+    output_tokens         bigint NOT NULL DEFAULT 0,
+    cache_write_tokens    bigint NOT NULL DEFAULT 0,
+    cache_write_1h_tokens bigint NOT NULL DEFAULT 0,
+    cache_read_tokens     bigint NOT NULL DEFAULT 0,
+    cost_usd              numeric NOT NULL DEFAULT 0,
+    llm_calls             bigint NOT NULL DEFAULT 0,
+    first_used_at         timestamptz,
+    last_used_at          timestamptz
+);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.job_usage', '');
+
+-- Every counted call; (job_id, request_id) is unique, so a repeated request counts once.
+CREATE SEQUENCE cortex_buffer.usage_ledger_seq;
+CREATE TABLE cortex_buffer.usage_ledger (
+    usage_id              bigint PRIMARY KEY DEFAULT nextval('cortex_buffer.usage_ledger_seq'),
+    job_id                uuid NOT NULL,
+    request_id            text,
+    model                 text NOT NULL,
+    used_at               timestamptz NOT NULL,
+    input_tokens          bigint NOT NULL,
+    output_tokens         bigint NOT NULL,
+    cache_write_tokens    bigint NOT NULL,
+    cache_write_1h_tokens bigint NOT NULL,
+    cache_read_tokens     bigint NOT NULL,
+    cost_usd              numeric NOT NULL,
+    reservation_id        uuid,
+    recorded_at           timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT usage_ledger_request_key UNIQUE (job_id, request_id)
+);
+ALTER SEQUENCE cortex_buffer.usage_ledger_seq OWNED BY cortex_buffer.usage_ledger.usage_id;
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.usage_ledger', '');
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.usage_ledger_seq', '');
+
+-- Budget held for calls in flight. Open while neither settled nor released and not expired;
+-- kept a day after that so a late or repeated settle_usage still finds it.
+CREATE TABLE cortex_buffer.budget_reservation (
+    reservation_id uuid PRIMARY KEY,
+    job_id         uuid NOT NULL,
+    agent_id       uuid NOT NULL,
+    model          text NOT NULL,
+    input_tokens   bigint NOT NULL,
+    cost_usd       numeric NOT NULL,
+    reserved_at    timestamptz NOT NULL DEFAULT now(),
+    expires_at     timestamptz NOT NULL,
+    settled_at     timestamptz,
+    released_at    timestamptz,
+    forget_at      timestamptz NOT NULL
+);
+CREATE INDEX budget_reservation_open_idx ON cortex_buffer.budget_reservation (job_id)
+    WHERE settled_at IS NULL AND released_at IS NULL;
+CREATE INDEX budget_reservation_forget_idx ON cortex_buffer.budget_reservation (forget_at);

@@ -1,0 +1,206 @@
+//! SQL functions of the spend capability.
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+use pgrx::{AnyNumeric, Uuid};
+
+use super::decimal::Decimal;
+use super::store::{self, Call, Totals};
+use super::usage::{self, Usage};
+use crate::error::{CbError, SqlState};
+use crate::pg::jsonb::RawJsonb;
+use crate::pg::raise::raise;
+use crate::pg::OrRaise;
+
+fn required<T>(value: Option<T>, name: &str) -> T {
+    value.unwrap_or_else(|| {
+        raise(
+            CbError::new(SqlState::NullValueNotAllowed, format!("{name} must not be NULL"))
+                .with_hint(format!("Pass {name}.")),
+        )
+    })
+}
+
+fn parse_usage(doc: &RawJsonb) -> Usage {
+    doc.with_root(|root, _| usage::parse(root)).or_raise()
+}
+
+fn numeric(d: Decimal) -> AnyNumeric {
+    AnyNumeric::try_from(d.to_string().as_str())
+        .unwrap_or_else(|e| raise(CbError::internal(format!("numeric conversion of {d}: {e}"))))
+}
+
+fn now() -> TimestampWithTimeZone {
+    // SAFETY: reads the transaction start time; no arguments, cannot fail.
+    let ts = unsafe { pgrx::pg_sys::GetCurrentTransactionStartTimestamp() };
+    TimestampWithTimeZone::try_from(ts).unwrap_or_else(|e| raise(CbError::internal(format!("now(): {e:?}"))))
+}
+
+/// The exact cost in USD of one call's `usage` with `model`, at the price in force at `at`.
+#[pg_extern(stable, strict)]
+fn llm_cost(usage: RawJsonb, model: &str, at: default!(TimestampWithTimeZone, "now()")) -> AnyNumeric {
+    numeric(store::llm_cost(&parse_usage(&usage), model, at).or_raise())
+}
+
+type TotalsRow = TableIterator<
+    'static,
+    (
+        name!(input_tokens, i64),
+        name!(output_tokens, i64),
+        name!(cache_write_tokens, i64),
+        name!(cache_read_tokens, i64),
+        name!(cost_usd, AnyNumeric),
+        name!(llm_calls, i64),
+        name!(duplicate, bool),
+    ),
+>;
+
+fn totals_row(t: Totals) -> TotalsRow {
+    TableIterator::once((
+        t.input_tokens,
+        t.output_tokens,
+        t.cache_write_tokens,
+        t.cache_read_tokens,
+        numeric(t.cost_usd),
+        t.llm_calls,
+        t.duplicate,
+    ))
+}
+
+/// Adds one LLM call's tokens and exact cost to the job's totals, once per `request_id`.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile)]
+fn record_usage(
+    job_id: Option<Uuid>,
+    model: Option<&str>,
+    usage: Option<RawJsonb>,
+    request_id: default!(Option<&str>, "NULL"),
+    at: default!(Option<TimestampWithTimeZone>, "now()"),
+) -> TableIterator<
+    'static,
+    (
+        name!(input_tokens, i64),
+        name!(output_tokens, i64),
+        name!(cache_write_tokens, i64),
+        name!(cache_read_tokens, i64),
+        name!(cost_usd, AnyNumeric),
+        name!(llm_calls, i64),
+        name!(duplicate, bool),
+    ),
+> {
+    let job = required(job_id, "job_id");
+    let model = required(model, "model");
+    let usage = parse_usage(&required(usage, "usage"));
+    let at = at.unwrap_or_else(now);
+    totals_row(store::record(&Call { job, model, usage, request_id, at, reservation: None }).or_raise())
+}
+
+/// Sets an agent's per-job limits: NULL is unlimited, 0 allows nothing.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile)]
+fn set_budget(
+    agent_id: Option<Uuid>,
+    max_input_tokens_per_job: default!(Option<i64>, "NULL"),
+    max_cost_usd_per_job: default!(Option<AnyNumeric>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(agent_id, Uuid),
+        name!(max_input_tokens_per_job, Option<i64>),
+        name!(max_cost_usd_per_job, Option<AnyNumeric>),
+        name!(updated_at, TimestampWithTimeZone),
+    ),
+> {
+    let agent = required(agent_id, "agent_id");
+    let max_cost = max_cost_usd_per_job.map(|n| Decimal::parse(&n.to_string()).or_raise());
+    let (limits, at) = store::set_budget(agent, max_input_tokens_per_job, max_cost).or_raise();
+    TableIterator::once((agent, limits.max_input_tokens, limits.max_cost.map(numeric), at))
+}
+
+/// Whether the job may make its next LLM call (Spike #34: exhausted when used >= limit).
+#[allow(clippy::type_complexity)]
+#[pg_extern(stable, strict)]
+fn check_token_budget(
+    job_id: Uuid,
+) -> TableIterator<
+    'static,
+    (
+        name!(allowed, bool),
+        name!(reason, String),
+        name!(input_tokens, i64),
+        name!(max_input_tokens, Option<i64>),
+        name!(cost_usd, AnyNumeric),
+        name!(max_cost_usd, Option<AnyNumeric>),
+    ),
+> {
+    let r = store::check(job_id).or_raise();
+    TableIterator::once((
+        r.verdict.allowed,
+        r.verdict.reason.label().to_owned(),
+        r.used.input_tokens,
+        r.limits.max_input_tokens,
+        numeric(r.used.cost),
+        r.limits.max_cost.map(numeric),
+    ))
+}
+
+/// Holds an estimated call against the job's budget if it fits beside what is used and what
+/// other open reservations hold.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile, strict)]
+fn reserve_budget(
+    job_id: Uuid,
+    estimated_usage: RawJsonb,
+    model: &str,
+) -> TableIterator<'static, (name!(reservation_id, Option<Uuid>), name!(allowed, bool), name!(reason, String))> {
+    let estimate = parse_usage(&estimated_usage);
+    let (id, verdict) = store::reserve(job_id, &estimate, model).or_raise();
+    TableIterator::once((id, verdict.allowed, verdict.reason.label().to_owned()))
+}
+
+/// Records the call a reservation was made for (once) and closes the reservation.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile)]
+fn settle_usage(
+    reservation_id: Option<Uuid>,
+    actual_usage: Option<RawJsonb>,
+    request_id: default!(Option<&str>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(input_tokens, i64),
+        name!(output_tokens, i64),
+        name!(cache_write_tokens, i64),
+        name!(cache_read_tokens, i64),
+        name!(cost_usd, AnyNumeric),
+        name!(llm_calls, i64),
+        name!(duplicate, bool),
+    ),
+> {
+    let reservation = required(reservation_id, "reservation_id");
+    let usage = parse_usage(&required(actual_usage, "actual_usage"));
+    totals_row(store::settle(reservation, &usage, request_id).or_raise())
+}
+
+/// Gives a reservation's budget back when its call was never made.
+#[pg_extern(volatile, strict)]
+fn release_reservation(reservation_id: Uuid) -> bool {
+    store::release(reservation_id).or_raise()
+}
+
+extension_sql_file!("schema.sql", name = "spend_schema", requires = ["job_schema"]);
+extension_sql_file!(
+    "spend.sql",
+    name = "spend_sql",
+    requires = [
+        "spend_schema",
+        prices::model_price_changed,
+        llm_cost,
+        record_usage,
+        set_budget,
+        check_token_budget,
+        reserve_budget,
+        settle_usage,
+        release_reservation
+    ]
+);
