@@ -71,3 +71,47 @@ pub fn assert_fails(sql: &str, state: &str) {
     assert_eq!(got, state, "SQLSTATE of {sql}");
     assert!(hint.is_some(), "no HINT for {sql}");
 }
+
+/// A directory of session files for a test, removed when dropped.
+pub struct TempRoot(pub std::path::PathBuf);
+
+impl TempRoot {
+    pub fn new(tag: &str) -> TempRoot {
+        let p = std::env::temp_dir().join(format!("cb-pgtest-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap_or_else(|e| panic!("{e}"));
+        TempRoot(std::fs::canonicalize(&p).unwrap_or(p))
+    }
+
+    /// Writes `body` to `rel` (creating directories).
+    pub fn put(&self, rel: &str, body: impl AsRef<[u8]>) {
+        let p = self.0.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap_or(&self.0)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p, body).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Appends `body` to `rel`.
+    pub fn append(&self, rel: &str, body: impl AsRef<[u8]>) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(self.0.join(rel))
+            .unwrap_or_else(|e| panic!("{e}"));
+        f.write_all(body.as_ref()).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    pub fn path(&self, rel: &str) -> String {
+        self.0.join(rel).display().to_string()
+    }
+
+    pub fn dir(&self) -> String {
+        self.0.display().to_string()
+    }
+}
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

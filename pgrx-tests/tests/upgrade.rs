@@ -43,9 +43,19 @@ fn updating_from_each_released_version_matches_a_fresh_install() {
         c.psql(&format!("CREATE DATABASE {db}"));
         c.try_psql(&db, &format!("CREATE EXTENSION cortex_buffer VERSION '{v}'"))
             .unwrap_or_else(|e| panic!("install {v}: {e}"));
-        // Data recorded by the old version must survive the update.
-        c.put("job/session-001.jsonl", "{}\n");
-        c.try_psql(&db, "SELECT count(*) FROM cortex_buffer.index_sessions()").unwrap_or_else(|e| panic!("{e}"));
+        // Data recorded by the old version must survive the update. (Its index_sessions() is
+        // bound to this newer library, which refuses until the update: write the row directly.)
+        c.try_psql(
+            &db,
+            &format!(
+                "INSERT INTO cortex_buffer.session_file (path, job_dir, size_bytes, mtime, device, inode)
+                 VALUES ('{}/job/old.jsonl', 'job', 3, now(), 1, 2)",
+                c.sessions.display()
+            ),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let refused = c.try_psql(&db, "SELECT count(*) FROM cortex_buffer.index_sessions()").err().unwrap_or_default();
+        assert!(refused.contains("ALTER EXTENSION cortex_buffer UPDATE"), "{refused}");
         c.try_psql(&db, "ALTER EXTENSION cortex_buffer UPDATE").unwrap_or_else(|e| panic!("update from {v}: {e}"));
         assert_eq!(
             c.try_psql(&db, "SELECT extversion FROM pg_extension WHERE extname = 'cortex_buffer'").unwrap_or_default(),
@@ -60,6 +70,19 @@ fn updating_from_each_released_version_matches_a_fresh_install() {
             "updating from {v} differs from a fresh install:\nmissing: {missing:#?}\nextra: {extra:#?}"
         );
         assert_eq!(c.try_psql(&db, "SELECT count(*) FROM cortex_buffer.session_file").unwrap_or_default(), "1");
+        // The old row is indexable, and new rows get ids after it.
+        c.put("job/session-001.jsonl", "{\"type\":\"X\",\"timestamp\":\"t\"}\n");
+        let indexed = c
+            .try_psql(
+                &db,
+                "SELECT string_agg(action || ':' || events_added, ',' ORDER BY path) FROM cortex_buffer.index_sessions()",
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(indexed, "gone:0,new:1");
+        assert_eq!(
+            c.try_psql(&db, "SELECT min(file_id) < max(file_id) FROM cortex_buffer.session_file").unwrap_or_default(),
+            "t"
+        );
         // And the new functions work on the updated schema.
         let job = c
             .try_psql(

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use pgrx::prelude::*;
 
 use super::dialect::Dialect;
+use super::index_plan::IndexState;
 use super::pass::{Catalog, Row};
 use super::reconcile::Known;
 use super::scan::FileStat;
@@ -17,32 +18,41 @@ const LOAD_SQL: &str = "
            (extract(epoch FROM mtime) * 1000000)::int8,
            device, inode, dialect,
            (extract(epoch FROM last_seen) * 1000000)::int8,
-           gone_at IS NOT NULL
+           gone_at IS NOT NULL,
+           file_id, job_dir,
+           indexed_offset, indexed_lines, generation, indexed_device, indexed_inode,
+           (extract(epoch FROM indexed_mtime) * 1000000)::int8, fingerprint_len, fingerprint,
+           indexed_dialect, tail_unterminated, tail_pending, quarantined_at IS NOT NULL
       FROM cortex_buffer.session_file
      WHERE starts_with(path, $1)";
 
 const UPSERT_SQL: &str = "
     INSERT INTO cortex_buffer.session_file AS f
-           (path, job_dir, dialect, size_bytes, mtime, device, inode)
+           (path, job_dir, dialect, size_bytes, mtime, device, inode, session_ordinal)
     SELECT u.path, u.job_dir, u.dialect, u.size_bytes,
-           timestamptz 'epoch' + u.mtime_us * interval '1 microsecond', u.device, u.inode
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[])
-           AS u(path, job_dir, dialect, size_bytes, mtime_us, device, inode)
+           timestamptz 'epoch' + u.mtime_us * interval '1 microsecond', u.device, u.inode, u.ordinal
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[])
+           AS u(path, job_dir, dialect, size_bytes, mtime_us, device, inode, ordinal)
     ON CONFLICT (path) DO UPDATE
-       SET job_dir = excluded.job_dir, dialect = excluded.dialect, size_bytes = excluded.size_bytes,
+       SET -- A different file at the path ends its predecessor's quarantine.
+           failures = CASE WHEN (f.device, f.inode) IS DISTINCT FROM (excluded.device, excluded.inode) THEN 0 ELSE f.failures END,
+           quarantined_at = CASE WHEN (f.device, f.inode) IS DISTINCT FROM (excluded.device, excluded.inode)
+                                 THEN NULL ELSE f.quarantined_at END,
+           job_dir = excluded.job_dir, session_ordinal = excluded.session_ordinal, dialect = excluded.dialect, size_bytes = excluded.size_bytes,
            mtime = excluded.mtime, device = excluded.device, inode = excluded.inode,
-           last_seen = now(), gone_at = NULL";
+           last_seen = now(), gone_at = NULL
+    RETURNING path, file_id";
 
 const GONE_SQL: &str = "
     UPDATE cortex_buffer.session_file SET gone_at = now()
      WHERE path = ANY($1::text[]) AND gone_at IS NULL";
 
 /// Device and inode numbers are unsigned 64-bit; `bigint` stores their bit pattern.
-fn to_i64(v: u64) -> i64 {
+pub fn to_i64(v: u64) -> i64 {
     i64::from_ne_bytes(v.to_ne_bytes())
 }
 
-fn from_i64(v: i64) -> u64 {
+pub fn from_i64(v: i64) -> u64 {
     u64::from_ne_bytes(v.to_ne_bytes())
 }
 
@@ -61,13 +71,31 @@ pub fn load(root_prefix: &str) -> Result<HashMap<String, Known>, CbError> {
                 device: from_i64(row.get::<i64>(4).map_err(spi)?.unwrap_or(0)),
                 inode: from_i64(row.get::<i64>(5).map_err(spi)?.unwrap_or(0)),
             };
+            let n = |i: usize| -> Result<i64, CbError> { Ok(row.get::<i64>(i).map_err(spi)?.unwrap_or(0)) };
+            let index = IndexState {
+                offset: u64::try_from(n(11)?).unwrap_or(0),
+                lines: u64::try_from(n(12)?).unwrap_or(0),
+                generation: row.get::<i32>(13).map_err(spi)?.unwrap_or(0),
+                device: from_i64(n(14)?),
+                inode: from_i64(n(15)?),
+                mtime_us: n(16)?,
+                fingerprint_len: u64::try_from(row.get::<i32>(17).map_err(spi)?.unwrap_or(0)).unwrap_or(0),
+                fingerprint: u32::try_from(n(18)?).unwrap_or(0),
+                dialect: row.get::<String>(19).map_err(spi)?.as_deref().and_then(Dialect::from_label),
+                tail_unterminated: row.get::<bool>(20).map_err(spi)?.unwrap_or(false),
+                tail_pending: row.get::<bool>(21).map_err(spi)?.unwrap_or(false),
+                quarantined: row.get::<bool>(22).map_err(spi)?.unwrap_or(false),
+            };
             known.insert(
                 path,
                 Known {
+                    file_id: n(9)?,
+                    job_dir: row.get::<String>(10).map_err(spi)?.unwrap_or_default(),
                     stat,
                     dialect: dialect.as_deref().and_then(Dialect::from_label),
-                    last_seen_us: row.get::<i64>(7).map_err(spi)?.unwrap_or(0),
+                    last_seen_us: n(7)?,
                     gone: row.get::<bool>(8).map_err(spi)?.unwrap_or(false),
+                    index,
                 },
             );
         }
@@ -75,9 +103,10 @@ pub fn load(root_prefix: &str) -> Result<HashMap<String, Known>, CbError> {
     })
 }
 
-/// Upserts `rows` and marks `gone`, in the caller's transaction.
-pub fn store(rows: &[Row], gone: &[String]) -> Result<(), CbError> {
+/// Upserts `rows` and marks `gone`, in the caller's transaction; returns upserted paths' ids.
+pub fn store(rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbError> {
     Spi::connect_mut(|client| {
+        let mut ids = Vec::with_capacity(rows.len());
         if !rows.is_empty() {
             let paths: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
             let job_dirs: Vec<String> = rows.iter().map(|r| r.job_dir.clone()).collect();
@@ -86,7 +115,8 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<(), CbError> {
             let mtimes: Vec<i64> = rows.iter().map(|r| r.stat.mtime_us).collect();
             let devices: Vec<i64> = rows.iter().map(|r| to_i64(r.stat.device)).collect();
             let inodes: Vec<i64> = rows.iter().map(|r| to_i64(r.stat.inode)).collect();
-            client
+            let ordinals: Vec<Option<i64>> = rows.iter().map(|r| r.ordinal).collect();
+            let returned = client
                 .update(
                     UPSERT_SQL,
                     None,
@@ -98,14 +128,20 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<(), CbError> {
                         mtimes.into(),
                         devices.into(),
                         inodes.into(),
+                        ordinals.into(),
                     ],
                 )
                 .map_err(spi)?;
+            for r in returned {
+                if let (Some(path), Some(id)) = (r.get::<String>(1).map_err(spi)?, r.get::<i64>(2).map_err(spi)?) {
+                    ids.push((path, id));
+                }
+            }
         }
         if !gone.is_empty() {
             client.update(GONE_SQL, None, &[gone.to_vec().into()]).map_err(spi)?;
         }
-        Ok(())
+        Ok(ids)
     })
 }
 
@@ -117,7 +153,7 @@ impl Catalog for InTransaction {
     fn load(&mut self, root_prefix: &str) -> Result<HashMap<String, Known>, CbError> {
         load(root_prefix)
     }
-    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<(), CbError> {
+    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbError> {
         store(rows, gone)
     }
 }

@@ -74,6 +74,25 @@ pub fn from_name(file_name: &str, layout: Layout) -> Option<Dialect> {
     }
 }
 
+/// Where a session file stands among its job's files: the number of `session-NNN.jsonl`, or
+/// the start time (seconds since the Unix epoch) of `session_<YYYYMMDDTHHMMSSZ>_<pod>.jsonl`.
+/// Compared as numbers, so `session-1000` comes after `session-999` (the control plane sorts
+/// the names as strings and would pick 999 as the latest).
+pub fn session_ordinal(file_name: &str) -> Option<i64> {
+    let stem = file_name.strip_suffix(".jsonl")?;
+    if let Some(n) = stem.strip_prefix("session-") {
+        return (!n.is_empty() && n.len() <= 18 && n.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| n.parse().ok())
+            .flatten();
+    }
+    if is_spike_stem(stem) {
+        let t = &stem["session_".len().."session_".len() + 16];
+        let iso = format!("{}-{}-{}T{}:{}:{}Z", &t[0..4], &t[4..6], &t[6..8], &t[9..11], &t[11..13], &t[13..15]);
+        return super::timestamp::parse_timestamp(&iso).map(|us| us / 1_000_000);
+    }
+    None
+}
+
 /// `session_<YYYYMMDDTHHMMSSZ>_<pod>`
 fn is_spike_stem(stem: &str) -> bool {
     let Some(rest) = stem.strip_prefix("session_") else { return false };
@@ -120,6 +139,22 @@ pub fn first_object(prefix: &[u8], prefix_is_whole_file: bool) -> Option<Map<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_files_order_by_number_and_start_time() {
+        assert_eq!(session_ordinal("session-999.jsonl"), Some(999));
+        assert_eq!(session_ordinal("session-1000.jsonl"), Some(1000));
+        assert!(session_ordinal("session-1000.jsonl") > session_ordinal("session-999.jsonl"));
+        assert!("session-1000.jsonl" < "session-999.jsonl", "as strings the order is the other way round");
+        assert_eq!(session_ordinal("session_20260223T143022Z_pod-abc12.jsonl"), Some(1_771_857_022));
+        assert!(
+            session_ordinal("session_20260223T144518Z_pod-a.jsonl")
+                > session_ordinal("session_20260223T143022Z_pod-z.jsonl")
+        );
+        for other in ["session-.jsonl", "session-1a.jsonl", "trace.jsonl", "session_20261323T000000Z_p.jsonl", "x"] {
+            assert_eq!(session_ordinal(other), None, "{other}");
+        }
+    }
 
     fn obj(json: &str) -> Map<String, Value> {
         match serde_json::from_str(json) {

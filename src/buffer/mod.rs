@@ -5,9 +5,20 @@
 pub mod catalog;
 pub mod dialect;
 pub mod discovery;
+pub mod event_store;
+#[cfg(any(test, feature = "pg_test"))]
+mod index_pg_tests;
+pub mod index_plan;
+pub mod indexer;
+pub mod integrity;
+pub mod judge;
+pub mod lines;
+pub mod normalize;
 pub mod pass;
 pub mod reconcile;
 pub mod scan;
 mod sql;
+mod status_sql;
+pub mod timestamp;
 
 pgrx::extension_sql_file!("schema.sql", name = "buffer_schema");

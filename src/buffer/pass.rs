@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::dialect::{detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
+use super::index_plan::{worth_a_look, IndexState};
 use super::reconcile::{plan, Action, Known};
 use super::scan::{is_gone, read_prefix, scan_root, FileStat, Problem};
 use crate::error::CbError;
@@ -19,6 +20,8 @@ pub struct Row {
     pub job_dir: String,
     pub dialect: Option<Dialect>,
     pub stat: FileStat,
+    /// See [`super::dialect::session_ordinal`].
+    pub ordinal: Option<i64>,
 }
 
 /// Where discovery results are kept (the `session_file` table, or a map in tests).
@@ -26,8 +29,9 @@ pub trait Catalog {
     type Error: std::fmt::Display;
     /// Everything recorded for paths starting with `root_prefix`.
     fn load(&mut self, root_prefix: &str) -> Result<HashMap<String, Known>, Self::Error>;
-    /// Upserts `rows` (refreshing `last_seen`) and marks `gone` paths as gone, atomically.
-    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<(), Self::Error>;
+    /// Upserts `rows` (refreshing `last_seen`) and marks `gone` paths as gone, atomically;
+    /// returns the `file_id` of every upserted path.
+    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, Self::Error>;
 }
 
 /// What the catalogue holds, cached between passes of the worker. Reloaded when older than
@@ -125,6 +129,7 @@ pub fn run_pass<C: Catalog>(
         }
         if decision.write {
             rows.push(Row {
+                ordinal: super::dialect::session_ordinal(&decision.found.file_name),
                 path: decision.found.path.clone(),
                 job_dir: decision.found.job_dir.clone(),
                 dialect: decision.dialect,
@@ -144,17 +149,41 @@ pub fn run_pass<C: Catalog>(
     // directory hides files without removing them.
     let gone: Vec<String> = plan.missing.into_iter().filter(|p| is_gone(Path::new(p))).collect();
 
+    let mut ids: HashMap<String, i64> = HashMap::new();
     if !rows.is_empty() || !gone.is_empty() {
-        catalog.store(&rows, &gone).map_err(|e| {
-            cache.invalidate();
-            PassError::Catalog(e)
-        })?;
+        ids = catalog
+            .store(&rows, &gone)
+            .map_err(|e| {
+                cache.invalidate();
+                PassError::Catalog(e)
+            })?
+            .into_iter()
+            .collect();
     }
     for row in &rows {
-        cache.entries.insert(
-            row.path.clone(),
-            Known { stat: row.stat, dialect: row.dialect, last_seen_us: now_us, gone: false },
-        );
+        let file_id = ids.get(&row.path).copied().unwrap_or(0);
+        cache
+            .entries
+            .entry(row.path.clone())
+            .and_modify(|k| {
+                if !k.stat.same_identity(&row.stat) {
+                    k.index.quarantined = false;
+                }
+                k.file_id = file_id;
+                k.stat = row.stat;
+                k.dialect = row.dialect;
+                k.last_seen_us = now_us;
+                k.gone = false;
+            })
+            .or_insert_with(|| Known {
+                file_id,
+                job_dir: row.job_dir.clone(),
+                stat: row.stat,
+                dialect: row.dialect,
+                last_seen_us: now_us,
+                gone: false,
+                index: IndexState::default(),
+            });
     }
     for path in &gone {
         if let Some(k) = cache.entries.get_mut(path) {
@@ -197,6 +226,71 @@ fn detect_dialect(found: &super::scan::Found, problems: &mut Vec<Problem>) -> Op
     }
 }
 
+/// A file to index, as the pass hands it to a [`FileIndexer`].
+#[derive(Debug, Clone)]
+pub struct FileRef {
+    pub file_id: i64,
+    pub path: String,
+    pub job_dir: String,
+    pub dialect: Option<Dialect>,
+}
+
+/// What indexing one file did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileOutcome {
+    /// Indexed (or found nothing to add): the state as committed.
+    Indexed { state: IndexState, events: u64, corrupt: u64, note: Option<String> },
+    /// Left alone this time (another indexer holds it, or it vanished).
+    Skipped(String),
+    /// Failed and rolled back; the failure was counted.
+    Failed { error: String, quarantined: bool },
+}
+
+/// Indexes one file in a transaction of its own (worker) or a subtransaction (SQL).
+pub trait FileIndexer {
+    fn index(&mut self, file: &FileRef) -> FileOutcome;
+}
+
+/// The indexing half of a pass: every present file under `root_prefix` that is worth a look
+/// is handed to `indexer`, in path order; the cache learns each outcome.
+pub fn index_pass<I: FileIndexer>(
+    cache: &mut KnownCache,
+    indexer: &mut I,
+    now_us: i64,
+    settle_us: i64,
+) -> Vec<(String, FileOutcome)> {
+    let mut todo: Vec<FileRef> = cache
+        .entries
+        .iter()
+        .filter(|(path, k)| {
+            !k.gone
+                && k.file_id > 0
+                && path.starts_with(&cache.root_prefix)
+                && worth_a_look(&k.index, &k.stat, k.dialect, now_us, settle_us)
+        })
+        .map(|(path, k)| FileRef {
+            file_id: k.file_id,
+            path: path.clone(),
+            job_dir: k.job_dir.clone(),
+            dialect: k.dialect,
+        })
+        .collect();
+    todo.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut outcomes = Vec::with_capacity(todo.len());
+    for file in todo {
+        let outcome = indexer.index(&file);
+        if let Some(k) = cache.entries.get_mut(&file.path) {
+            match &outcome {
+                FileOutcome::Indexed { state, .. } => k.index = state.clone(),
+                FileOutcome::Failed { quarantined, .. } => k.index.quarantined = *quarantined,
+                FileOutcome::Skipped(_) => {}
+            }
+        }
+        outcomes.push((file.path, outcome));
+    }
+    outcomes
+}
+
 /// Microseconds since the Unix epoch, for `now_us`.
 pub fn now_us() -> i64 {
     std::time::SystemTime::now()
@@ -231,21 +325,35 @@ mod tests {
                 .map(|(p, k)| (p.clone(), k.clone()))
                 .collect())
         }
-        fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<(), String> {
+        fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, String> {
             if self.fail_store {
                 return Err("disk full".into());
             }
             self.stores += 1;
+            let mut ids = Vec::new();
             for r in rows {
-                self.rows
-                    .insert(r.path.clone(), Known { stat: r.stat, dialect: r.dialect, last_seen_us: 0, gone: false });
+                let next = self.rows.len() as i64 + 1;
+                let file_id = self.rows.get(&r.path).map_or(next, |k| k.file_id);
+                self.rows.insert(
+                    r.path.clone(),
+                    Known {
+                        file_id,
+                        job_dir: r.job_dir.clone(),
+                        stat: r.stat,
+                        dialect: r.dialect,
+                        last_seen_us: 0,
+                        gone: false,
+                        index: IndexState::default(),
+                    },
+                );
+                ids.push((r.path.clone(), file_id));
             }
             for g in gone {
                 if let Some(k) = self.rows.get_mut(g) {
                     k.gone = true;
                 }
             }
-            Ok(())
+            Ok(ids)
         }
     }
 

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::dialect::Dialect;
+use super::index_plan::IndexState;
 use super::scan::{FileStat, Found};
 
 /// Unchanged files get their `last_seen` refreshed at most this often, so an idle pass over
@@ -13,10 +14,13 @@ pub const LAST_SEEN_REFRESH_US: i64 = 5 * 60 * 1_000_000;
 /// What `session_file` records about a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Known {
+    pub file_id: i64,
+    pub job_dir: String,
     pub stat: FileStat,
     pub dialect: Option<Dialect>,
     pub last_seen_us: i64,
     pub gone: bool,
+    pub index: IndexState,
 }
 
 /// What a pass did with a file (the `action` column of `index_sessions()`).
@@ -124,7 +128,15 @@ mod tests {
     }
 
     fn known(f: &Found, dialect: Option<Dialect>, last_seen_us: i64, gone: bool) -> Known {
-        Known { stat: f.stat, dialect, last_seen_us, gone }
+        Known {
+            file_id: 1,
+            job_dir: f.job_dir.clone(),
+            stat: f.stat,
+            dialect,
+            last_seen_us,
+            gone,
+            index: IndexState::default(),
+        }
     }
 
     const NOW: i64 = 1_000_000_000_000;

@@ -220,17 +220,24 @@ fn problem(path: &Path, reason: String) -> Problem {
 /// Reads at most `max` bytes from the start of a regular file; the flag tells whether that was
 /// the whole file. Opening with O_NONBLOCK keeps a file swapped for a FIFO from blocking us.
 pub fn read_prefix(path: &Path, max: usize) -> io::Result<(Vec<u8>, bool)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = File::options().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::other("not a regular file"));
-    }
+    let file = open_regular(path)?;
     let mut buf = Vec::with_capacity(max.min(64 * 1024));
     let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
     file.take(limit).read_to_end(&mut buf)?;
     let whole = buf.len() <= max;
     buf.truncate(max);
     Ok((buf, whole))
+}
+
+/// Opens `path` for reading only if it is a regular file. Opening never blocks: a FIFO put in
+/// a file's place would otherwise hang the reader until something writes to it.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = File::options().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(file)
 }
 
 /// Whether `path` no longer exists (as opposed to being unreadable for now).

@@ -6,22 +6,74 @@ use std::time::Duration;
 use pgrx::prelude::*;
 
 use super::catalog::InTransaction;
-use super::pass::{now_us, run_pass, KnownCache, PassError};
+use super::event_store::{self, Settings};
+use super::pass::{index_pass, now_us, run_pass, FileIndexer, FileOutcome, FileRef, KnownCache, PassError};
 use super::scan::resolve_root;
 use crate::error::{CbError, SqlState};
 use crate::pg::guc;
 use crate::pg::raise::{notice, raise};
+use crate::pg::xact::subtransaction;
 use crate::pg::OrRaise;
 use crate::worker::shared::{self, Phase};
 
-type IndexRow = (String, Option<String>, Option<String>, Option<i64>, String, Option<String>);
+type IndexRow = (String, Option<String>, Option<String>, Option<i64>, String, Option<String>, i64, i64);
+
+/// Indexes each file in a subtransaction of the caller's transaction, so one bad file rolls
+/// back alone and is counted.
+struct SubtransactionIndexer {
+    settings: Settings,
+    now_us: i64,
+}
+
+impl FileIndexer for SubtransactionIndexer {
+    fn index(&mut self, file: &FileRef) -> FileOutcome {
+        match subtransaction(|| event_store::index_one(file, &self.settings, self.now_us)) {
+            Ok(outcome) => outcome,
+            Err(failure) => {
+                let error = failure.to_string();
+                let quarantined = subtransaction(|| {
+                    event_store::record_failure(file.file_id, &error, self.settings.quarantine_after)
+                })
+                .unwrap_or(false);
+                FileOutcome::Failed { error, quarantined }
+            }
+        }
+    }
+}
 
 /// One synchronous discovery pass over `dir` (superuser only) or `cortex_buffer.sessions_dir`;
 /// returns every session file found, gone or skipped, with what the pass did about it.
-#[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
-#[pg_extern(volatile, security_definer)]
-#[search_path(pg_catalog, pg_temp)]
+/// The symbol install scripts before 0.5.0 bind `index_sessions(text)` to (six result
+/// columns, discovery only). That schema lacks what this library writes, so it says what to do.
+#[allow(clippy::type_complexity)]
+#[pg_extern(sql = false)]
 fn index_sessions(
+    _dir: default!(Option<&str>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(path, String),
+        name!(job_dir, Option<String>),
+        name!(dialect, Option<String>),
+        name!(size_bytes, Option<i64>),
+        name!(action, String),
+        name!(detail, Option<String>),
+    ),
+> {
+    raise(
+        CbError::new(
+            SqlState::ObjectNotInPrerequisiteState,
+            format!("the installed cortex_buffer extension is older than its library ({})", env!("CARGO_PKG_VERSION")),
+        )
+        .with_hint("Run ALTER EXTENSION cortex_buffer UPDATE in this database."),
+    )
+}
+
+/// One synchronous pass: discovery and indexing, as the worker does it.
+#[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
+#[pg_extern(name = "index_sessions", volatile, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn index_sessions_and_events(
     dir: default!(Option<&str>, "NULL"),
 ) -> TableIterator<
     'static,
@@ -32,6 +84,8 @@ fn index_sessions(
         name!(size_bytes, Option<i64>),
         name!(action, String),
         name!(detail, Option<String>),
+        name!(events_added, i64),
+        name!(corrupt_added, i64),
     ),
 > {
     let dir = match dir {
@@ -50,21 +104,53 @@ fn index_sessions(
         None => guc::sessions_dir(),
     };
     let root = resolve_root(&dir).or_raise();
-    let report = match run_pass(&root, &mut InTransaction, &mut KnownCache::default(), Duration::ZERO, now_us()) {
+    let mut cache = KnownCache::default();
+    let now = now_us();
+    let report = match run_pass(&root, &mut InTransaction, &mut cache, Duration::ZERO, now) {
         Ok(r) => r,
         Err(PassError::Root(e) | PassError::Catalog(e)) => raise(e),
     };
+    let settings = Settings::current();
+    let mut indexer = SubtransactionIndexer { settings, now_us: now };
+    let outcomes: std::collections::HashMap<String, FileOutcome> =
+        index_pass(&mut cache, &mut indexer, now, settings.settle_us).into_iter().collect();
     let rows: Vec<IndexRow> = report
         .files
         .into_iter()
         .map(|f| {
+            let (events, corrupt, note) = match outcomes.get(&f.path) {
+                Some(FileOutcome::Indexed { events, corrupt, note, state }) => (
+                    i64::try_from(*events).unwrap_or(i64::MAX),
+                    i64::try_from(*corrupt).unwrap_or(i64::MAX),
+                    note.clone().or_else(|| {
+                        state.tail_pending.then(|| "last line waits for a newline or the settle period".to_owned())
+                    }),
+                ),
+                Some(FileOutcome::Skipped(why)) => (0, 0, Some(format!("not indexed: {why}"))),
+                Some(FileOutcome::Failed { error, quarantined }) => (
+                    0,
+                    0,
+                    Some(if *quarantined {
+                        format!("indexing failed and the file is now quarantined: {error}")
+                    } else {
+                        format!("indexing failed: {error}")
+                    }),
+                ),
+                None => (0, 0, None),
+            };
+            let detail = match (f.detail, note) {
+                (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                (a, b) => a.or(b),
+            };
             (
                 f.path,
                 f.job_dir,
                 f.dialect.map(|d| d.label().to_owned()),
                 f.size_bytes.map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
                 f.action.label().to_owned(),
-                f.detail,
+                detail,
+                events,
+                corrupt,
             )
         })
         .collect();
@@ -99,40 +185,28 @@ fn index_now() -> bool {
     false
 }
 
-extension_sql_file!("buffer.sql", name = "buffer_sql", requires = ["buffer_schema", index_sessions, index_now]);
+extension_sql_file!("index_schema.sql", name = "buffer_index_schema", requires = ["buffer_schema"]);
+extension_sql_file!(
+    "buffer.sql",
+    name = "buffer_sql",
+    requires = [
+        "buffer_schema",
+        "buffer_index_schema",
+        index_sessions_and_events,
+        index_now,
+        status_sql::file_integrity,
+        status_sql::indexer_worker
+    ]
+);
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
 mod tests {
     use std::fs;
-    use std::path::PathBuf;
 
     use pgrx::prelude::*;
 
-    use crate::testing::sqlstate_of;
-
-    struct Root(PathBuf);
-    impl Root {
-        fn new(tag: &str) -> Root {
-            let p = std::env::temp_dir().join(format!("cb-pgtest-{tag}-{}", std::process::id()));
-            let _ = fs::remove_dir_all(&p);
-            fs::create_dir_all(&p).unwrap_or_else(|e| panic!("{e}"));
-            Root(fs::canonicalize(&p).unwrap_or(p))
-        }
-        fn put(&self, rel: &str, body: &str) {
-            let p = self.0.join(rel);
-            fs::create_dir_all(p.parent().unwrap_or(&self.0)).unwrap_or_else(|e| panic!("{e}"));
-            fs::write(p, body).unwrap_or_else(|e| panic!("{e}"));
-        }
-        fn dir(&self) -> String {
-            self.0.display().to_string()
-        }
-    }
-    impl Drop for Root {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::testing::{sqlstate_of, TempRoot as Root};
 
     fn actions(dir: &str) -> Vec<(String, String, Option<String>)> {
         let sql = format!(

@@ -5,6 +5,7 @@ pub mod canonical;
 pub mod jsonb_format;
 pub mod node;
 pub mod number;
+pub mod parse;
 pub mod quote;
 pub mod value;
 

@@ -20,7 +20,7 @@ const NEEDS_ESCAPE: [bool; 256] = {
 };
 
 /// The index of the first byte that must be escaped, scanning eight bytes at a time.
-fn next_escape(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn next_escape(bytes: &[u8]) -> Option<usize> {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     let mut at = 0;

@@ -14,6 +14,11 @@ pub static JOB_TABLE: GucSetting<Option<CString>> = GucSetting::<Option<CString>
 pub static CHECKPOINT_MAX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
 pub static CHECKPOINT_HISTORY_KEEP: GucSetting<i32> = GucSetting::<i32>::new(20);
 pub static RESERVATION_TIMEOUT_S: GucSetting<i32> = GucSetting::<i32>::new(600);
+pub static SETTLE_PERIOD_MS: GucSetting<i32> = GucSetting::<i32>::new(5000);
+pub static MAX_LINE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1 << 20);
+pub static BATCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+pub static QUARANTINE_AFTER: GucSetting<i32> = GucSetting::<i32>::new(5);
+pub static MAX_CORRUPTION_RATIO: GucSetting<f64> = GucSetting::<f64>::new(0.10);
 
 /// Registers the settings and reserves the `cortex_buffer.` prefix (typos become errors).
 pub fn define() {
@@ -81,6 +86,56 @@ pub fn define() {
         GucContext::Suset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.settle_period",
+        c"How long a session file must be quiet before its unterminated last line is judged.",
+        c"Until then the line may still be being written; afterwards it is indexed if it parses, else recorded as the truncated tail.",
+        &SETTLE_PERIOD_MS,
+        0,
+        3_600_000,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.max_line_bytes",
+        c"Longest session-file line the indexer judges; longer lines are recorded as corrupt.",
+        c"Bounds the indexer's memory: a longer line is skipped without being held.",
+        &MAX_LINE_BYTES,
+        1024,
+        256 << 20,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.batch_rows",
+        c"Events and corrupt lines the indexer inserts per statement.",
+        c"Larger batches mean fewer statements and more memory.",
+        &BATCH_ROWS,
+        1,
+        100_000,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.quarantine_after",
+        c"Consecutive failed attempts after which the indexer leaves a session file alone.",
+        c"A quarantined file is indexed again once it is replaced, or after session_file.quarantined_at and failures are cleared.",
+        &QUARANTINE_AFTER,
+        1,
+        1000,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"cortex_buffer.max_corruption_ratio",
+        c"Largest share of corrupt lines for a session file to be trusted for recovery.",
+        c"Corrupt lines (the truncated tail not counted) over non-blank lines; Spike #31 uses 10%.",
+        &MAX_CORRUPTION_RATIO,
+        0.0,
+        1.0,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     // A caller may lengthen its own reservations (a long generation); that only holds back its
     // own job's budget, so any role may set it.
     GucRegistry::define_int_guc(
@@ -131,4 +186,29 @@ pub fn checkpoint_history_keep() -> i64 {
 
 pub fn reservation_timeout_seconds() -> i64 {
     i64::from(RESERVATION_TIMEOUT_S.get().max(1))
+}
+
+pub fn settle_period_us() -> i64 {
+    i64::from(SETTLE_PERIOD_MS.get().max(0)) * 1000
+}
+
+pub fn max_line_bytes() -> usize {
+    usize::try_from(MAX_LINE_BYTES.get()).unwrap_or(1 << 20).max(1024)
+}
+
+pub fn batch_rows() -> usize {
+    usize::try_from(BATCH_ROWS.get()).unwrap_or(1000).max(1)
+}
+
+pub fn quarantine_after() -> i32 {
+    QUARANTINE_AFTER.get().max(1)
+}
+
+pub fn max_corruption_ratio() -> f64 {
+    let r = MAX_CORRUPTION_RATIO.get();
+    if r.is_finite() {
+        r.clamp(0.0, 1.0)
+    } else {
+        0.1
+    }
 }

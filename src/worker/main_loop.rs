@@ -14,7 +14,10 @@ use super::readiness::{assess, ConditionLog, ProblemLog, Wait};
 use super::shared::{self, Phase};
 use super::WORKER_NAME;
 use crate::buffer::catalog;
-use crate::buffer::pass::{now_us, run_pass, Catalog, KnownCache, PassError, Row};
+use crate::buffer::event_store::{self, Settings};
+use crate::buffer::pass::{
+    index_pass, now_us, run_pass, Catalog, FileIndexer, FileOutcome, FileRef, KnownCache, PassError, Row,
+};
 use crate::buffer::reconcile::Known;
 use crate::buffer::scan::resolve_root;
 use crate::error::CbError;
@@ -154,11 +157,38 @@ impl Worker {
         shared::set_phase(Phase::Active);
         report_activity(pg_sys::BackendState::STATE_RUNNING, &format!("scanning {}", root.display()));
         let started = Instant::now();
-        match run_pass(&root, &mut WorkerCatalog, &mut self.cache, CATALOG_CACHE_MAX_AGE, now_us()) {
+        let now = now_us();
+        match run_pass(&root, &mut WorkerCatalog, &mut self.cache, CATALOG_CACHE_MAX_AGE, now) {
             Ok(report) => {
                 for p in self.problems.fresh(&report.problems) {
                     log!("{WORKER_NAME}: skipping \"{}\": {}", p.path, p.reason);
                 }
+                let settings = Settings::current();
+                let mut indexer = WorkerIndexer { settings, now_us: now };
+                let mut events = 0;
+                for (path, outcome) in index_pass(&mut self.cache, &mut indexer, now, settings.settle_us) {
+                    match outcome {
+                        FileOutcome::Indexed { events: e, note, .. } => {
+                            events += e;
+                            if let Some(note) = note {
+                                log!("{WORKER_NAME}: \"{path}\" {note}");
+                            }
+                        }
+                        FileOutcome::Skipped(_) => {}
+                        FileOutcome::Failed { error, quarantined } => {
+                            shared::count_error();
+                            if quarantined {
+                                warning!("{WORKER_NAME}: quarantined \"{path}\" after repeated failures: {error}");
+                            } else {
+                                warning!("{WORKER_NAME}: could not index \"{path}\" (will retry): {error}");
+                            }
+                        }
+                    }
+                    if shutdown_requested() {
+                        break;
+                    }
+                }
+                shared::record_pass(now, started.elapsed(), events);
                 if report.written > 0 || report.gone > 0 {
                     debug1!(
                         "{WORKER_NAME}: recorded {} new or changed and {} gone session files",
@@ -194,6 +224,29 @@ fn installed_version() -> Result<Option<String>, CbError> {
         .map_err(|e| CbError::internal(format!("SPI: {e}")))
 }
 
+/// Indexes each file in a transaction of its own; a failure is rolled back and counted in
+/// another, so no file can stop the worker or the files after it.
+struct WorkerIndexer {
+    settings: Settings,
+    now_us: i64,
+}
+
+impl FileIndexer for WorkerIndexer {
+    fn index(&mut self, file: &FileRef) -> FileOutcome {
+        report_activity(pg_sys::BackendState::STATE_RUNNING, &format!("indexing {}", file.path));
+        match guarded(|| event_store::index_one(file, &self.settings, self.now_us)) {
+            Ok(outcome) => outcome,
+            Err(failure) => {
+                let error = failure.to_string();
+                let quarantined =
+                    guarded(|| event_store::record_failure(file.file_id, &error, self.settings.quarantine_after))
+                        .unwrap_or(false);
+                FileOutcome::Failed { error, quarantined }
+            }
+        }
+    }
+}
+
 /// The catalogue with each call in its own guarded transaction.
 struct WorkerCatalog;
 
@@ -202,7 +255,7 @@ impl Catalog for WorkerCatalog {
     fn load(&mut self, root_prefix: &str) -> Result<HashMap<String, Known>, TxnFailure> {
         guarded(|| catalog::load(root_prefix))
     }
-    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<(), TxnFailure> {
+    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, TxnFailure> {
         guarded(|| catalog::store(rows, gone))
     }
 }

@@ -2,7 +2,7 @@
 //! it is doing. Exists only when the library is preloaded; a crash restart of the cluster
 //! re-creates it zeroed.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PGRXSharedMemory, PgAtomic};
@@ -37,6 +37,13 @@ pub struct WorkerSlot {
     pid: AtomicI32,
     procno: AtomicI32,
     phase: AtomicU32,
+    /// Start of the last pass (microseconds since the Unix epoch) and how long it took.
+    last_pass_us: AtomicI64,
+    last_pass_duration_us: AtomicI64,
+    passes: AtomicU64,
+    /// Since the worker started.
+    events_indexed: AtomicU64,
+    errors: AtomicU64,
 }
 
 // SAFETY: only atomics, valid at any address and in any process.
@@ -121,4 +128,46 @@ pub fn wake() -> bool {
         pgrx::pg_sys::SetLatch(&raw mut (*proc_).procLatch);
     }
     true
+}
+
+/// Records a finished pass (worker only).
+pub fn record_pass(started_us: i64, took: std::time::Duration, events: u64) {
+    if let Some(slot) = slot() {
+        slot.last_pass_us.store(started_us, Ordering::Relaxed);
+        slot.last_pass_duration_us.store(i64::try_from(took.as_micros()).unwrap_or(i64::MAX), Ordering::Relaxed);
+        slot.passes.fetch_add(1, Ordering::Relaxed);
+        slot.events_indexed.fetch_add(events, Ordering::Relaxed);
+    }
+}
+
+/// Counts a file that failed to index (worker only).
+pub fn count_error() {
+    if let Some(slot) = slot() {
+        slot.errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What the worker's slot says, for `indexer_status`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stats {
+    pub pid: i32,
+    pub phase: Option<Phase>,
+    pub last_pass_us: i64,
+    pub last_pass_duration_us: i64,
+    pub passes: u64,
+    pub events_indexed: u64,
+    pub errors: u64,
+}
+
+pub fn stats() -> Stats {
+    let Some(slot) = slot() else { return Stats::default() };
+    Stats {
+        pid: slot.pid.load(Ordering::Relaxed),
+        phase: phase(),
+        last_pass_us: slot.last_pass_us.load(Ordering::Relaxed),
+        last_pass_duration_us: slot.last_pass_duration_us.load(Ordering::Relaxed),
+        passes: slot.passes.load(Ordering::Relaxed),
+        events_indexed: slot.events_indexed.load(Ordering::Relaxed),
+        errors: slot.errors.load(Ordering::Relaxed),
+    }
 }

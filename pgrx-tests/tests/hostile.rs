@@ -1,0 +1,148 @@
+//! Hostile files do not stop the worker: invalid UTF-8, NUL bytes, 100 000-deep nesting, a
+//! line far over the cap, a FIFO, a device, a symlink out of sessions_dir, a directory without
+//! read permission, an unreadable file (quarantined after repeated failures) and files removed
+//! while being indexed. Each is recorded or skipped with a log line; the worker keeps its pid
+//! and indexes the good file completely.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+use std::time::Duration;
+
+use cortex_buffer_e2e::{wait_for, Cluster};
+
+const JOB: &str = "0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f";
+
+fn event(i: usize) -> String {
+    format!(r#"{{"type":"TOOL_RESULT","timestamp":"2026-02-23T14:30:22.000Z","job_id":"{JOB}","seq":{i}}}"#)
+}
+
+#[test]
+fn hostile_files_are_recorded_or_skipped_and_the_worker_carries_on() {
+    let c = Cluster::new(
+        "hostile",
+        &[
+            "cortex_buffer.poll_interval = 100",
+            "cortex_buffer.settle_period = 100",
+            "cortex_buffer.max_line_bytes = '1MB'",
+            "cortex_buffer.quarantine_after = 3",
+        ],
+    );
+    c.start();
+    c.create_extension();
+    let first_pid = wait_for(Duration::from_secs(30), || c.worker_pid().is_some()).and_then(|_| c.worker_pid());
+
+    // The bad file: every kind of hostile line between good ones.
+    let mut bad: Vec<u8> = Vec::new();
+    let mut push = |b: &[u8]| {
+        bad.extend_from_slice(b);
+        bad.push(b'\n');
+    };
+    push(event(0).as_bytes());
+    push(b"\xff\xfe\xfd not utf-8 at all \xc3\x28");
+    push(b"{\"type\":\"X\",\"timestamp\":\"t\",\"nul\":\"a\x00b\"}");
+    push(b"\x00\x00\x00\x00");
+    push(
+        format!("{{\"type\":\"DEEP\",\"timestamp\":\"t\",\"x\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000))
+            .as_bytes(),
+    );
+    push(format!("{{\"type\":\"HUGE\",\"timestamp\":\"t\",\"x\":\"{}\"}}", "y".repeat(3 << 20)).as_bytes());
+    push(b"{\"type\":\"UTF8\",\"timestamp\":\"\xff\"}");
+    push(event(1).as_bytes());
+    let bad_len = bad.len();
+    let sessions = c.sessions.clone();
+    let put = |rel: &str, body: &[u8]| {
+        let p = sessions.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, body).expect("write");
+    };
+    put(&format!("{JOB}/session-001.jsonl"), &bad);
+
+    // The good file.
+    let good: String = (0..1000).map(|i| event(i) + "\n").collect();
+    put(&format!("{JOB}/session-002.jsonl"), good.as_bytes());
+
+    // Things that are not regular files, or not ours to read.
+    let weird = c.sessions.join("weird");
+    std::fs::create_dir_all(&weird).expect("mkdir");
+    assert!(Command::new("mkfifo").arg(weird.join("fifo.jsonl")).status().expect("mkfifo").success());
+    assert!(Command::new("mknod")
+        .arg(weird.join("null.jsonl"))
+        .args(["c", "1", "3"])
+        .status()
+        .expect("mknod")
+        .success());
+    std::os::unix::fs::symlink("/etc/passwd", weird.join("escape.jsonl")).expect("symlink");
+    let locked = c.sessions.join("locked");
+    std::fs::create_dir_all(&locked).expect("mkdir");
+    std::fs::write(locked.join("hidden.jsonl"), event(0) + "\n").expect("write");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    put("denied/session-001.jsonl", (event(0) + "\n").as_bytes());
+    std::fs::set_permissions(c.sessions.join("denied/session-001.jsonl"), std::fs::Permissions::from_mode(0o000))
+        .expect("chmod");
+
+    // Files that come and go while the worker runs.
+    for round in 0..20 {
+        for k in 0..10 {
+            put(&format!("churn/session-{round}{k}.jsonl"), good.as_bytes());
+        }
+        std::thread::sleep(Duration::from_millis(30));
+        for k in 0..10 {
+            let _ = std::fs::remove_file(c.sessions.join(format!("churn/session-{round}{k}.jsonl")));
+        }
+    }
+
+    let done = wait_for(Duration::from_secs(60), || {
+        c.try_psql(
+            "postgres",
+            &format!(
+                "SELECT (SELECT valid_lines FROM cortex_buffer.session_file WHERE path LIKE '%/{JOB}/session-002.jsonl') || ' ' ||
+                        (SELECT indexed_offset FROM cortex_buffer.session_file WHERE path LIKE '%/{JOB}/session-001.jsonl') || ' ' ||
+                        (SELECT files_quarantined FROM cortex_buffer.indexer_status)"
+            ),
+        )
+        .is_ok_and(|s| s == format!("1000 {bad_len} 1"))
+    });
+    assert!(
+        done.is_some(),
+        "{}\n{}",
+        c.psql("SELECT row_to_json(s) FROM cortex_buffer.indexer_status s"),
+        c.log_tail()
+    );
+    assert_eq!(c.worker_pid(), first_pid, "the worker never crashed or restarted");
+
+    // What the bad file holds: events for the lines that qualify, corrupt lines for the rest.
+    let events = c.psql(&format!(
+        "SELECT string_agg(e.line_no || ':' || e.type || ':' || coalesce(e.payload_problem, 'stored'), ',' ORDER BY e.line_no)
+           FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id) WHERE f.path LIKE '%/{JOB}/session-001.jsonl'"
+    ));
+    assert_eq!(events, "1:TOOL_RESULT:stored,5:DEEP:nested deeper than jsonb is trusted with (1000 levels),7:UTF8:stored,8:TOOL_RESULT:stored");
+    let corrupt = c.psql(&format!(
+        "SELECT string_agg(c.line_no || ':' || split_part(c.reason, ' ', 1), ',' ORDER BY c.line_no)
+           FROM cortex_buffer.corrupt_line c JOIN cortex_buffer.session_file f USING (file_id) WHERE f.path LIKE '%/{JOB}/session-001.jsonl'"
+    ));
+    assert_eq!(corrupt, "2:not,3:not,4:not,6:line");
+
+    // Skipped entries were logged (once each), not indexed.
+    for needle in ["fifo.jsonl", "null.jsonl", "escape.jsonl", "locked"] {
+        assert!(c.log_count(needle) >= 1, "no log line about {needle}:\n{}", c.log_tail());
+    }
+    assert_eq!(c.psql("SELECT count(*) FROM cortex_buffer.session_file WHERE path LIKE '%/weird/%'"), "0");
+    assert!(c.log_count("quarantined") >= 1);
+    // Churned files are gone (at the latest one pass after their deletion), and nothing of
+    // theirs is half-indexed.
+    let all_gone = wait_for(Duration::from_secs(10), || {
+        c.try_psql(
+            "postgres",
+            "SELECT count(*) FROM cortex_buffer.session_file WHERE path LIKE '%/churn/%' AND gone_at IS NULL",
+        )
+        .is_ok_and(|n| n == "0")
+    });
+    assert!(all_gone.is_some(), "churned files still present");
+    assert_eq!(
+        c.psql(
+            "SELECT count(*) FROM cortex_buffer.session_file f
+              WHERE path LIKE '%/churn/%' AND valid_lines <> (SELECT count(*) FROM cortex_buffer.event e WHERE e.file_id = f.file_id)"
+        ),
+        "0"
+    );
+}

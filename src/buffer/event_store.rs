@@ -1,0 +1,600 @@
+//! Indexing one file through SPI, in the caller's transaction: claim the file's row, read and
+//! judge its new lines (the pure `indexer`), insert events and corrupt lines in batches (one
+//! statement per batch, never one per line), and advance the offset by compare-and-set — so
+//! rows and offset change together, exactly once, even with several indexers at work.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+use pgrx::spi::{OwnedPreparedStatement, SpiClient};
+use pgrx::{PgBuiltInOids, PgOid, Uuid};
+
+use super::catalog::{from_i64, to_i64};
+use super::dialect::Dialect;
+use super::index_plan::{decide, fingerprint_len, IndexState, Now, Work};
+use super::indexer::{index_file, CorruptRow, EventRow, FileRules, IndexError, Progress, Sink};
+use super::integrity::Integrity;
+use super::pass::{FileOutcome, FileRef};
+use super::scan::{open_regular, FileStat};
+use super::timestamp::POSTGRES_EPOCH_OFFSET_US;
+use crate::error::CbError;
+use crate::pg::guc;
+use crate::pg::spi_util::spi;
+
+/// The limits indexing runs with (from the settings).
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub max_line_bytes: usize,
+    pub batch_rows: usize,
+    pub settle_us: i64,
+    pub quarantine_after: i32,
+    pub max_corruption_ratio: f64,
+}
+
+impl Settings {
+    pub fn current() -> Settings {
+        Settings {
+            max_line_bytes: guc::max_line_bytes(),
+            batch_rows: guc::batch_rows(),
+            settle_us: guc::settle_period_us(),
+            quarantine_after: guc::quarantine_after(),
+            max_corruption_ratio: guc::max_corruption_ratio(),
+        }
+    }
+}
+
+/// A batch's payload text is flushed once it holds this many bytes, whatever the row count.
+const BATCH_MAX_BYTES: usize = 16 << 20;
+
+thread_local! {
+    /// Prepared statements for the life of the backend (their plans follow table changes).
+    static STATEMENTS: RefCell<HashMap<&'static str, std::rc::Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
+}
+
+fn oid(t: PgBuiltInOids) -> PgOid {
+    PgOid::BuiltIn(t)
+}
+
+fn statement(
+    client: &SpiClient<'_>,
+    key: &'static str,
+    sql: &str,
+    args: &[PgOid],
+) -> Result<std::rc::Rc<OwnedPreparedStatement>, CbError> {
+    if let Some(s) = STATEMENTS.with(|m| m.borrow().get(key).cloned()) {
+        return Ok(s);
+    }
+    let prepared =
+        client.prepare_mut(sql, args).map_err(|e| CbError::internal(format!("preparing {key}: {e}")))?.keep();
+    let prepared = std::rc::Rc::new(prepared);
+    STATEMENTS.with(|m| m.borrow_mut().insert(key, std::rc::Rc::clone(&prepared)));
+    Ok(prepared)
+}
+
+const CLAIM_SQL: &str = "
+    SELECT indexed_offset, indexed_lines, generation, indexed_device, indexed_inode,
+           (extract(epoch FROM indexed_mtime) * 1000000)::int8, fingerprint_len, fingerprint,
+           indexed_dialect, tail_unterminated, tail_pending, quarantined_at IS NOT NULL,
+           total_lines, valid_lines, corrupt_lines, blank_lines, last_failed_parse,
+           last_seq, seq_gaps, seq_first_missing, seq_resets,
+           (extract(epoch FROM first_ts) * 1000000)::int8, (extract(epoch FROM last_ts) * 1000000)::int8,
+           session_start_seen, session_end_seen, schema_version, gone_at IS NOT NULL
+      FROM cortex_buffer.session_file WHERE file_id = $1
+       FOR UPDATE SKIP LOCKED";
+
+const INSERT_EVENTS_SQL: &str = "
+    INSERT INTO cortex_buffer.event
+           (file_id, byte_offset, line_no, type, ts, job_id, session_id, agent_id, seq, step_index,
+            invocation_id, tool_name, checkpoint_id, success, input_tokens, output_tokens,
+            cache_write_tokens, cache_read_tokens, request_id, payload, payload_problem)
+    SELECT $1, unnest($2::int8[]), unnest($3::int8[]), unnest($4::text[]), unnest($5::timestamptz[]),
+           unnest($6::uuid[]), unnest($7::text[]), unnest($8::text[]), unnest($9::int8[]), unnest($10::int4[]),
+           unnest($11::text[]), unnest($12::text[]), unnest($13::text[]), unnest($14::bool[]), unnest($15::int8[]),
+           unnest($16::int8[]), unnest($17::int8[]), unnest($18::int8[]), unnest($19::text[]),
+           unnest($20::text[])::jsonb, unnest($21::text[])";
+
+const INSERT_CORRUPT_SQL: &str = "
+    INSERT INTO cortex_buffer.corrupt_line (file_id, byte_offset, line_no, preview, reason)
+    SELECT $1, unnest($2::int8[]), unnest($3::int8[]), unnest($4::text[]), unnest($5::text[])";
+
+const FINISH_SQL: &str = "
+    UPDATE cortex_buffer.session_file SET
+           indexed_offset = $4, indexed_lines = $5, generation = $6, indexed_device = $7, indexed_inode = $8,
+           indexed_mtime = timestamptz 'epoch' + $9 * interval '1 microsecond',
+           fingerprint_len = $10, fingerprint = $11, indexed_dialect = $12,
+           tail_unterminated = $13, tail_pending = $14,
+           total_lines = $15, valid_lines = $16, corrupt_lines = $17, blank_lines = $18, last_failed_parse = $19,
+           last_seq = $20, seq_gaps = $21, seq_first_missing = $22, seq_resets = $23,
+           first_ts = timestamptz 'epoch' + $24 * interval '1 microsecond',
+           last_ts = timestamptz 'epoch' + $25 * interval '1 microsecond',
+           session_start_seen = $26, session_end_seen = $27, schema_version = $28, trusted = $29,
+           indexed_at = now(), failures = 0, last_error = NULL, last_error_at = NULL, quarantined_at = NULL
+     WHERE file_id = $1 AND indexed_offset = $2 AND generation = $3";
+
+/// Rows gathered column by column and inserted a batch at a time. The arrays are unnested in
+/// the select list (in lockstep, all of one length), which streams; `FROM unnest(...)` would
+/// first materialise every row in a tuplestore.
+struct Batch<'c, 'conn> {
+    client: &'c mut SpiClient<'conn>,
+    file_id: i64,
+    rows: usize,
+    payload_bytes: usize,
+    max_rows: usize,
+    o: Vec<i64>,
+    n: Vec<i64>,
+    t: Vec<Option<String>>,
+    ts: Vec<Option<TimestampWithTimeZone>>,
+    j: Vec<Option<Uuid>>,
+    s: Vec<Option<String>>,
+    a: Vec<Option<String>>,
+    q: Vec<Option<i64>>,
+    st: Vec<Option<i32>>,
+    i: Vec<Option<String>>,
+    tn: Vec<Option<String>>,
+    c: Vec<Option<String>>,
+    ok: Vec<Option<bool>>,
+    it: Vec<Option<i64>>,
+    ot: Vec<Option<i64>>,
+    cw: Vec<Option<i64>>,
+    cr: Vec<Option<i64>>,
+    r: Vec<Option<String>>,
+    p: Vec<Option<String>>,
+    pp: Vec<Option<String>>,
+    corrupt: Vec<CorruptRow>,
+}
+
+fn i64_of(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl<'c, 'conn> Batch<'c, 'conn> {
+    fn new(client: &'c mut SpiClient<'conn>, file_id: i64, max_rows: usize) -> Self {
+        Batch {
+            client,
+            file_id,
+            rows: 0,
+            payload_bytes: 0,
+            max_rows: max_rows.max(1),
+            o: Vec::new(),
+            n: Vec::new(),
+            t: Vec::new(),
+            ts: Vec::new(),
+            j: Vec::new(),
+            s: Vec::new(),
+            a: Vec::new(),
+            q: Vec::new(),
+            st: Vec::new(),
+            i: Vec::new(),
+            tn: Vec::new(),
+            c: Vec::new(),
+            ok: Vec::new(),
+            it: Vec::new(),
+            ot: Vec::new(),
+            cw: Vec::new(),
+            cr: Vec::new(),
+            r: Vec::new(),
+            p: Vec::new(),
+            pp: Vec::new(),
+            corrupt: Vec::new(),
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), CbError> {
+        if !self.o.is_empty() {
+            let stmt = statement(
+                self.client,
+                "buffer.insert_events",
+                INSERT_EVENTS_SQL,
+                &[
+                    oid(PgBuiltInOids::INT8OID),
+                    oid(PgBuiltInOids::INT8ARRAYOID),
+                    oid(PgBuiltInOids::INT8ARRAYOID),
+                    oid(PgBuiltInOids::TEXTARRAYOID),
+                    oid(PgBuiltInOids::TIMESTAMPTZARRAYOID),
+                    oid(PgBuiltInOids::UUIDARRAYOID),
+                    oid(PgBuiltInOids::TEXTARRAYOID),
+                    oid(PgBuiltInOids::TEXTARRAYOID),
+                    oid(PgBuiltInOids::INT8ARRAYOID),
+                    oid(PgBuiltInOids::INT4ARRAYOID),
+                    oid(PgBuiltInOids::TEXTARRAYOID),
+                    oid(PgBuiltInOids::TEXTARRAYOID),
+                    oid(PgBuiltInOids::TEXTARRAYOID),
+                    oid(PgBuiltInOids::BOOLARRAYOID),
+                    oid(PgBuiltInOids::INT8ARRAYOID),
+                    oid(PgBuiltInOids::INT8ARRAYOID),
+                    oid(PgBuiltInOids::INT8ARRAYOID),
+                    oid(PgBuiltInOids::INT8ARRAYOID),
+                    oid(PgBuiltInOids::TEXTARRAYOID),
+                    oid(PgBuiltInOids::TEXTARRAYOID),
+                    oid(PgBuiltInOids::TEXTARRAYOID),
+                ],
+            )?;
+            let args = [
+                self.file_id.into(),
+                std::mem::take(&mut self.o).into(),
+                std::mem::take(&mut self.n).into(),
+                std::mem::take(&mut self.t).into(),
+                std::mem::take(&mut self.ts).into(),
+                std::mem::take(&mut self.j).into(),
+                std::mem::take(&mut self.s).into(),
+                std::mem::take(&mut self.a).into(),
+                std::mem::take(&mut self.q).into(),
+                std::mem::take(&mut self.st).into(),
+                std::mem::take(&mut self.i).into(),
+                std::mem::take(&mut self.tn).into(),
+                std::mem::take(&mut self.c).into(),
+                std::mem::take(&mut self.ok).into(),
+                std::mem::take(&mut self.it).into(),
+                std::mem::take(&mut self.ot).into(),
+                std::mem::take(&mut self.cw).into(),
+                std::mem::take(&mut self.cr).into(),
+                std::mem::take(&mut self.r).into(),
+                std::mem::take(&mut self.p).into(),
+                std::mem::take(&mut self.pp).into(),
+            ];
+            self.client.update(&*stmt, None, &args).map_err(spi)?;
+        }
+        if !self.corrupt.is_empty() {
+            let rows = std::mem::take(&mut self.corrupt);
+            let stmt = statement(
+                self.client,
+                "buffer.insert_corrupt",
+                INSERT_CORRUPT_SQL,
+                &[
+                    oid(PgBuiltInOids::INT8OID),
+                    oid(PgBuiltInOids::INT8ARRAYOID),
+                    oid(PgBuiltInOids::INT8ARRAYOID),
+                    oid(PgBuiltInOids::TEXTARRAYOID),
+                    oid(PgBuiltInOids::TEXTARRAYOID),
+                ],
+            )?;
+            let o: Vec<i64> = rows.iter().map(|r| i64_of(r.offset)).collect();
+            let n: Vec<i64> = rows.iter().map(|r| i64_of(r.line_no)).collect();
+            let p: Vec<String> = rows.iter().map(|r| r.preview.replace('\0', "\u{fffd}")).collect();
+            let why: Vec<String> = rows.into_iter().map(|r| r.reason).collect();
+            self.client
+                .update(&*stmt, None, &[self.file_id.into(), o.into(), n.into(), p.into(), why.into()])
+                .map_err(spi)?;
+        }
+        self.rows = 0;
+        self.payload_bytes = 0;
+        Ok(())
+    }
+
+    fn maybe_flush(&mut self) -> Result<(), CbError> {
+        self.rows += 1;
+        if self.rows >= self.max_rows || self.payload_bytes >= BATCH_MAX_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+}
+
+fn timestamptz(unix_us: Option<i64>) -> Option<TimestampWithTimeZone> {
+    let pg = unix_us?.checked_sub(POSTGRES_EPOCH_OFFSET_US)?;
+    TimestampWithTimeZone::try_from(pg).ok()
+}
+
+impl Sink for Batch<'_, '_> {
+    type Error = CbError;
+
+    fn event(&mut self, row: EventRow<'_>) -> Result<(), CbError> {
+        let c = row.columns;
+        self.o.push(i64_of(row.offset));
+        self.n.push(i64_of(row.line_no));
+        self.t.push(c.event_type);
+        self.ts.push(timestamptz(c.ts_us));
+        self.j.push(c.job_id.map(Uuid::from_bytes));
+        self.s.push(c.session_id);
+        self.a.push(c.agent_id);
+        self.q.push(c.seq);
+        self.st.push(c.step_index);
+        self.i.push(c.invocation_id);
+        self.tn.push(c.tool_name);
+        self.c.push(c.checkpoint_id);
+        self.ok.push(c.success);
+        self.it.push(c.input_tokens);
+        self.ot.push(c.output_tokens);
+        self.cw.push(c.cache_write_tokens);
+        self.cr.push(c.cache_read_tokens);
+        self.r.push(c.request_id);
+        let payload = row.payload.map(|p| p.into_owned());
+        self.payload_bytes += payload.as_ref().map_or(0, String::len);
+        self.p.push(payload);
+        self.pp.push(row.payload_problem.map(str::to_owned));
+        self.maybe_flush()
+    }
+
+    fn corrupt(&mut self, row: CorruptRow) -> Result<(), CbError> {
+        self.payload_bytes += row.preview.len();
+        self.corrupt.push(row);
+        self.maybe_flush()
+    }
+}
+
+/// The claimed row: the index state and the integrity accumulated so far.
+struct Claimed {
+    state: IndexState,
+    integrity: Integrity,
+    gone: bool,
+}
+
+fn claim(client: &mut SpiClient<'_>, file_id: i64) -> Result<Option<Claimed>, CbError> {
+    let stmt = statement(client, "buffer.claim", CLAIM_SQL, &[oid(PgBuiltInOids::INT8OID)])?;
+    let rows = client.update(&*stmt, Some(1), &[file_id.into()]).map_err(spi)?;
+    let Some(r) = rows.into_iter().next() else { return Ok(None) };
+    let n = |i: usize| -> Result<Option<i64>, CbError> { r.get::<i64>(i).map_err(spi) };
+    let b = |i: usize| -> Result<bool, CbError> { Ok(r.get::<bool>(i).map_err(spi)?.unwrap_or(false)) };
+    let state = IndexState {
+        offset: u64::try_from(n(1)?.unwrap_or(0)).unwrap_or(0),
+        lines: u64::try_from(n(2)?.unwrap_or(0)).unwrap_or(0),
+        generation: r.get::<i32>(3).map_err(spi)?.unwrap_or(0),
+        device: from_i64(n(4)?.unwrap_or(0)),
+        inode: from_i64(n(5)?.unwrap_or(0)),
+        mtime_us: n(6)?.unwrap_or(0),
+        fingerprint_len: u64::try_from(r.get::<i32>(7).map_err(spi)?.unwrap_or(0)).unwrap_or(0),
+        fingerprint: u32::try_from(n(8)?.unwrap_or(0)).unwrap_or(0),
+        dialect: r.get::<String>(9).map_err(spi)?.as_deref().and_then(Dialect::from_label),
+        tail_unterminated: b(10)?,
+        tail_pending: b(11)?,
+        quarantined: b(12)?,
+    };
+    let integrity = Integrity {
+        total_lines: n(13)?.unwrap_or(0),
+        valid_lines: n(14)?.unwrap_or(0),
+        corrupt_lines: n(15)?.unwrap_or(0),
+        blank_lines: n(16)?.unwrap_or(0),
+        last_failed_parse: b(17)?,
+        last_seq: n(18)?,
+        seq_gaps: n(19)?.unwrap_or(0),
+        seq_first_missing: n(20)?,
+        seq_resets: n(21)?.unwrap_or(0),
+        first_ts_us: n(22)?,
+        last_ts_us: n(23)?,
+        session_start_seen: b(24)?,
+        session_end_seen: b(25)?,
+        schema_version: r.get::<String>(26).map_err(spi)?,
+    };
+    Ok(Some(Claimed { state, integrity, gone: b(27)? }))
+}
+
+fn crc_of_prefix(file: &File, len: u64) -> std::io::Result<u32> {
+    let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
+    let mut read = 0;
+    while read < buf.len() {
+        match file.read_at(&mut buf[read..], read as u64)? {
+            0 => break,
+            k => read += k,
+        }
+    }
+    buf.truncate(read);
+    Ok(crc32fast::hash(&buf))
+}
+
+fn delete_rows_from(client: &mut SpiClient<'_>, file_id: i64, from: u64) -> Result<(), CbError> {
+    let args = [oid(PgBuiltInOids::INT8OID), oid(PgBuiltInOids::INT8OID)];
+    let events = statement(
+        client,
+        "buffer.delete_events",
+        "DELETE FROM cortex_buffer.event WHERE file_id = $1 AND byte_offset >= $2",
+        &args,
+    )?;
+    client.update(&*events, None, &[file_id.into(), i64_of(from).into()]).map_err(spi)?;
+    let corrupt = statement(
+        client,
+        "buffer.delete_corrupt",
+        "DELETE FROM cortex_buffer.corrupt_line WHERE file_id = $1 AND byte_offset >= $2",
+        &args,
+    )?;
+    client.update(&*corrupt, None, &[file_id.into(), i64_of(from).into()]).map_err(spi)?;
+    Ok(())
+}
+
+fn io_error(action: &str, path: &str, e: &std::io::Error) -> CbError {
+    CbError::io(action, path, e)
+}
+
+/// Indexes `file` in the current transaction. Errors leave the transaction to be rolled back
+/// by the caller (who then records the failure with [`record_failure`]).
+pub fn index_one(file: &FileRef, settings: &Settings, now_us: i64) -> Result<FileOutcome, CbError> {
+    Spi::connect_mut(|client| {
+        let Some(claimed) = claim(client, file.file_id)? else {
+            return Ok(FileOutcome::Skipped("being indexed by another session".into()));
+        };
+        if claimed.gone {
+            return Ok(FileOutcome::Skipped("gone".into()));
+        }
+        let handle = match open_regular(std::path::Path::new(&file.path)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(FileOutcome::Skipped("removed before it could be read".into()));
+            }
+            Err(e) => return Err(io_error("open", &file.path, &e)),
+        };
+        let meta = handle.metadata().map_err(|e| io_error("stat", &file.path, &e))?;
+        let stat = FileStat::of(&meta);
+        let old = claimed.state;
+        let fingerprint = if old.generation > 0 && old.fingerprint_len > 0 && stat.size >= old.fingerprint_len {
+            Some(crc_of_prefix(&handle, old.fingerprint_len).map_err(|e| io_error("read", &file.path, &e))?)
+        } else {
+            None
+        };
+        let work = decide(&old, &Now { stat, dialect: file.dialect, fingerprint });
+        let (mut progress, generation, note) = match work {
+            Work::Nothing => {
+                return Ok(FileOutcome::Indexed {
+                    state: IndexState { mtime_us: stat.mtime_us, ..old },
+                    events: 0,
+                    corrupt: 0,
+                    note: None,
+                });
+            }
+            Work::Append if old.generation > 0 => (
+                Progress {
+                    offset: old.offset,
+                    lines: old.lines,
+                    integrity: claimed.integrity,
+                    tail_unterminated: old.tail_unterminated,
+                    ..Progress::default()
+                },
+                old.generation,
+                None,
+            ),
+            Work::Append => (Progress::default(), 1, None),
+            Work::Reindex(reason) => {
+                (Progress::default(), old.generation + 1, Some(format!("re-indexed: {}", reason.describe())))
+            }
+        };
+        // Rows beyond the starting offset are never committed; a new generation replaces all.
+        delete_rows_from(client, file.file_id, progress.offset)?;
+
+        let settled = now_us.saturating_sub(stat.mtime_us) >= settings.settle_us;
+        let rules = FileRules {
+            dialect: file.dialect,
+            job_dir: &file.job_dir,
+            max_line_bytes: settings.max_line_bytes,
+            settled,
+        };
+        let mut reader = &handle;
+        reader.seek(SeekFrom::Start(progress.offset)).map_err(|e| io_error("seek", &file.path, &e))?;
+        progress = {
+            let mut batch = Batch::new(client, file.file_id, settings.batch_rows);
+            let p = index_file(reader, progress, &rules, &mut batch).map_err(|e| match e {
+                IndexError::Read(e) => io_error("read", &file.path, &e),
+                IndexError::Sink(e) => e,
+            })?;
+            batch.flush()?;
+            p
+        };
+
+        let fp_len = fingerprint_len(stat.size).max(if generation == old.generation { old.fingerprint_len } else { 0 });
+        let fp_len = fp_len.min(stat.size);
+        let fp = crc_of_prefix(&handle, fp_len).map_err(|e| io_error("read", &file.path, &e))?;
+        let report = progress.integrity.report(settings.max_corruption_ratio, false);
+        let i = &progress.integrity;
+        let new_state = IndexState {
+            offset: progress.offset,
+            lines: progress.lines,
+            generation,
+            device: stat.device,
+            inode: stat.inode,
+            mtime_us: stat.mtime_us,
+            fingerprint_len: fp_len,
+            fingerprint: fp,
+            dialect: file.dialect,
+            tail_unterminated: progress.tail_unterminated,
+            tail_pending: progress.tail_pending,
+            quarantined: false,
+        };
+        let finish = statement(
+            client,
+            "buffer.finish",
+            FINISH_SQL,
+            &[
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT4OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT4OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT4OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::TEXTOID),
+                oid(PgBuiltInOids::BOOLOID),
+                oid(PgBuiltInOids::BOOLOID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::BOOLOID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::INT8OID),
+                oid(PgBuiltInOids::BOOLOID),
+                oid(PgBuiltInOids::BOOLOID),
+                oid(PgBuiltInOids::TEXTOID),
+                oid(PgBuiltInOids::BOOLOID),
+            ],
+        )?;
+        let updated = client
+            .update(
+                &*finish,
+                None,
+                &[
+                    file.file_id.into(),
+                    i64_of(old.offset).into(),
+                    old.generation.into(),
+                    i64_of(new_state.offset).into(),
+                    i64_of(new_state.lines).into(),
+                    new_state.generation.into(),
+                    to_i64(new_state.device).into(),
+                    to_i64(new_state.inode).into(),
+                    new_state.mtime_us.into(),
+                    i32::try_from(new_state.fingerprint_len).unwrap_or(0).into(),
+                    i64::from(new_state.fingerprint).into(),
+                    new_state.dialect.map(|d| d.label()).into(),
+                    new_state.tail_unterminated.into(),
+                    new_state.tail_pending.into(),
+                    i.total_lines.into(),
+                    i.valid_lines.into(),
+                    i.corrupt_lines.into(),
+                    i.blank_lines.into(),
+                    i.last_failed_parse.into(),
+                    i.last_seq.into(),
+                    i.seq_gaps.into(),
+                    i.seq_first_missing.into(),
+                    i.seq_resets.into(),
+                    i.first_ts_us.into(),
+                    i.last_ts_us.into(),
+                    i.session_start_seen.into(),
+                    i.session_end_seen.into(),
+                    i.schema_version.clone().into(),
+                    report.trusted.into(),
+                ],
+            )
+            .map_err(spi)?;
+        if updated.len() != 1 {
+            // The row is locked by us, so this means a bug; never commit rows without offset.
+            return Err(CbError::internal(format!(
+                "offset of {} moved under the lock (expected {} in generation {})",
+                file.path, old.offset, old.generation
+            )));
+        }
+        Ok(FileOutcome::Indexed {
+            state: new_state,
+            events: progress.events_added,
+            corrupt: progress.corrupt_added,
+            note,
+        })
+    })
+}
+
+/// Counts a failed attempt in its own (sub)transaction; quarantines the file after
+/// `quarantine_after` consecutive failures. Returns whether it is now quarantined.
+pub fn record_failure(file_id: i64, error: &str, quarantine_after: i32) -> Result<bool, CbError> {
+    Spi::connect_mut(|client| {
+        let rows = client
+            .update(
+                "UPDATE cortex_buffer.session_file
+                    SET failures = failures + 1, last_error = $2, last_error_at = now(),
+                        quarantined_at = CASE WHEN failures + 1 >= $3 THEN coalesce(quarantined_at, now()) END
+                  WHERE file_id = $1
+              RETURNING quarantined_at IS NOT NULL",
+                Some(1),
+                &[file_id.into(), error.into(), quarantine_after.into()],
+            )
+            .map_err(spi)?;
+        Ok(rows.into_iter().next().and_then(|r| r.get::<bool>(1).ok().flatten()).unwrap_or(false))
+    })
+}

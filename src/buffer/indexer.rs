@@ -1,0 +1,262 @@
+//! Indexing one file's new bytes: read lines after the committed offset, judge each, and hand
+//! event and corrupt-line rows to a sink. Pure apart from reading: the sink is the SQL side (or
+//! a vector in tests), so every rule here is tested without a server.
+//!
+//! The unterminated tail is not consumed while the file may still grow; once it has been
+//! quiet for the settle period it is judged like any line and consumed, and the state
+//! remembers it had no newline (more bytes later mean the combined line must be judged afresh,
+//! which the plan does by re-indexing).
+
+use std::borrow::Cow;
+use std::io::Read;
+
+use super::dialect::Dialect;
+use super::integrity::Integrity;
+use super::judge::{decode, judge, preview, Rules, Verdict};
+use super::lines::{LineReader, Piece};
+use super::normalize::{columns, Columns};
+use crate::json::parse::js_trim;
+
+/// An `event` row.
+#[derive(Debug)]
+pub struct EventRow<'a> {
+    pub offset: u64,
+    pub line_no: u64,
+    pub columns: Columns,
+    /// The line's JSON text (trimmed), or `None` when `jsonb` cannot store it.
+    pub payload: Option<Cow<'a, str>>,
+    pub payload_problem: Option<&'static str>,
+}
+
+/// A `corrupt_line` row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptRow {
+    pub offset: u64,
+    pub line_no: u64,
+    pub preview: String,
+    pub reason: String,
+}
+
+/// Where rows go.
+pub trait Sink {
+    type Error;
+    fn event(&mut self, row: EventRow<'_>) -> Result<(), Self::Error>;
+    fn corrupt(&mut self, row: CorruptRow) -> Result<(), Self::Error>;
+}
+
+/// A file's indexing progress: where the committed offset is and what was seen before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub offset: u64,
+    pub lines: u64,
+    pub integrity: Integrity,
+    pub tail_unterminated: bool,
+    /// Bytes after `offset` wait for a newline or the settle period.
+    pub tail_pending: bool,
+    pub events_added: u64,
+    pub corrupt_added: u64,
+}
+
+#[derive(Debug)]
+pub enum IndexError<E> {
+    Read(std::io::Error),
+    Sink(E),
+}
+
+/// How one file is judged.
+#[derive(Debug, Clone, Copy)]
+pub struct FileRules<'a> {
+    pub dialect: Option<Dialect>,
+    pub job_dir: &'a str,
+    pub max_line_bytes: usize,
+    /// The file has been quiet for the settle period: an unterminated tail is final.
+    pub settled: bool,
+}
+
+/// Indexes what `reader` (positioned at `progress.offset`) holds.
+pub fn index_file<R: Read, S: Sink>(
+    reader: R,
+    mut progress: Progress,
+    rules: &FileRules<'_>,
+    sink: &mut S,
+) -> Result<Progress, IndexError<S::Error>> {
+    let judge_rules = Rules::for_dialect(rules.dialect);
+    let mut lines = LineReader::new(reader, progress.offset, rules.max_line_bytes);
+    progress.tail_pending = false;
+    while let Some(piece) = lines.next_piece().map_err(IndexError::Read)? {
+        if !piece.terminated() && !rules.settled {
+            progress.tail_pending = true;
+            break;
+        }
+        let line_no = progress.lines + 1;
+        let offset = piece.offset();
+        let span = piece.span();
+        let terminated = piece.terminated();
+        match piece {
+            Piece::Oversize { len, head, .. } => {
+                progress.integrity.not_an_event();
+                sink.corrupt(CorruptRow {
+                    offset,
+                    line_no,
+                    preview: preview(&decode(&head)),
+                    reason: format!(
+                        "line of {len} bytes is longer than cortex_buffer.max_line_bytes ({})",
+                        rules.max_line_bytes
+                    ),
+                })
+                .map_err(IndexError::Sink)?;
+                progress.corrupt_added += 1;
+            }
+            Piece::Line { bytes, .. } => {
+                let text = decode(bytes);
+                match judge(&text, judge_rules) {
+                    Verdict::Blank => progress.integrity.blank(),
+                    Verdict::Event(parsed) => {
+                        let cols = columns(&parsed, rules.dialect, rules.job_dir);
+                        progress.integrity.event(&cols);
+                        let problem = parsed.jsonb_problem.map(|p| p.describe());
+                        let payload = if problem.is_some() { None } else { Some(Cow::Borrowed(js_trim(&text))) };
+                        sink.event(EventRow { offset, line_no, columns: cols, payload, payload_problem: problem })
+                            .map_err(IndexError::Sink)?;
+                        progress.events_added += 1;
+                    }
+                    Verdict::NotAnEvent(reason) => {
+                        progress.integrity.not_an_event();
+                        sink.corrupt(CorruptRow {
+                            offset,
+                            line_no,
+                            preview: preview(&text),
+                            reason: reason.to_owned(),
+                        })
+                        .map_err(IndexError::Sink)?;
+                        progress.corrupt_added += 1;
+                    }
+                    Verdict::Unparseable(reason) => {
+                        progress.integrity.unparseable();
+                        sink.corrupt(CorruptRow { offset, line_no, preview: preview(&text), reason })
+                            .map_err(IndexError::Sink)?;
+                        progress.corrupt_added += 1;
+                    }
+                }
+            }
+        }
+        progress.offset = offset + span;
+        progress.lines = line_no;
+        progress.tail_unterminated = !terminated;
+    }
+    Ok(progress)
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+
+    /// An event row as collected: offset, line, columns, payload, payload problem.
+    pub type Collected = (u64, u64, Columns, Option<String>, Option<&'static str>);
+
+    /// Rows collected in memory.
+    #[derive(Default, Debug)]
+    pub struct Collect {
+        pub events: Vec<Collected>,
+        pub corrupt: Vec<CorruptRow>,
+    }
+
+    impl Sink for Collect {
+        type Error = std::convert::Infallible;
+        fn event(&mut self, r: EventRow<'_>) -> Result<(), Self::Error> {
+            self.events.push((r.offset, r.line_no, r.columns, r.payload.map(Cow::into_owned), r.payload_problem));
+            Ok(())
+        }
+        fn corrupt(&mut self, r: CorruptRow) -> Result<(), Self::Error> {
+            self.corrupt.push(r);
+            Ok(())
+        }
+    }
+
+    fn run(data: &[u8], from: Progress, dialect: Dialect, settled: bool) -> (Progress, Collect) {
+        let mut sink = Collect::default();
+        let rules = FileRules { dialect: Some(dialect), job_dir: "job", max_line_bytes: 1 << 20, settled };
+        let start = usize::try_from(from.offset).unwrap_or(0);
+        let p = match index_file(&data[start..], from, &rules, &mut sink) {
+            Ok(p) => p,
+            Err(e) => panic!("{e:?}"),
+        };
+        (p, sink)
+    }
+
+    const E0: &str = r#"{"type":"A","timestamp":"2026-01-01T00:00:00Z","seq":0}"#;
+    const E1: &str = r#"{"type":"B","timestamp":"2026-01-01T00:00:01Z","seq":1}"#;
+
+    #[test]
+    fn events_corrupt_and_blank_lines_with_offsets_and_numbers() {
+        let data = format!("{E0}\n\n{{\"type\":\"X\"}}\n{{broken\n {E1}\r\n");
+        let (p, rows) = run(data.as_bytes(), Progress::default(), Dialect::CortexSpike, false);
+        assert_eq!(p.offset, data.len() as u64);
+        assert_eq!(p.lines, 5);
+        let offsets: Vec<(u64, u64)> = rows.events.iter().map(|e| (e.0, e.1)).collect();
+        let e1_at = data.find(" {\"type\":\"B\"").unwrap_or(0) as u64;
+        assert_eq!(offsets, vec![(0, 1), (e1_at, 5)]);
+        assert_eq!(rows.events[1].3.as_deref(), Some(E1), "payload is the trimmed line");
+        let corrupt: Vec<(u64, &str)> = rows.corrupt.iter().map(|c| (c.line_no, c.reason.as_str())).collect();
+        assert_eq!(corrupt[0], (3, "an object without \"timestamp\""));
+        assert_eq!(corrupt[1].0, 4);
+        let i = &p.integrity;
+        assert_eq!((i.total_lines, i.valid_lines, i.corrupt_lines, i.blank_lines), (5, 2, 2, 1));
+        assert_eq!(i.report(0.1, false).corrupt_lines, 2);
+    }
+
+    #[test]
+    fn an_unterminated_tail_waits_for_the_settle_period_then_counts() {
+        let data = format!("{E0}\n{E1}");
+        let (p, rows) = run(data.as_bytes(), Progress::default(), Dialect::CortexSpike, false);
+        assert_eq!((p.offset, p.lines, p.tail_pending, rows.events.len()), (E0.len() as u64 + 1, 1, true, 1));
+        // Settled: the tail is judged, consumed, and remembered as unterminated.
+        let (q, rows) = run(data.as_bytes(), p, Dialect::CortexSpike, true);
+        assert_eq!((q.offset, q.lines, q.tail_pending, q.tail_unterminated), (data.len() as u64, 2, false, true));
+        assert_eq!(rows.events.len(), 1);
+        // A truncated tail after settling is the truncated tail, not corrupt.
+        let cut = format!("{E0}\n{{\"type\":\"B\",\"timest");
+        let (r, rows) = run(cut.as_bytes(), Progress::default(), Dialect::CortexSpike, true);
+        assert_eq!(rows.corrupt.len(), 1);
+        assert!(r.integrity.report(0.1, false).tail_truncated);
+    }
+
+    #[test]
+    fn appending_resumes_where_it_stopped_with_the_same_result() {
+        let data = format!("{E0}\n{{bad\n\n{E1}\n{E0}\n");
+        let (whole, all) = run(data.as_bytes(), Progress::default(), Dialect::CortexSpike, true);
+        // The same file indexed in two passes, cut after the second line.
+        let cut = data.find("\n\n").unwrap_or(0) + 1;
+        let (first, a) = run(&data.as_bytes()[..cut], Progress::default(), Dialect::CortexSpike, false);
+        let mut resumed = first.clone();
+        resumed.events_added = 0;
+        resumed.corrupt_added = 0;
+        let (second, b) = run(data.as_bytes(), resumed, Dialect::CortexSpike, true);
+        assert_eq!(second.integrity, whole.integrity);
+        assert_eq!((second.offset, second.lines), (whole.offset, whole.lines));
+        assert_eq!(a.events.len() + b.events.len(), all.events.len());
+        assert_eq!(a.corrupt.len() + b.corrupt.len(), all.corrupt.len());
+    }
+
+    #[test]
+    fn lines_jsonb_cannot_store_keep_their_columns_and_a_null_payload() {
+        let data = "{\"type\":\"A\",\"timestamp\":\"t\",\"x\":\"\\u0000\"}\n".to_owned();
+        let (_, rows) = run(data.as_bytes(), Progress::default(), Dialect::CortexSpike, true);
+        assert_eq!(rows.events[0].2.event_type.as_deref(), Some("A"));
+        assert_eq!(rows.events[0].3, None);
+        assert!(rows.events[0].4.is_some_and(|p| p.contains("\\u0000")));
+    }
+
+    #[test]
+    fn over_long_lines_are_corrupt_and_do_not_stop_the_file() {
+        let long = format!("{{\"type\":\"A\",\"timestamp\":\"t\",\"pad\":\"{}\"}}", "x".repeat(5000));
+        let data = format!("{long}\n{E0}\n");
+        let mut sink = Collect::default();
+        let rules =
+            FileRules { dialect: Some(Dialect::CortexSpike), job_dir: "j", max_line_bytes: 1000, settled: true };
+        let p = index_file(data.as_bytes(), Progress::default(), &rules, &mut sink).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!((sink.corrupt.len(), sink.events.len(), p.lines), (1, 1, 2));
+        assert!(sink.corrupt[0].reason.contains("longer than"));
+        assert_eq!(sink.corrupt[0].preview.chars().count(), 200);
+    }
+}

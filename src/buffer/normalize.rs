@@ -1,0 +1,289 @@
+//! The columns an event row carries, read from its line by dialect (DESIGN.md §JSONL
+//! dialects). Pure. A field that is missing or of another type is NULL; it never makes the
+//! line less of an event.
+//!
+//! | column | cortex-spike | cortex-plane | claude-code | wink-log |
+//! |---|---|---|---|---|
+//! | type | `type` | `type` | `type` | `__type__` |
+//! | ts | `timestamp` | `timestamp` | `timestamp` | `__ts__` |
+//! | job_id | `job_id` | `jobId` | — | — |
+//! | session_id | `session_id` | `sessionId` | `sessionId` | — |
+//! | agent_id | `agent_id` | `agentId` | `agentId` | — |
+//! | seq | `seq` | `sequence` | — | `__seq__` |
+//! | step_index | `step_index` | `data.stepIndex` | — | — |
+//! | invocation_id | `invocation_id` | `data.toolCallId` | first `tool_use.id` / `tool_result.tool_use_id` in `message.content` | — |
+//! | tool_name | `tool_name` | `data.toolName` | that `tool_use.name` | — |
+//! | checkpoint_id | `checkpoint_id` | `data.checkpointId` | — | — |
+//! | success | `success` | not `data.isError` | not `tool_result.is_error` | — |
+//! | tokens | `prompt_tokens`, `completion_tokens` | `data.tokenUsage` | `message.usage` | — |
+//! | request_id | — | — | `requestId` | — |
+//! | schema_version | `buffer_schema_version` | `version` | `version` | — |
+//!
+//! `job_id` falls back to the file's job directory when that is a UUID.
+
+use super::dialect::Dialect;
+use super::discovery::is_uuid;
+use super::timestamp::parse_timestamp;
+use crate::json::parse::{Kind, Parsed, Value};
+use crate::spend::usage;
+
+/// Everything but the payload of an `event` row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Columns {
+    pub event_type: Option<String>,
+    /// Microseconds since the Unix epoch.
+    pub ts_us: Option<i64>,
+    pub job_id: Option<[u8; 16]>,
+    pub session_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub seq: Option<i64>,
+    pub step_index: Option<i32>,
+    pub invocation_id: Option<String>,
+    pub tool_name: Option<String>,
+    pub checkpoint_id: Option<String>,
+    pub success: Option<bool>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub cache_write_tokens: Option<i64>,
+    pub cache_read_tokens: Option<i64>,
+    pub request_id: Option<String>,
+    pub schema_version: Option<String>,
+}
+
+/// A UUID's 16 bytes from its text form.
+pub fn uuid_bytes(s: &str) -> Option<[u8; 16]> {
+    if !is_uuid(s) {
+        return None;
+    }
+    let hex: Vec<u8> = s.bytes().filter(|b| *b != b'-').collect();
+    let mut out = [0u8; 16];
+    for (i, pair) in hex.chunks_exact(2).enumerate() {
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        out[i] = (hi * 16 + lo) as u8;
+    }
+    Some(out)
+}
+
+fn text(v: Option<Value<'_>>) -> Option<String> {
+    let v = v?;
+    match v.kind {
+        Kind::String => v.as_str().map(|s| s.into_owned()),
+        // Ids written as numbers are still ids.
+        Kind::Number => Some(v.text.to_owned()),
+        _ => None,
+    }
+}
+
+fn int(v: Option<Value<'_>>) -> Option<i64> {
+    v?.as_i64()
+}
+
+fn int32(v: Option<Value<'_>>) -> Option<i32> {
+    int(v).and_then(|i| i32::try_from(i).ok())
+}
+
+fn count(v: Option<Value<'_>>) -> Option<i64> {
+    int(v).filter(|i| *i >= 0)
+}
+
+fn timestamp(v: Option<Value<'_>>) -> Option<i64> {
+    v?.as_str().and_then(|s| parse_timestamp(&s))
+}
+
+fn set_usage(c: &mut Columns, v: Option<Value<'_>>) {
+    let Some(v) = v.filter(|v| v.kind == Kind::Object) else { return };
+    if let Ok(u) = usage::parse(v) {
+        let n = |x: u64| i64::try_from(x).ok();
+        c.input_tokens = n(u.input);
+        c.output_tokens = n(u.output);
+        c.cache_write_tokens = n(u.cache_write());
+        c.cache_read_tokens = n(u.cache_read);
+    }
+}
+
+/// The columns of an event line of `dialect` found in job directory `job_dir`.
+pub fn columns(p: &Parsed<'_>, dialect: Option<Dialect>, job_dir: &str) -> Columns {
+    let mut c = Columns::default();
+    match dialect {
+        Some(Dialect::CortexSpike) => {
+            c.event_type = text(p.get("type"));
+            c.ts_us = timestamp(p.get("timestamp"));
+            c.job_id = text(p.get("job_id")).and_then(|s| uuid_bytes(&s));
+            c.session_id = text(p.get("session_id"));
+            c.agent_id = text(p.get("agent_id"));
+            c.seq = int(p.get("seq"));
+            c.step_index = int32(p.get("step_index"));
+            c.invocation_id = text(p.get("invocation_id"));
+            c.tool_name = text(p.get("tool_name"));
+            c.checkpoint_id = text(p.get("checkpoint_id"));
+            c.success = p.get("success").and_then(|v| v.as_bool());
+            c.input_tokens = count(p.get("prompt_tokens"));
+            c.output_tokens = count(p.get("completion_tokens"));
+            c.schema_version = text(p.get("buffer_schema_version"));
+        }
+        Some(Dialect::CortexPlane) => {
+            c.event_type = text(p.get("type"));
+            c.ts_us = timestamp(p.get("timestamp"));
+            c.job_id = text(p.get("jobId")).and_then(|s| uuid_bytes(&s));
+            c.session_id = text(p.get("sessionId"));
+            c.agent_id = text(p.get("agentId"));
+            c.seq = int(p.get("sequence"));
+            c.schema_version = text(p.get("version"));
+            if let Some(data) = p.get("data").filter(|d| d.kind == Kind::Object) {
+                let members = data.members();
+                let get = |k: &str| members.iter().rev().find(|(key, _)| key == k).map(|(_, v)| *v);
+                c.step_index = int32(get("stepIndex"));
+                c.invocation_id = text(get("toolCallId"));
+                c.tool_name = text(get("toolName"));
+                c.checkpoint_id = text(get("checkpointId"));
+                c.success = get("isError").and_then(|v| v.as_bool()).map(|e| !e);
+                set_usage(&mut c, get("tokenUsage"));
+            }
+        }
+        Some(Dialect::ClaudeCode) => {
+            c.event_type = text(p.get("type"));
+            c.ts_us = timestamp(p.get("timestamp"));
+            c.session_id = text(p.get("sessionId"));
+            c.agent_id = text(p.get("agentId"));
+            c.request_id = text(p.get("requestId"));
+            c.schema_version = text(p.get("version"));
+            if let Some(message) = p.get("message").filter(|m| m.kind == Kind::Object) {
+                let members = message.members();
+                let get = |k: &str| members.iter().rev().find(|(key, _)| key == k).map(|(_, v)| *v);
+                set_usage(&mut c, get("usage"));
+                for block in get("content").map(|v| v.items()).unwrap_or_default() {
+                    match block.get("type").and_then(|t| t.as_str()).as_deref() {
+                        Some("tool_use") => {
+                            c.invocation_id = text(block.get("id"));
+                            c.tool_name = text(block.get("name"));
+                        }
+                        Some("tool_result") => {
+                            c.invocation_id = text(block.get("tool_use_id"));
+                            c.success = Some(!block.get("is_error").and_then(|v| v.as_bool()).unwrap_or(false));
+                        }
+                        _ => continue,
+                    }
+                    break;
+                }
+            }
+        }
+        Some(Dialect::WinkLog) | None => {
+            c.event_type = text(p.get("__type__")).or_else(|| text(p.get("type")));
+            c.ts_us = timestamp(p.get("__ts__")).or_else(|| timestamp(p.get("timestamp")));
+            c.seq = int(p.get("__seq__"));
+        }
+    }
+    if c.job_id.is_none() {
+        c.job_id = uuid_bytes(job_dir);
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::parse::parse;
+
+    fn cols(line: &str, d: Dialect) -> Columns {
+        columns(&parse(line).unwrap_or_else(|e| panic!("{e:?}")), Some(d), "not-a-uuid")
+    }
+
+    const JOB: &str = "0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f";
+
+    #[test]
+    fn cortex_spike_lines() {
+        let c = cols(
+            &format!(
+                r#"{{"type":"TOOL_RESULT","timestamp":"2026-02-23T14:30:26.100Z","job_id":"{JOB}","session_id":"s1","seq":7,
+                   "step_index":0,"invocation_id":"inv_0001","tool_name":"web_search","success":true,"result_summary":"5 results"}}"#
+            ),
+            Dialect::CortexSpike,
+        );
+        assert_eq!(c.event_type.as_deref(), Some("TOOL_RESULT"));
+        assert_eq!(c.ts_us, parse_timestamp("2026-02-23T14:30:26.100Z"));
+        assert_eq!(c.job_id, uuid_bytes(JOB));
+        assert_eq!((c.seq, c.step_index), (Some(7), Some(0)));
+        assert_eq!(c.invocation_id.as_deref(), Some("inv_0001"));
+        assert_eq!(c.tool_name.as_deref(), Some("web_search"));
+        assert_eq!(c.success, Some(true));
+        let r = cols(
+            r#"{"type":"LLM_RESPONSE","timestamp":"x","prompt_tokens":15000,"completion_tokens":2150}"#,
+            Dialect::CortexSpike,
+        );
+        assert_eq!((r.input_tokens, r.output_tokens, r.ts_us), (Some(15000), Some(2150), None));
+        let s = cols(
+            r#"{"type":"SESSION_START","timestamp":"x","buffer_schema_version":1,"agent_id":"a"}"#,
+            Dialect::CortexSpike,
+        );
+        assert_eq!((s.schema_version.as_deref(), s.agent_id.as_deref()), (Some("1"), Some("a")));
+    }
+
+    #[test]
+    fn cortex_plane_lines() {
+        let c = cols(
+            &format!(
+                r#"{{"version":"1.0","timestamp":"2026-03-01T09:00:04.480Z","jobId":"{JOB}","sessionId":"s","agentId":"a","sequence":4,
+                   "type":"TOOL_RESULT","data":{{"toolCallId":"toolu_01A","toolName":"read_file","isError":false}}}}"#
+            ),
+            Dialect::CortexPlane,
+        );
+        assert_eq!(
+            (c.seq, c.invocation_id.as_deref(), c.tool_name.as_deref()),
+            (Some(4), Some("toolu_01A"), Some("read_file"))
+        );
+        assert_eq!((c.success, c.schema_version.as_deref()), (Some(true), Some("1.0")));
+        let r = cols(
+            r#"{"type":"LLM_RESPONSE","timestamp":"t","data":{"tokenUsage":{"inputTokens":1200,"outputTokens":310,"cacheReadTokens":5,"cacheCreationTokens":900}}}"#,
+            Dialect::CortexPlane,
+        );
+        assert_eq!(
+            (r.input_tokens, r.output_tokens, r.cache_write_tokens, r.cache_read_tokens),
+            (Some(1200), Some(310), Some(900), Some(5))
+        );
+        let k = cols(
+            r#"{"type":"CHECKPOINT","timestamp":"t","data":{"checkpointId":"c1","stepIndex":3}}"#,
+            Dialect::CortexPlane,
+        );
+        assert_eq!((k.checkpoint_id.as_deref(), k.step_index), (Some("c1"), Some(3)));
+    }
+
+    #[test]
+    fn claude_code_lines() {
+        let a = cols(
+            r#"{"type":"assistant","timestamp":"2025-07-01T10:00:00.000Z","sessionId":"sess","requestId":"req_1","version":"2.1.5",
+               "message":{"id":"msg_1","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}],
+               "usage":{"input_tokens":3,"output_tokens":9,"cache_creation_input_tokens":500,"cache_read_input_tokens":7000}}}"#,
+            Dialect::ClaudeCode,
+        );
+        assert_eq!((a.invocation_id.as_deref(), a.tool_name.as_deref()), (Some("toolu_1"), Some("Bash")));
+        assert_eq!((a.input_tokens, a.cache_write_tokens, a.cache_read_tokens), (Some(3), Some(500), Some(7000)));
+        assert_eq!((a.request_id.as_deref(), a.session_id.as_deref()), (Some("req_1"), Some("sess")));
+        let u = cols(
+            r#"{"type":"user","timestamp":"2025-07-01T10:00:01Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","is_error":true,"content":"boom"}]}}"#,
+            Dialect::ClaudeCode,
+        );
+        assert_eq!((u.invocation_id.as_deref(), u.success), (Some("toolu_1"), Some(false)));
+        // A user message whose content is a string has no tool ids.
+        let s = cols(r#"{"type":"user","message":{"role":"user","content":"hello"}}"#, Dialect::ClaudeCode);
+        assert_eq!(s.invocation_id, None);
+    }
+
+    #[test]
+    fn wink_lines_and_the_job_directory_fallback() {
+        let w = columns(
+            &parse(r#"{"__type__":"ToolInvoked","__seq__":1,"__ts__":"2026-03-03T12:00:01+00:00"}"#)
+                .unwrap_or_else(|e| panic!("{e:?}")),
+            Some(Dialect::WinkLog),
+            JOB,
+        );
+        assert_eq!((w.event_type.as_deref(), w.seq, w.job_id), (Some("ToolInvoked"), Some(1), uuid_bytes(JOB)));
+        assert_eq!(w.ts_us, parse_timestamp("2026-03-03T12:00:01Z"));
+        // Wrong types are NULL, never an error.
+        let odd = cols(r#"{"type":5,"timestamp":[],"seq":"7","job_id":"nope","success":"yes"}"#, Dialect::CortexSpike);
+        assert_eq!(
+            (odd.event_type.as_deref(), odd.ts_us, odd.seq, odd.job_id, odd.success),
+            (Some("5"), None, None, None, None)
+        );
+    }
+}

@@ -1,0 +1,216 @@
+//! SQL functions that report on session files: `file_integrity(path)` judges a file's current
+//! bytes on demand (the control plane's `scanBuffer`, server-side), `indexer_worker()` feeds
+//! the `indexer_status` view.
+
+use std::path::Path;
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+
+use super::dialect::{detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
+use super::discovery::{classify, Layout};
+use super::event_store::Settings;
+use super::indexer::{index_file, CorruptRow, EventRow, FileRules, IndexError, Progress, Sink};
+use super::integrity::Severity;
+use super::pass::now_us;
+use super::scan::{open_regular, read_prefix, resolve_root, FileStat};
+use super::timestamp::POSTGRES_EPOCH_OFFSET_US;
+use crate::error::{CbError, SqlState};
+use crate::pg::guc;
+use crate::pg::raise::{notice, raise};
+use crate::pg::spi_util::spi;
+use crate::worker::shared;
+
+/// Counts only: `file_integrity()` stores nothing.
+struct Discard;
+
+impl Sink for Discard {
+    type Error = std::convert::Infallible;
+    fn event(&mut self, _: EventRow<'_>) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    fn corrupt(&mut self, _: CorruptRow) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// The path, canonical, after checking the caller may read it: inside `sessions_dir`, unless
+/// the caller is a superuser.
+fn checked_path(path: &str) -> (std::path::PathBuf, Option<std::path::PathBuf>) {
+    if !Path::new(path).is_absolute() {
+        raise(
+            CbError::new(SqlState::InvalidParameterValue, format!("\"{path}\" is not an absolute path"))
+                .with_hint("Pass the session file's absolute path, as session_file.path holds it."),
+        );
+    }
+    let root = resolve_root(&guc::sessions_dir()).ok();
+    let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| Path::new(path).to_path_buf());
+    let inside = root.as_ref().is_some_and(|r| canonical.starts_with(r));
+    // SECURITY DEFINER runs as the owner; the privilege that matters is the caller's.
+    if !inside && !unsafe { pg_sys::superuser_arg(pg_sys::GetOuterUserId()) } {
+        raise(
+            CbError::new(
+                SqlState::InsufficientPrivilege,
+                format!("\"{path}\" is not under cortex_buffer.sessions_dir"),
+            )
+            .with_hint("Only superusers may judge files elsewhere."),
+        );
+    }
+    (canonical, root)
+}
+
+fn recorded_dialect(path: &str) -> Option<Dialect> {
+    Spi::get_one_with_args::<String>("SELECT dialect FROM cortex_buffer.session_file WHERE path = $1", &[path.into()])
+        .map_err(spi)
+        .ok()
+        .flatten()
+        .as_deref()
+        .and_then(Dialect::from_label)
+}
+
+fn layout_of(path: &Path, root: Option<&Path>) -> (Layout, String) {
+    let rel: Vec<String> = root
+        .and_then(|r| path.strip_prefix(r).ok())
+        .map(|p| p.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    let parts: Vec<&str> = rel.iter().map(String::as_str).collect();
+    let layout = classify(&parts).unwrap_or(Layout::DirectoryFile);
+    (layout, parts.first().map(|s| (*s).to_owned()).unwrap_or_default())
+}
+
+fn ts(unix_us: Option<i64>) -> Option<TimestampWithTimeZone> {
+    unix_us
+        .and_then(|u| u.checked_sub(POSTGRES_EPOCH_OFFSET_US))
+        .and_then(|pg| TimestampWithTimeZone::try_from(pg).ok())
+}
+
+/// Judges a session file's current bytes as the control plane's `scanBuffer` does and reports
+/// its integrity; indexes nothing.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile, strict, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn file_integrity(
+    path: &str,
+) -> TableIterator<
+    'static,
+    (
+        name!(total_lines, i64),
+        name!(valid_lines, i64),
+        name!(corrupt_lines, i64),
+        name!(blank_lines, i64),
+        name!(tail_truncated, bool),
+        name!(tail_pending, bool),
+        name!(corruption_ratio, f64),
+        name!(severity, String),
+        name!(trusted, bool),
+        name!(seq_gaps, i64),
+        name!(seq_resets, i64),
+        name!(dialect, Option<String>),
+        name!(seq_first_missing, Option<i64>),
+        name!(first_ts, Option<TimestampWithTimeZone>),
+        name!(last_ts, Option<TimestampWithTimeZone>),
+    ),
+> {
+    let (canonical, root) = checked_path(path);
+    let settings = Settings::current();
+    let shown = canonical.display().to_string();
+    let unreadable = |e: &std::io::Error, dialect: Option<Dialect>| {
+        notice(format!("could not read \"{shown}\": {e}"), Some("The file is unreadable: do not use it for recovery."));
+        TableIterator::once((
+            0,
+            0,
+            0,
+            0,
+            false,
+            false,
+            0.0,
+            Severity::Unreadable.label().to_owned(),
+            false,
+            0,
+            0,
+            dialect.map(|d| d.label().to_owned()),
+            None,
+            None,
+            None,
+        ))
+    };
+    let (layout, job_dir) = layout_of(&canonical, root.as_deref());
+    let file_name = canonical.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let dialect = recorded_dialect(&shown).or_else(|| match read_prefix(&canonical, DETECTION_PREFIX_BYTES) {
+        Ok((prefix, whole)) => detect(&file_name, layout, first_object(&prefix, whole).as_ref()),
+        Err(_) => None,
+    });
+    let file = match open_regular(&canonical) {
+        Ok(f) => f,
+        Err(e) => return unreadable(&e, dialect),
+    };
+    let stat = match file.metadata() {
+        Ok(m) => FileStat::of(&m),
+        Err(e) => return unreadable(&e, dialect),
+    };
+    let rules = FileRules {
+        dialect,
+        job_dir: &job_dir,
+        max_line_bytes: settings.max_line_bytes,
+        settled: now_us().saturating_sub(stat.mtime_us) >= settings.settle_us,
+    };
+    let progress = match index_file(&file, Progress::default(), &rules, &mut Discard) {
+        Ok(p) => p,
+        Err(IndexError::Read(e)) => return unreadable(&e, dialect),
+        Err(IndexError::Sink(never)) => match never {},
+    };
+    let i = &progress.integrity;
+    let r = i.report(settings.max_corruption_ratio, false);
+    TableIterator::once((
+        i.total_lines,
+        i.valid_lines,
+        r.corrupt_lines,
+        i.blank_lines,
+        r.tail_truncated,
+        progress.tail_pending,
+        r.corruption_ratio,
+        r.severity.label().to_owned(),
+        r.trusted,
+        i.seq_gaps,
+        i.seq_resets,
+        dialect.map(|d| d.label().to_owned()),
+        i.seq_first_missing,
+        ts(i.first_ts_us),
+        ts(i.last_ts_us),
+    ))
+}
+
+/// The background worker's own figures (shared memory), for the `indexer_status` view.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile)]
+fn indexer_worker() -> TableIterator<
+    'static,
+    (
+        name!(worker_pid, Option<i32>),
+        name!(worker_state, String),
+        name!(last_pass_at, Option<TimestampWithTimeZone>),
+        name!(last_pass_ms, Option<f64>),
+        name!(passes, i64),
+        name!(events_indexed, i64),
+        name!(errors, i64),
+    ),
+> {
+    let s = shared::stats();
+    let state = match s.phase {
+        None => "not preloaded",
+        Some(shared::Phase::Absent) => "not running",
+        Some(shared::Phase::Active) => "indexing",
+        Some(shared::Phase::Disabled) => "disabled",
+        Some(shared::Phase::Waiting) => "waiting",
+    };
+    let ran = s.passes > 0;
+    TableIterator::once((
+        (s.pid != 0).then_some(s.pid),
+        state.to_owned(),
+        if ran { ts(Some(s.last_pass_us)) } else { None },
+        ran.then(|| s.last_pass_duration_us as f64 / 1000.0),
+        i64::try_from(s.passes).unwrap_or(i64::MAX),
+        i64::try_from(s.events_indexed).unwrap_or(i64::MAX),
+        i64::try_from(s.errors).unwrap_or(i64::MAX),
+    ))
+}
