@@ -28,7 +28,8 @@ bench_psql -c "ALTER SYSTEM SET track_commit_timestamp = on"
 pg "${BIN}/pg_ctl" restart -w -D "${PGDATA}" -l "${RUN}/postgres.log" >/dev/null
 bench_psql -c "CREATE EXTENSION cortex_buffer"
 
-# The corpus: FILES spike files of realistic lines (~250 bytes), written by the server.
+# The corpus: FILES spike files of realistic lines (~300 bytes; the fields each event type
+# carries in the spike's schema), written by the server.
 per_file=$(( LINES / FILES ))
 echo "generating ${LINES} lines in ${FILES} files" >&2
 for f in $(seq 1 "${FILES}"); do
@@ -36,14 +37,23 @@ for f in $(seq 1 "${FILES}"); do
     mkdir -p "${SESSIONS}/${job}"
     chown postgres "${SESSIONS}/${job}"
     bench_psql -c "COPY (
-        SELECT json_build_object(
-                   'type', (ARRAY['LLM_REQUEST','LLM_RESPONSE','TOOL_START','TOOL_RESULT','CHECKPOINT_WRITTEN'])[1 + g % 5],
+        SELECT (json_build_object(
+                   'type', t,
                    'timestamp', to_char(timestamptz '2026-02-23 14:30:22+00' + g * interval '17 milliseconds', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
-                   'job_id', '${job}', 'session_id', '0193a8b2-7c50-7000-8000-00000000a001', 'seq', g,
-                   'step_index', g / 10, 'invocation_id', 'inv_' || lpad((g / 2)::text, 6, '0'), 'tool_name', 'web_search',
-                   'success', g % 7 <> 0, 'prompt_tokens', 1000 + g % 5000, 'completion_tokens', 100 + g % 900,
-                   'result_summary', 'Found ' || (g % 13) || ' results for query number ' || g || ' about release notes')::text
-          FROM generate_series(0, ${per_file} - 1) g
+                   'job_id', '${job}', 'session_id', '0193a8b2-7c50-7000-8000-00000000a001', 'seq', g, 'step_index', g / 5)::jsonb
+                || CASE t
+                     WHEN 'LLM_REQUEST' THEN json_build_object('model', 'claude-sonnet-4-5-20250929', 'message_count', 2 + g / 5)::jsonb
+                     WHEN 'LLM_RESPONSE' THEN json_build_object('prompt_tokens', 1000 + g % 5000, 'completion_tokens', 100 + g % 900,
+                                                                 'finish_reason', 'tool_use', 'duration_ms', 900 + g % 4000)::jsonb
+                     WHEN 'TOOL_START' THEN json_build_object('invocation_id', 'inv_' || lpad((g / 5)::text, 6, '0'), 'tool_name', 'web_search',
+                                                               'input_summary', 'query number ' || g || ' about release notes and changelogs')::jsonb
+                     WHEN 'TOOL_RESULT' THEN json_build_object('invocation_id', 'inv_' || lpad((g / 5)::text, 6, '0'), 'tool_name', 'web_search',
+                                                                'success', g % 7 <> 0,
+                                                                'result_summary', 'Found ' || (g % 13) || ' results for query number ' || g || ' about release notes')::jsonb
+                     ELSE json_build_object('checkpoint_id', '0193a8b2-8b00-7000-8000-' || lpad(g::text, 12, '0'))::jsonb
+                   END)::text
+          FROM generate_series(0, ${per_file} - 1) g,
+               LATERAL (SELECT (ARRAY['LLM_REQUEST','LLM_RESPONSE','TOOL_START','TOOL_RESULT','CHECKPOINT_WRITTEN'])[1 + g % 5] AS t) x
     ) TO '${SESSIONS}/${job}/session_20260223T143022Z_pod-$f.jsonl'"
 done
 cat "${SESSIONS}"/*/*.jsonl > "${DATA}/corpus.jsonl"

@@ -57,6 +57,9 @@ BEGIN
         EXECUTE format('ALTER EXTENSION cortex_buffer UPDATE TO %L', wanted);
     END IF;
 END $$;
+-- A short settle period so the sample with a crash-cut last line is judged within a second.
+ALTER SYSTEM SET cortex_buffer.settle_period = '1s';
+SELECT pg_reload_conf();
 SQL
 
 say "feeding sample session files into ${SESSIONS}"
@@ -65,9 +68,9 @@ chmod -R a+rX "${SESSIONS}"
 psql_demo -qAt -c "SELECT cortex_buffer.index_now()" >/dev/null
 
 expected=$(find examples/sessions -name '*.jsonl' | wc -l)
-for _ in $(seq 1 50); do
-    have=$(psql_demo -qAt -c "SELECT count(*) FROM cortex_buffer.session_file WHERE gone_at IS NULL")
-    [ "${have}" -ge "${expected}" ] && break
+for _ in $(seq 1 100); do
+    state=$(psql_demo -qAt -c "SELECT files_tracked >= ${expected} AND bytes_pending = 0 AND files_pending_tail = 0 FROM cortex_buffer.indexer_status")
+    [ "${state}" = t ] && break
     sleep 0.2
 done
 
@@ -83,6 +86,27 @@ SELECT file_id, job_dir, regexp_replace(path, '^.*/', '') AS file, dialect, size
 \echo '--- files per dialect'
 SELECT dialect, count(*) AS files, sum(size_bytes) AS bytes
   FROM cortex_buffer.session_file GROUP BY dialect ORDER BY dialect;
+\echo '--- what the indexer made of each file (its integrity is what the control plane''s scanBuffer reports)'
+SELECT regexp_replace(path, '^.*/', '') AS file, dialect, generation AS gen, valid_lines AS events,
+       corrupt_lines - last_failed_parse::int AS corrupt, blank_lines AS blank, tail_state, seq_gaps, seq_resets, trusted
+  FROM cortex_buffer.session_file WHERE gone_at IS NULL ORDER BY path;
+\echo '--- a few indexed events, normalised across dialects (cortex_buffer.event)'
+SELECT DISTINCT ON (f.dialect) f.dialect, e.line_no, e.type, e.ts, e.invocation_id, e.tool_name, e.input_tokens, left(e.payload::text, 60) AS payload
+  FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id)
+ ORDER BY f.dialect, e.invocation_id IS NULL, e.line_no;
+\echo '--- corrupt lines (the crash-cut last line of the first pod is the truncated tail)'
+SELECT regexp_replace(f.path, '^.*/', '') AS file, c.line_no, c.reason, left(c.preview, 50) AS preview
+  FROM cortex_buffer.corrupt_line c JOIN cortex_buffer.session_file f USING (file_id) ORDER BY f.path, c.line_no;
+\echo '--- recovery, in one query: tool calls after job 0193a8b2-...-5a1b2c3d4e5f''s last checkpoint marker'
+WITH job AS (SELECT * FROM cortex_buffer.job_events('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f')),
+     marker AS (SELECT max(ts) AS at FROM job WHERE type = 'CHECKPOINT_WRITTEN')
+SELECT j.invocation_id, j.tool_name,
+       CASE WHEN bool_or(j.type = 'TOOL_RESULT') THEN 'finished: skip on resume' ELSE 'started, no result: redo' END AS status
+  FROM job j, marker WHERE j.ts > marker.at AND j.invocation_id IS NOT NULL
+ GROUP BY j.invocation_id, j.tool_name ORDER BY min(j.ts);
+\echo '--- the indexer at a glance (cortex_buffer.indexer_status)'
+SELECT worker_state, files_tracked, events_indexed, corrupt_lines, bytes_indexed, bytes_pending, files_untrusted, last_pass_ms
+  FROM cortex_buffer.indexer_status;
 \echo '--- checkpoints: two fenced writes, a stale writer refused, and the read-back (job 0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f)'
 \set QUIET on
 DELETE FROM cortex_buffer.checkpoint_history WHERE job_id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';

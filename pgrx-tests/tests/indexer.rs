@@ -177,7 +177,7 @@ fn the_samples_of_all_four_dialects_index_with_their_columns() {
     // The recovery question, in one query: which tool calls finished after the job's last
     // checkpoint (and which started without finishing: the crash cut its result line)?
     let recovery = c.psql(
-        "WITH job AS (SELECT e.* FROM cortex_buffer.event e WHERE e.job_id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f'),
+        "WITH job AS (SELECT * FROM cortex_buffer.job_events('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f')),
               last_cp AS (SELECT max(ts) AS at FROM job WHERE type = 'CHECKPOINT_WRITTEN')
          SELECT coalesce(string_agg(invocation_id, ',') FILTER (WHERE type = 'TOOL_RESULT'), '-') || ' / ' ||
                 coalesce(string_agg(invocation_id, ',') FILTER (WHERE type = 'TOOL_START' AND NOT EXISTS (

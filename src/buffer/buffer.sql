@@ -59,3 +59,17 @@ COMMENT ON COLUMN cortex_buffer.indexer_status.files_quarantined IS 'Files left 
 COMMENT ON COLUMN cortex_buffer.indexer_status.last_error IS 'The most recent indexing error.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.last_error_at IS 'When it happened.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.worker_errors IS 'Files the worker failed to index since the server started.';
+
+-- A job's events in order, through its session files: the recovery lookup. (event has no
+-- index on job_id: every event row would pay for it; a job's files are few and their events
+-- are contiguous in event's primary key.)
+CREATE FUNCTION cortex_buffer.job_events(job uuid, since timestamptz DEFAULT NULL)
+RETURNS SETOF cortex_buffer.event LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT e.*
+      FROM cortex_buffer.session_file f
+      JOIN cortex_buffer.event e ON e.file_id = f.file_id
+     WHERE f.job_id = job AND (since IS NULL OR e.ts >= since)
+     ORDER BY f.session_ordinal NULLS FIRST, f.file_id, e.byte_offset
+$$;
+COMMENT ON FUNCTION cortex_buffer.job_events(uuid, timestamptz) IS
+'A job''s events (optionally those at or after since), in order: session files by session_ordinal, then byte offset. Uses session_file''s job index and event''s primary key. Needs SELECT on session_file and event.';

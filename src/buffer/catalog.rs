@@ -28,17 +28,17 @@ const LOAD_SQL: &str = "
 
 const UPSERT_SQL: &str = "
     INSERT INTO cortex_buffer.session_file AS f
-           (path, job_dir, dialect, size_bytes, mtime, device, inode, session_ordinal)
+           (path, job_dir, dialect, size_bytes, mtime, device, inode, session_ordinal, job_id)
     SELECT u.path, u.job_dir, u.dialect, u.size_bytes,
-           timestamptz 'epoch' + u.mtime_us * interval '1 microsecond', u.device, u.inode, u.ordinal
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[])
-           AS u(path, job_dir, dialect, size_bytes, mtime_us, device, inode, ordinal)
+           timestamptz 'epoch' + u.mtime_us * interval '1 microsecond', u.device, u.inode, u.ordinal, u.job_id
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::uuid[])
+           AS u(path, job_dir, dialect, size_bytes, mtime_us, device, inode, ordinal, job_id)
     ON CONFLICT (path) DO UPDATE
        SET -- A different file at the path ends its predecessor's quarantine.
            failures = CASE WHEN (f.device, f.inode) IS DISTINCT FROM (excluded.device, excluded.inode) THEN 0 ELSE f.failures END,
            quarantined_at = CASE WHEN (f.device, f.inode) IS DISTINCT FROM (excluded.device, excluded.inode)
                                  THEN NULL ELSE f.quarantined_at END,
-           job_dir = excluded.job_dir, session_ordinal = excluded.session_ordinal, dialect = excluded.dialect, size_bytes = excluded.size_bytes,
+           job_dir = excluded.job_dir, session_ordinal = excluded.session_ordinal, job_id = excluded.job_id, dialect = excluded.dialect, size_bytes = excluded.size_bytes,
            mtime = excluded.mtime, device = excluded.device, inode = excluded.inode,
            last_seen = now(), gone_at = NULL
     RETURNING path, file_id";
@@ -116,6 +116,7 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbErro
             let devices: Vec<i64> = rows.iter().map(|r| to_i64(r.stat.device)).collect();
             let inodes: Vec<i64> = rows.iter().map(|r| to_i64(r.stat.inode)).collect();
             let ordinals: Vec<Option<i64>> = rows.iter().map(|r| r.ordinal).collect();
+            let jobs: Vec<Option<pgrx::Uuid>> = rows.iter().map(|r| r.job_id.map(pgrx::Uuid::from_bytes)).collect();
             let returned = client
                 .update(
                     UPSERT_SQL,
@@ -129,6 +130,7 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbErro
                         devices.into(),
                         inodes.into(),
                         ordinals.into(),
+                        jobs.into(),
                     ],
                 )
                 .map_err(spi)?;

@@ -12,18 +12,22 @@ use std::os::unix::fs::FileExt;
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::spi::{OwnedPreparedStatement, SpiClient};
-use pgrx::{PgBuiltInOids, PgOid, Uuid};
+use pgrx::{pg_sys, PgBuiltInOids, PgMemoryContexts, PgOid, Uuid};
 
 use super::catalog::{from_i64, to_i64};
 use super::dialect::Dialect;
+use super::direct_insert::{EventTable, RowDatums};
 use super::index_plan::{decide, fingerprint_len, IndexState, Now, Work};
 use super::indexer::{index_file, CorruptRow, EventRow, FileRules, IndexError, Progress, Sink};
 use super::integrity::Integrity;
+use super::normalize::Columns;
 use super::pass::{FileOutcome, FileRef};
 use super::scan::{open_regular, FileStat};
 use super::timestamp::POSTGRES_EPOCH_OFFSET_US;
 use crate::error::CbError;
+use crate::json::jsonb_write::to_jsonb;
 use crate::pg::guc;
+use crate::pg::jsonb::RawJsonb;
 use crate::pg::spi_util::spi;
 
 /// The limits indexing runs with (from the settings).
@@ -96,7 +100,7 @@ const INSERT_EVENTS_SQL: &str = "
            unnest($6::uuid[]), unnest($7::text[]), unnest($8::text[]), unnest($9::int8[]), unnest($10::int4[]),
            unnest($11::text[]), unnest($12::text[]), unnest($13::text[]), unnest($14::bool[]), unnest($15::int8[]),
            unnest($16::int8[]), unnest($17::int8[]), unnest($18::int8[]), unnest($19::text[]),
-           unnest($20::text[])::jsonb, unnest($21::text[])";
+           unnest($20::jsonb[]), unnest($21::text[])";
 
 const INSERT_CORRUPT_SQL: &str = "
     INSERT INTO cortex_buffer.corrupt_line (file_id, byte_offset, line_no, preview, reason)
@@ -116,162 +120,161 @@ const FINISH_SQL: &str = "
            indexed_at = now(), failures = 0, last_error = NULL, last_error_at = NULL, quarantined_at = NULL
      WHERE file_id = $1 AND indexed_offset = $2 AND generation = $3";
 
-/// Rows gathered column by column and inserted a batch at a time. The arrays are unnested in
-/// the select list (in lockstep, all of one length), which streams; `FROM unnest(...)` would
-/// first materialise every row in a tuplestore.
-struct Batch<'c, 'conn> {
-    client: &'c mut SpiClient<'conn>,
-    file_id: i64,
-    rows: usize,
-    payload_bytes: usize,
-    max_rows: usize,
-    o: Vec<i64>,
-    n: Vec<i64>,
-    t: Vec<Option<String>>,
-    ts: Vec<Option<TimestampWithTimeZone>>,
-    j: Vec<Option<Uuid>>,
-    s: Vec<Option<String>>,
-    a: Vec<Option<String>>,
-    q: Vec<Option<i64>>,
-    st: Vec<Option<i32>>,
-    i: Vec<Option<String>>,
-    tn: Vec<Option<String>>,
-    c: Vec<Option<String>>,
-    ok: Vec<Option<bool>>,
-    it: Vec<Option<i64>>,
-    ot: Vec<Option<i64>>,
-    cw: Vec<Option<i64>>,
-    cr: Vec<Option<i64>>,
-    r: Vec<Option<String>>,
-    p: Vec<Option<String>>,
-    pp: Vec<Option<String>>,
+/// The text columns an event keeps in its arena, in this order.
+const TYPE: usize = 0;
+const SESSION: usize = 1;
+const AGENT: usize = 2;
+const INVOCATION: usize = 3;
+const TOOL: usize = 4;
+const CHECKPOINT: usize = 5;
+const REQUEST: usize = 6;
+const PROBLEM: usize = 7;
+const TEXTS: usize = 8;
+
+/// One event row as plain Rust data, built off the main thread. Its text columns and its jsonb
+/// payload are ready-made varlenas in one arena, so the main thread hands Postgres pointers
+/// into it instead of copying each value (`heap_form_tuple` copies them once, as it must).
+struct OwnedEvent {
+    offset: i64,
+    line_no: i64,
+    /// Numbers, time and job id (its strings have moved into the arena).
+    columns: Columns,
+    arena: Vec<u8>,
+    texts: [Option<u32>; TEXTS],
+    payload: Option<u32>,
+}
+
+/// Appends a varlena (4-byte header) holding `bytes` at the next 4-byte boundary.
+fn push_varlena(arena: &mut Vec<u8>, bytes: &[u8]) -> u32 {
+    arena.resize(arena.len().next_multiple_of(4), 0);
+    let at = arena.len();
+    arena.extend_from_slice(&(((bytes.len() + 4) as u32) << 2).to_ne_bytes());
+    arena.extend_from_slice(bytes);
+    u32::try_from(at).unwrap_or(0)
+}
+
+impl OwnedEvent {
+    fn build(row: EventRow<'_>) -> OwnedEvent {
+        let mut c = row.columns;
+        let mut arena = Vec::with_capacity(row.payload.as_ref().map_or(0, |p| p.len() + p.len() / 4) + 256);
+        let mut texts = [None; TEXTS];
+        let mut put = |k: usize, s: Option<&str>, arena: &mut Vec<u8>| {
+            texts[k] = s.map(|s| push_varlena(arena, s.as_bytes()));
+        };
+        put(TYPE, c.event_type.take().as_deref(), &mut arena);
+        put(SESSION, c.session_id.take().as_deref(), &mut arena);
+        put(AGENT, c.agent_id.take().as_deref(), &mut arena);
+        put(INVOCATION, c.invocation_id.take().as_deref(), &mut arena);
+        put(TOOL, c.tool_name.take().as_deref(), &mut arena);
+        put(CHECKPOINT, c.checkpoint_id.take().as_deref(), &mut arena);
+        put(REQUEST, c.request_id.take().as_deref(), &mut arena);
+        let mut problem = row.payload_problem;
+        let mut payload = None;
+        if let Some(text) = row.payload {
+            arena.resize(arena.len().next_multiple_of(4), 0);
+            let at = arena.len();
+            match to_jsonb(&text, &mut arena) {
+                Ok(()) => payload = u32::try_from(at).ok(),
+                Err(_) => {
+                    arena.truncate(at);
+                    problem = Some("larger than jsonb can hold");
+                }
+            }
+        }
+        put(PROBLEM, problem, &mut arena);
+        OwnedEvent { offset: i64_of(row.offset), line_no: i64_of(row.line_no), columns: c, arena, texts, payload }
+    }
+
+    /// The whole varlena stored at `at`.
+    fn varlena(&self, at: Option<u32>) -> Option<&[u8]> {
+        let at = at? as usize;
+        let header = self.arena.get(at..at + 4)?;
+        let len = (u32::from_ne_bytes([header[0], header[1], header[2], header[3]]) >> 2) as usize;
+        self.arena.get(at..at + len)
+    }
+
+    /// A text column (for the SQL path).
+    fn text(&self, k: usize) -> Option<String> {
+        self.varlena(self.texts[k]).map(|v| String::from_utf8_lossy(&v[4..]).into_owned())
+    }
+
+    /// A pointer datum into the arena, or NULL.
+    fn datum(&self, at: Option<u32>) -> (pg_sys::Datum, bool) {
+        match at {
+            // SAFETY: `at` is inside the arena (set by `build`); the arena outlives the insert.
+            Some(at) => (pg_sys::Datum::from(unsafe { self.arena.as_ptr().add(at as usize) }), false),
+            None => (pg_sys::Datum::from(0), true),
+        }
+    }
+}
+
+/// A batch of rows: built on the reading thread, inserted on the main one.
+#[derive(Default)]
+struct Rows {
+    events: Vec<OwnedEvent>,
     corrupt: Vec<CorruptRow>,
+    bytes: usize,
+}
+
+impl Rows {
+    fn len(&self) -> usize {
+        self.events.len() + self.corrupt.len()
+    }
 }
 
 fn i64_of(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-impl<'c, 'conn> Batch<'c, 'conn> {
-    fn new(client: &'c mut SpiClient<'conn>, file_id: i64, max_rows: usize) -> Self {
-        Batch {
-            client,
-            file_id,
-            rows: 0,
-            payload_bytes: 0,
-            max_rows: max_rows.max(1),
-            o: Vec::new(),
-            n: Vec::new(),
-            t: Vec::new(),
-            ts: Vec::new(),
-            j: Vec::new(),
-            s: Vec::new(),
-            a: Vec::new(),
-            q: Vec::new(),
-            st: Vec::new(),
-            i: Vec::new(),
-            tn: Vec::new(),
-            c: Vec::new(),
-            ok: Vec::new(),
-            it: Vec::new(),
-            ot: Vec::new(),
-            cw: Vec::new(),
-            cr: Vec::new(),
-            r: Vec::new(),
-            p: Vec::new(),
-            pp: Vec::new(),
-            corrupt: Vec::new(),
-        }
-    }
+/// The reading thread's sink: judged lines become rows (payloads become jsonb here too) and
+/// are sent to the main thread a batch at a time. A closed channel (the main thread stopped on
+/// an error) stops the reading.
+struct ChannelSink {
+    tx: std::sync::mpsc::SyncSender<Rows>,
+    rows: Rows,
+    max_rows: usize,
+}
 
-    fn flush(&mut self) -> Result<(), CbError> {
-        if !self.o.is_empty() {
-            let stmt = statement(
-                self.client,
-                "buffer.insert_events",
-                INSERT_EVENTS_SQL,
-                &[
-                    oid(PgBuiltInOids::INT8OID),
-                    oid(PgBuiltInOids::INT8ARRAYOID),
-                    oid(PgBuiltInOids::INT8ARRAYOID),
-                    oid(PgBuiltInOids::TEXTARRAYOID),
-                    oid(PgBuiltInOids::TIMESTAMPTZARRAYOID),
-                    oid(PgBuiltInOids::UUIDARRAYOID),
-                    oid(PgBuiltInOids::TEXTARRAYOID),
-                    oid(PgBuiltInOids::TEXTARRAYOID),
-                    oid(PgBuiltInOids::INT8ARRAYOID),
-                    oid(PgBuiltInOids::INT4ARRAYOID),
-                    oid(PgBuiltInOids::TEXTARRAYOID),
-                    oid(PgBuiltInOids::TEXTARRAYOID),
-                    oid(PgBuiltInOids::TEXTARRAYOID),
-                    oid(PgBuiltInOids::BOOLARRAYOID),
-                    oid(PgBuiltInOids::INT8ARRAYOID),
-                    oid(PgBuiltInOids::INT8ARRAYOID),
-                    oid(PgBuiltInOids::INT8ARRAYOID),
-                    oid(PgBuiltInOids::INT8ARRAYOID),
-                    oid(PgBuiltInOids::TEXTARRAYOID),
-                    oid(PgBuiltInOids::TEXTARRAYOID),
-                    oid(PgBuiltInOids::TEXTARRAYOID),
-                ],
-            )?;
-            let args = [
-                self.file_id.into(),
-                std::mem::take(&mut self.o).into(),
-                std::mem::take(&mut self.n).into(),
-                std::mem::take(&mut self.t).into(),
-                std::mem::take(&mut self.ts).into(),
-                std::mem::take(&mut self.j).into(),
-                std::mem::take(&mut self.s).into(),
-                std::mem::take(&mut self.a).into(),
-                std::mem::take(&mut self.q).into(),
-                std::mem::take(&mut self.st).into(),
-                std::mem::take(&mut self.i).into(),
-                std::mem::take(&mut self.tn).into(),
-                std::mem::take(&mut self.c).into(),
-                std::mem::take(&mut self.ok).into(),
-                std::mem::take(&mut self.it).into(),
-                std::mem::take(&mut self.ot).into(),
-                std::mem::take(&mut self.cw).into(),
-                std::mem::take(&mut self.cr).into(),
-                std::mem::take(&mut self.r).into(),
-                std::mem::take(&mut self.p).into(),
-                std::mem::take(&mut self.pp).into(),
-            ];
-            self.client.update(&*stmt, None, &args).map_err(spi)?;
+/// The main thread went away.
+struct Stopped;
+
+impl ChannelSink {
+    fn maybe_send(&mut self) -> Result<(), Stopped> {
+        if self.rows.len() >= self.max_rows || self.rows.bytes >= BATCH_MAX_BYTES {
+            self.send()?;
         }
-        if !self.corrupt.is_empty() {
-            let rows = std::mem::take(&mut self.corrupt);
-            let stmt = statement(
-                self.client,
-                "buffer.insert_corrupt",
-                INSERT_CORRUPT_SQL,
-                &[
-                    oid(PgBuiltInOids::INT8OID),
-                    oid(PgBuiltInOids::INT8ARRAYOID),
-                    oid(PgBuiltInOids::INT8ARRAYOID),
-                    oid(PgBuiltInOids::TEXTARRAYOID),
-                    oid(PgBuiltInOids::TEXTARRAYOID),
-                ],
-            )?;
-            let o: Vec<i64> = rows.iter().map(|r| i64_of(r.offset)).collect();
-            let n: Vec<i64> = rows.iter().map(|r| i64_of(r.line_no)).collect();
-            let p: Vec<String> = rows.iter().map(|r| r.preview.replace('\0', "\u{fffd}")).collect();
-            let why: Vec<String> = rows.into_iter().map(|r| r.reason).collect();
-            self.client
-                .update(&*stmt, None, &[self.file_id.into(), o.into(), n.into(), p.into(), why.into()])
-                .map_err(spi)?;
-        }
-        self.rows = 0;
-        self.payload_bytes = 0;
         Ok(())
     }
 
-    fn maybe_flush(&mut self) -> Result<(), CbError> {
-        self.rows += 1;
-        if self.rows >= self.max_rows || self.payload_bytes >= BATCH_MAX_BYTES {
-            self.flush()?;
+    fn send(&mut self) -> Result<(), Stopped> {
+        if self.rows.len() > 0 {
+            self.tx.send(std::mem::take(&mut self.rows)).map_err(|_| Stopped)?;
         }
         Ok(())
+    }
+}
+
+impl Sink for ChannelSink {
+    type Error = Stopped;
+
+    fn event(&mut self, row: EventRow<'_>) -> Result<(), Stopped> {
+        let event = OwnedEvent::build(row);
+        self.rows.bytes += event.arena.len();
+        self.rows.events.push(event);
+        self.maybe_send()
+    }
+
+    fn corrupt(&mut self, row: CorruptRow) -> Result<(), Stopped> {
+        self.rows.bytes += row.preview.len() + row.reason.len();
+        self.rows.corrupt.push(row);
+        self.maybe_send()
+    }
+}
+
+fn opt<T>(v: &Option<T>, f: impl FnOnce(&T) -> pg_sys::Datum) -> (pg_sys::Datum, bool) {
+    match v {
+        Some(x) => (f(x), false),
+        None => (pg_sys::Datum::from(0), true),
     }
 }
 
@@ -280,41 +283,209 @@ fn timestamptz(unix_us: Option<i64>) -> Option<TimestampWithTimeZone> {
     TimestampWithTimeZone::try_from(pg).ok()
 }
 
-impl Sink for Batch<'_, '_> {
-    type Error = CbError;
+/// Inserts batches on the main thread: straight into the heap and indexes when the table
+/// allows it, else through SQL.
+struct Inserter<'c, 'conn> {
+    client: &'c mut SpiClient<'conn>,
+    direct: Option<EventTable>,
+    file_id: i64,
+}
 
-    fn event(&mut self, row: EventRow<'_>) -> Result<(), CbError> {
-        let c = row.columns;
-        self.o.push(i64_of(row.offset));
-        self.n.push(i64_of(row.line_no));
-        self.t.push(c.event_type);
-        self.ts.push(timestamptz(c.ts_us));
-        self.j.push(c.job_id.map(Uuid::from_bytes));
-        self.s.push(c.session_id);
-        self.a.push(c.agent_id);
-        self.q.push(c.seq);
-        self.st.push(c.step_index);
-        self.i.push(c.invocation_id);
-        self.tn.push(c.tool_name);
-        self.c.push(c.checkpoint_id);
-        self.ok.push(c.success);
-        self.it.push(c.input_tokens);
-        self.ot.push(c.output_tokens);
-        self.cw.push(c.cache_write_tokens);
-        self.cr.push(c.cache_read_tokens);
-        self.r.push(c.request_id);
-        let payload = row.payload.map(|p| p.into_owned());
-        self.payload_bytes += payload.as_ref().map_or(0, String::len);
-        self.p.push(payload);
-        self.pp.push(row.payload_problem.map(str::to_owned));
-        self.maybe_flush()
+impl<'c, 'conn> Inserter<'c, 'conn> {
+    fn new(client: &'c mut SpiClient<'conn>, file_id: i64, batch_rows: usize) -> Result<Self, CbError> {
+        Ok(Inserter { direct: EventTable::open(batch_rows.max(1))?, client, file_id })
     }
 
-    fn corrupt(&mut self, row: CorruptRow) -> Result<(), CbError> {
-        self.payload_bytes += row.preview.len();
-        self.corrupt.push(row);
-        self.maybe_flush()
+    /// Inserts `rows`; everything allocated for it (datums, arrays, jsonb copies) goes into a
+    /// memory context reset afterwards, so memory stays bounded by the batch.
+    fn insert(&mut self, rows: Rows) -> Result<(), CbError> {
+        let mut context = PgMemoryContexts::new("cortex_buffer index batch");
+        // SAFETY: the context outlives the closure; nothing allocated in it is used afterwards
+        // (the SPI results of these INSERTs are not read).
+        let result = unsafe { context.switch_to(|_| self.insert_in_context(rows)) };
+        // SAFETY: no pointer into the context survives the closure.
+        unsafe { context.reset() };
+        result
     }
+
+    fn insert_in_context(&mut self, rows: Rows) -> Result<(), CbError> {
+        if !rows.events.is_empty() {
+            if let Some(table) = self.direct.as_mut() {
+                let datums: Vec<RowDatums> = rows.events.iter().map(|e| event_datums(self.file_id, e)).collect();
+                table.insert(&datums);
+            } else {
+                insert_events_sql(self.client, self.file_id, &rows.events)?;
+            }
+        }
+        if !rows.corrupt.is_empty() {
+            insert_corrupt_sql(self.client, self.file_id, rows.corrupt)?;
+        }
+        Ok(())
+    }
+}
+
+/// An event's values as datums, in `COLUMNS` order: numbers by value, everything else a
+/// pointer into the event's arena (or a copy in the current memory context).
+fn event_datums(file_id: i64, e: &OwnedEvent) -> RowDatums {
+    let c = &e.columns;
+    let cols = [
+        (pg_sys::Datum::from(file_id), false),
+        (pg_sys::Datum::from(e.offset), false),
+        (pg_sys::Datum::from(e.line_no), false),
+        e.datum(e.texts[TYPE]),
+        opt(&timestamptz(c.ts_us), |t| pg_sys::Datum::from(t.into_inner())),
+        opt(&c.job_id, |u| pg_sys::Datum::from(u.as_ptr())),
+        e.datum(e.texts[SESSION]),
+        e.datum(e.texts[AGENT]),
+        opt(&c.seq, |v| pg_sys::Datum::from(*v)),
+        opt(&c.step_index, |v| pg_sys::Datum::from(*v)),
+        e.datum(e.texts[INVOCATION]),
+        e.datum(e.texts[TOOL]),
+        e.datum(e.texts[CHECKPOINT]),
+        opt(&c.success, |v| pg_sys::Datum::from(*v)),
+        opt(&c.input_tokens, |v| pg_sys::Datum::from(*v)),
+        opt(&c.output_tokens, |v| pg_sys::Datum::from(*v)),
+        opt(&c.cache_write_tokens, |v| pg_sys::Datum::from(*v)),
+        opt(&c.cache_read_tokens, |v| pg_sys::Datum::from(*v)),
+        e.datum(e.texts[REQUEST]),
+        e.datum(e.payload),
+        e.datum(e.texts[PROBLEM]),
+    ];
+    RowDatums { values: cols.iter().map(|c| c.0).collect(), nulls: cols.iter().map(|c| c.1).collect() }
+}
+
+/// The SQL path: one INSERT of unnested arrays (the arrays are unnested in the select list, in
+/// lockstep; `FROM unnest(...)` would first materialise every row in a tuplestore).
+fn insert_events_sql(client: &mut SpiClient<'_>, file_id: i64, events: &[OwnedEvent]) -> Result<(), CbError> {
+    let int8 = oid(PgBuiltInOids::INT8ARRAYOID);
+    let text = oid(PgBuiltInOids::TEXTARRAYOID);
+    let stmt = statement(
+        client,
+        "buffer.insert_events",
+        INSERT_EVENTS_SQL,
+        &[
+            oid(PgBuiltInOids::INT8OID),
+            int8,
+            int8,
+            text,
+            oid(PgBuiltInOids::TIMESTAMPTZARRAYOID),
+            oid(PgBuiltInOids::UUIDARRAYOID),
+            text,
+            text,
+            int8,
+            oid(PgBuiltInOids::INT4ARRAYOID),
+            text,
+            text,
+            text,
+            oid(PgBuiltInOids::BOOLARRAYOID),
+            int8,
+            int8,
+            int8,
+            int8,
+            text,
+            oid(PgBuiltInOids::JSONBARRAYOID),
+            text,
+        ],
+    )?;
+    let col = |k: usize| -> Vec<Option<String>> { events.iter().map(|e| e.text(k)).collect() };
+    let num =
+        |f: &dyn Fn(&Columns) -> Option<i64>| -> Vec<Option<i64>> { events.iter().map(|e| f(&e.columns)).collect() };
+    let args = [
+        file_id.into(),
+        events.iter().map(|e| e.offset).collect::<Vec<i64>>().into(),
+        events.iter().map(|e| e.line_no).collect::<Vec<i64>>().into(),
+        col(TYPE).into(),
+        events.iter().map(|e| timestamptz(e.columns.ts_us)).collect::<Vec<_>>().into(),
+        events.iter().map(|e| e.columns.job_id.map(Uuid::from_bytes)).collect::<Vec<_>>().into(),
+        col(SESSION).into(),
+        col(AGENT).into(),
+        num(&|c| c.seq).into(),
+        events.iter().map(|e| e.columns.step_index).collect::<Vec<_>>().into(),
+        col(INVOCATION).into(),
+        col(TOOL).into(),
+        col(CHECKPOINT).into(),
+        events.iter().map(|e| e.columns.success).collect::<Vec<_>>().into(),
+        num(&|c| c.input_tokens).into(),
+        num(&|c| c.output_tokens).into(),
+        num(&|c| c.cache_write_tokens).into(),
+        num(&|c| c.cache_read_tokens).into(),
+        col(REQUEST).into(),
+        events
+            .iter()
+            .map(|e| e.varlena(e.payload).map(RawJsonb::from_varlena))
+            .collect::<Vec<Option<RawJsonb>>>()
+            .into(),
+        col(PROBLEM).into(),
+    ];
+    client.update(&*stmt, None, &args).map_err(spi)?;
+    Ok(())
+}
+
+fn insert_corrupt_sql(client: &mut SpiClient<'_>, file_id: i64, rows: Vec<CorruptRow>) -> Result<(), CbError> {
+    let stmt = statement(
+        client,
+        "buffer.insert_corrupt",
+        INSERT_CORRUPT_SQL,
+        &[
+            oid(PgBuiltInOids::INT8OID),
+            oid(PgBuiltInOids::INT8ARRAYOID),
+            oid(PgBuiltInOids::INT8ARRAYOID),
+            oid(PgBuiltInOids::TEXTARRAYOID),
+            oid(PgBuiltInOids::TEXTARRAYOID),
+        ],
+    )?;
+    let o: Vec<i64> = rows.iter().map(|r| i64_of(r.offset)).collect();
+    let n: Vec<i64> = rows.iter().map(|r| i64_of(r.line_no)).collect();
+    let p: Vec<String> = rows.iter().map(|r| r.preview.replace('\0', "\u{fffd}")).collect();
+    let why: Vec<String> = rows.into_iter().map(|r| r.reason).collect();
+    client.update(&*stmt, None, &[file_id.into(), o.into(), n.into(), p.into(), why.into()]).map_err(spi)?;
+    Ok(())
+}
+
+/// Blocks every signal in the calling thread: Postgres' handlers must run on the backend's
+/// own thread, never on a helper.
+fn block_signals() {
+    // SAFETY: plain libc calls on a local, fully initialised signal set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Reads and judges the file on a helper thread (pure Rust: no Postgres calls) while this
+/// thread inserts the batches it sends, so parsing overlaps with inserting. Batches queue at
+/// most two deep, keeping memory bounded.
+fn read_and_insert(
+    file: &File,
+    progress: Progress,
+    rules: &FileRules<'_>,
+    inserter: &mut Inserter<'_, '_>,
+    batch_rows: usize,
+    path: &str,
+) -> Result<Progress, CbError> {
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Rows>(2);
+        let reader = scope.spawn(move || {
+            block_signals();
+            let mut sink = ChannelSink { tx, rows: Rows::default(), max_rows: batch_rows.max(1) };
+            let result = index_file(file, progress, rules, &mut sink);
+            match result {
+                Ok(p) => sink.send().map(|()| p).map_err(|Stopped| None),
+                Err(IndexError::Read(e)) => Err(Some(e)),
+                Err(IndexError::Sink(Stopped)) => Err(None),
+            }
+        });
+        for rows in rx.iter() {
+            inserter.insert(rows)?;
+        }
+        match reader.join() {
+            Ok(Ok(p)) => Ok(p),
+            Ok(Err(Some(e))) => Err(io_error("read", path, &e)),
+            Ok(Err(None)) => Err(CbError::internal("the indexing thread stopped early")),
+            Err(_) => Err(CbError::internal("the indexing thread panicked")),
+        }
+    })
 }
 
 /// The claimed row: the index state and the integrity accumulated so far.
@@ -463,13 +634,8 @@ pub fn index_one(file: &FileRef, settings: &Settings, now_us: i64) -> Result<Fil
         let mut reader = &handle;
         reader.seek(SeekFrom::Start(progress.offset)).map_err(|e| io_error("seek", &file.path, &e))?;
         progress = {
-            let mut batch = Batch::new(client, file.file_id, settings.batch_rows);
-            let p = index_file(reader, progress, &rules, &mut batch).map_err(|e| match e {
-                IndexError::Read(e) => io_error("read", &file.path, &e),
-                IndexError::Sink(e) => e,
-            })?;
-            batch.flush()?;
-            p
+            let mut inserter = Inserter::new(client, file.file_id, settings.batch_rows)?;
+            read_and_insert(&handle, progress, &rules, &mut inserter, settings.batch_rows, &file.path)?
         };
 
         let fp_len = fingerprint_len(stat.size).max(if generation == old.generation { old.fingerprint_len } else { 0 });

@@ -348,4 +348,161 @@ mod tests {
         // The control plane's lexicographic sort would resume from session-999.
         assert_eq!(latest("path DESC"), "/session-999.jsonl");
     }
+
+    /// PostgreSQL's own `jsonb_in` bytes for `text`, without the varlena header (read while
+    /// the SPI connection that produced the datum is still open).
+    fn postgres_jsonb(text: &str) -> Vec<u8> {
+        Spi::connect(|client| {
+            let rows =
+                client.select("SELECT $1::jsonb", None, &[text.into()]).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let doc: crate::pg::jsonb::RawJsonb =
+                rows.first().get_one().unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("NULL for {text}"));
+            let mut bytes = Vec::new();
+            doc.with_payload(|p| bytes.extend_from_slice(p));
+            bytes
+        })
+    }
+
+    #[pg_test]
+    fn indexer_jsonb_bytes_are_exactly_postgres_own() {
+        let mut docs: Vec<String> =
+            include_str!("../spend/testdata/claude_code_usage.jsonl").lines().map(str::to_owned).collect();
+        for d in [
+            "0",
+            "-0",
+            "-0.00",
+            "1.50",
+            "1e400",
+            "-2.5E-300",
+            "1e-70",
+            "123456789012345678901234567890.123456789",
+            "0.0001",
+            "1E+5",
+            "100",
+            "10000",
+            "9999",
+            "0.1",
+            "-1e63",
+            "1e252",
+            "1e253",
+            "1e-383",
+            "\"\"",
+            "\"é\\n\\u00e9\\ud83d\\ude00\"",
+            "true",
+            "false",
+            "null",
+            "[]",
+            "{}",
+            "[[[]]]",
+            "{\"a\":{\"b\":{\"c\":[1,{\"d\":null}]}}}",
+            "{\"b\":1,\"a\":2,\"aa\":3,\"a\":4,\"\":5}",
+            "[1,\"2\",true,null,2.50,{},[]]",
+        ] {
+            docs.push(d.to_owned());
+        }
+        docs.push(format!("[{}]", (0..100).map(|i| format!("{i}.5")).collect::<Vec<_>>().join(",")));
+        docs.push(format!(
+            "{{{}}}",
+            (0..70).map(|i| format!("\"k{i}\":\"{}\"", "v".repeat(i))).collect::<Vec<_>>().join(",")
+        ));
+        // Random documents from a small grammar.
+        let mut seed: u64 = 0x1234_5678_9abc_def1;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        fn gen(next: &mut dyn FnMut(u64) -> u64, depth: u32) -> String {
+            match if depth > 4 { next(5) } else { next(8) } {
+                0 => "null".into(),
+                1 => {
+                    if next(2) == 0 {
+                        "true".into()
+                    } else {
+                        "false".into()
+                    }
+                }
+                2 => format!(
+                    "{}{}.{}e{}",
+                    if next(2) == 0 { "-" } else { "" },
+                    next(100_000),
+                    next(1000),
+                    next(40) as i64 - 20
+                ),
+                3 => format!("{}", next(1 << 40)),
+                4 => format!("\"s{}\\t\\\"é{}\"", next(1000), "x".repeat(next(40) as usize)),
+                5 | 6 => format!("[{}]", (0..next(40)).map(|_| gen(next, depth + 1)).collect::<Vec<_>>().join(",")),
+                _ => format!(
+                    "{{{}}}",
+                    (0..next(40))
+                        .map(|_| format!("\"k{}\":{}", next(30), gen(next, depth + 1)))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+            }
+        }
+        for _ in 0..400 {
+            docs.push(gen(&mut next, 0));
+        }
+        let mut differ = Vec::new();
+        for d in &docs {
+            let mut ours = Vec::new();
+            crate::json::jsonb_write::to_jsonb(d, &mut ours).unwrap_or_else(|e| panic!("{d}: {e:?}"));
+            if ours[4..] != postgres_jsonb(d)[..] {
+                differ.push(d.clone());
+            }
+        }
+        assert!(differ.is_empty(), "{} of {} differ, e.g. {:?}", differ.len(), docs.len(), differ.first());
+    }
+
+    #[pg_test]
+    fn a_trigger_on_event_is_honoured_by_inserting_through_sql() {
+        run("SET cortex_buffer.settle_period = 0");
+        run("CREATE TABLE public.seen (line_no bigint, payload_type text)");
+        run("CREATE FUNCTION public.note_event() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN INSERT INTO public.seen VALUES (NEW.line_no, NEW.payload->>'type'); RETURN NEW; END $$");
+        run(
+            "CREATE TRIGGER note AFTER INSERT ON cortex_buffer.event FOR EACH ROW EXECUTE FUNCTION public.note_event()",
+        );
+        let root = TempRoot::new("ix-trigger");
+        root.put(SPIKE, format!("{}\n{}\nnot json\n", spike_line(0, "A", ""), spike_line(1, "B", r#","x":1.50"#)));
+        assert_eq!(index(&root, SPIKE), "2/1");
+        assert_eq!(
+            one("SELECT string_agg(line_no || ':' || payload_type, ',' ORDER BY line_no) FROM public.seen"),
+            "1:A,2:B"
+        );
+        // The SQL path stores the same payload bytes: numbers keep their scale.
+        assert_eq!(
+            one(&format!("SELECT payload->>'x' FROM cortex_buffer.event WHERE job_id = '{JOB}' AND line_no = 2")),
+            "1.50"
+        );
+    }
+
+    #[pg_test]
+    fn job_events_returns_a_jobs_events_in_session_and_file_order() {
+        run("SET cortex_buffer.settle_period = 0");
+        let root = TempRoot::new("ix-job-events");
+        // Two sessions of the job (the second sorts after the first numerically) and another job.
+        root.put(
+            &format!("{JOB}/session-10.jsonl"),
+            format!("{}\n{}\n", spike_line(0, "C", ""), spike_line(1, "D", "")),
+        );
+        root.put(
+            &format!("{JOB}/session-9.jsonl"),
+            format!("{}\n{}\n", spike_line(0, "A", ""), spike_line(1, "B", "")),
+        );
+        root.put("0193a8b2-7c41-7d2e-9f00-000000000999/session-1.jsonl", format!("{}\n", spike_line(0, "X", "")));
+        run(&format!("SELECT count(*) FROM cortex_buffer.index_sessions('{}')", root.dir()));
+        assert_eq!(
+            one(&format!("SELECT string_agg(type, '' ORDER BY NULL) FROM cortex_buffer.job_events('{JOB}')")),
+            "ABCD"
+        );
+        assert_eq!(
+            one(&format!("SELECT string_agg(type, '') FROM cortex_buffer.job_events('{JOB}', '2026-02-23T14:30:01Z')")),
+            "BD",
+            "events at or after the time"
+        );
+        assert_eq!(one("SELECT count(*)::text FROM cortex_buffer.job_events(gen_random_uuid())"), "0");
+    }
 }

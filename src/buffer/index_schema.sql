@@ -42,8 +42,11 @@ ALTER TABLE cortex_buffer.session_file
     ADD COLUMN last_error         text,
     ADD COLUMN last_error_at      timestamptz,
     ADD COLUMN quarantined_at     timestamptz;
-ALTER TABLE cortex_buffer.session_file ADD COLUMN session_ordinal bigint;
-CREATE INDEX session_file_job_order_idx ON cortex_buffer.session_file (job_dir, session_ordinal);
+-- A job's files (and through them its events, in order): the job is the file's directory.
+ALTER TABLE cortex_buffer.session_file ADD COLUMN job_id uuid, ADD COLUMN session_ordinal bigint;
+UPDATE cortex_buffer.session_file SET job_id = job_dir::uuid
+ WHERE job_dir ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$';
+CREATE INDEX session_file_job_order_idx ON cortex_buffer.session_file (job_id, session_ordinal);
 ALTER TABLE cortex_buffer.session_file
     ADD COLUMN tail_state text GENERATED ALWAYS AS (
         CASE WHEN tail_pending THEN 'pending' WHEN last_failed_parse THEN 'truncated' ELSE 'complete' END) STORED,
@@ -64,7 +67,7 @@ CREATE TABLE cortex_buffer.event (
     agent_id           text,
     seq                bigint,
     step_index         integer,
-    invocation_id      text,
+    invocation_id      text COLLATE "C",
     tool_name          text,
     checkpoint_id      text,
     success            boolean,
@@ -77,7 +80,6 @@ CREATE TABLE cortex_buffer.event (
     payload_problem    text,
     PRIMARY KEY (file_id, byte_offset)
 );
-CREATE INDEX event_job_ts_idx ON cortex_buffer.event (job_id, ts);
 CREATE INDEX event_invocation_idx ON cortex_buffer.event (invocation_id) WHERE invocation_id IS NOT NULL;
 
 CREATE TABLE cortex_buffer.corrupt_line (
@@ -141,7 +143,8 @@ COMMENT ON COLUMN cortex_buffer.session_file.last_error IS 'Why the last attempt
 COMMENT ON COLUMN cortex_buffer.session_file.last_error_at IS 'When the last attempt failed.';
 COMMENT ON COLUMN cortex_buffer.session_file.quarantined_at IS 'Set after cortex_buffer.quarantine_after failures: the file is left alone until replaced, or until an operator clears this column and failures.';
 COMMENT ON COLUMN cortex_buffer.session_file.session_ordinal IS 'Order of the file among its job''s sessions, compared as a number: NNN of session-NNN.jsonl, or the start time (Unix seconds) of session_<YYYYMMDDTHHMMSSZ>_<pod>.jsonl (session-1000 comes after session-999).';
-COMMENT ON INDEX cortex_buffer.session_file_job_order_idx IS 'A job''s session files in order (the latest first with ORDER BY session_ordinal DESC).';
+COMMENT ON COLUMN cortex_buffer.session_file.job_id IS 'The job: job_dir when it is a UUID (the cortex dialects'' layout, <sessions_dir>/<job_id>/<file>).';
+COMMENT ON INDEX cortex_buffer.session_file_job_order_idx IS 'A job''s session files in order (the latest first with ORDER BY session_ordinal DESC); with event''s primary key, a job''s events by file and offset (job_events()).';
 COMMENT ON COLUMN cortex_buffer.session_file.tail_state IS 'complete, pending (waiting for a newline or the settle period) or truncated (the last non-blank line does not parse).';
 COMMENT ON COLUMN cortex_buffer.session_file.corruption_ratio IS 'Corrupt lines (the truncated tail not counted) over non-blank lines.';
 
@@ -152,7 +155,7 @@ COMMENT ON COLUMN cortex_buffer.event.byte_offset IS 'Where the line starts in t
 COMMENT ON COLUMN cortex_buffer.event.line_no IS 'Line number in the file, from 1.';
 COMMENT ON COLUMN cortex_buffer.event.type IS 'Event type as written (type, or __type__ for wink logs).';
 COMMENT ON COLUMN cortex_buffer.event.ts IS 'The event''s timestamp (timestamp or __ts__), if it is an ISO 8601 time.';
-COMMENT ON COLUMN cortex_buffer.event.job_id IS 'job_id / jobId of the line, else the file''s job directory when that is a UUID.';
+COMMENT ON COLUMN cortex_buffer.event.job_id IS 'job_id / jobId of the line, else the file''s job directory when that is a UUID. Not indexed: look a job''s events up by its files (job_events(), or session_file.job_id and this table''s primary key), so inserting stays cheap.';
 COMMENT ON COLUMN cortex_buffer.event.session_id IS 'session_id / sessionId.';
 COMMENT ON COLUMN cortex_buffer.event.agent_id IS 'agent_id / agentId.';
 COMMENT ON COLUMN cortex_buffer.event.seq IS 'seq / sequence / __seq__.';
@@ -168,8 +171,7 @@ COMMENT ON COLUMN cortex_buffer.event.cache_read_tokens IS 'Cache-read tokens.';
 COMMENT ON COLUMN cortex_buffer.event.request_id IS 'Claude Code requestId (lines of one API response share it).';
 COMMENT ON COLUMN cortex_buffer.event.payload IS 'The whole line; NULL when jsonb cannot store it (see payload_problem).';
 COMMENT ON COLUMN cortex_buffer.event.payload_problem IS 'Why payload is NULL: \u0000, a lone surrogate, nesting deeper than 1000, a number beyond numeric.';
-COMMENT ON INDEX cortex_buffer.event_job_ts_idx IS 'A job''s events in time order (recovery lookups).';
-COMMENT ON INDEX cortex_buffer.event_invocation_idx IS 'Finds a tool invocation''s start and result.';
+COMMENT ON INDEX cortex_buffer.event_invocation_idx IS 'Finds a tool invocation''s start and result (byte-wise collation: ids are compared, never sorted for people).';
 
 COMMENT ON TABLE cortex_buffer.corrupt_line IS
 'One row per session-file line that is not an event: unparseable (the truncated tail among them), valid JSON that does not qualify, or longer than cortex_buffer.max_line_bytes.';

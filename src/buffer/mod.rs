@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod dialect;
+mod direct_insert;
 pub mod discovery;
 pub mod event_store;
 #[cfg(any(test, feature = "pg_test"))]

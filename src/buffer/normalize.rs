@@ -55,12 +55,18 @@ pub fn uuid_bytes(s: &str) -> Option<[u8; 16]> {
     if !is_uuid(s) {
         return None;
     }
-    let hex: Vec<u8> = s.bytes().filter(|b| *b != b'-').collect();
+    let nibble = |c: u8| -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        }
+    };
     let mut out = [0u8; 16];
-    for (i, pair) in hex.chunks_exact(2).enumerate() {
-        let hi = (pair[0] as char).to_digit(16)?;
-        let lo = (pair[1] as char).to_digit(16)?;
-        out[i] = (hi * 16 + lo) as u8;
+    let mut hex = s.bytes().filter(|b| *b != b'-');
+    for byte in &mut out {
+        *byte = (nibble(hex.next()?)? << 4) | nibble(hex.next()?)?;
     }
     Some(out)
 }

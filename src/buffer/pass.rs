@@ -22,6 +22,8 @@ pub struct Row {
     pub stat: FileStat,
     /// See [`super::dialect::session_ordinal`].
     pub ordinal: Option<i64>,
+    /// The job directory as a UUID, when it is one.
+    pub job_id: Option<[u8; 16]>,
 }
 
 /// Where discovery results are kept (the `session_file` table, or a map in tests).
@@ -130,6 +132,7 @@ pub fn run_pass<C: Catalog>(
         if decision.write {
             rows.push(Row {
                 ordinal: super::dialect::session_ordinal(&decision.found.file_name),
+                job_id: super::normalize::uuid_bytes(&decision.found.job_dir),
                 path: decision.found.path.clone(),
                 job_dir: decision.found.job_dir.clone(),
                 dialect: decision.dialect,

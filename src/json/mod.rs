@@ -3,6 +3,8 @@
 
 pub mod canonical;
 pub mod jsonb_format;
+pub mod jsonb_layout;
+pub mod jsonb_write;
 pub mod node;
 pub mod number;
 pub mod parse;

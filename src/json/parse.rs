@@ -276,7 +276,7 @@ pub fn parse(text: &str) -> Result<Parsed<'_>, SyntaxError> {
     // The open containers: true for an object.
     let mut stack: Vec<bool> = Vec::new();
     let mut expect = Expect::Value;
-    let mut members: Vec<(Cow<'_, str>, Value<'_>)> = Vec::new();
+    let mut members: Vec<(Cow<'_, str>, Value<'_>)> = Vec::with_capacity(16);
     let root: Value<'_>;
     // The pending top-level key and where its value starts.
     let mut key: Option<(usize, usize, bool)> = None;
@@ -410,6 +410,10 @@ pub fn parse(text: &str) -> Result<Parsed<'_>, SyntaxError> {
 
 /// The text of a string's contents (without quotes) with escapes resolved; lone surrogates
 /// become U+FFFD.
+pub fn unescape_str(raw: &str) -> String {
+    unescape(raw)
+}
+
 fn unescape(raw: &str) -> String {
     let b = raw.as_bytes();
     let mut out = String::with_capacity(raw.len());

@@ -82,6 +82,35 @@ impl RawJsonb {
     }
 }
 
+impl RawJsonb {
+    /// Runs `f` on the detoasted payload bytes (after the varlena header).
+    pub fn with_payload<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        // SAFETY: as in `with_root`: a jsonb datum, detoasted into the current context.
+        let bytes: &[u8] = unsafe {
+            let detoasted = pg_sys::pg_detoast_datum(self.0.cast_mut_ptr());
+            let len = pgrx::varlena::varsize_any_exhdr(detoasted);
+            std::slice::from_raw_parts(pgrx::varlena::vardata_any(detoasted).cast::<u8>(), len)
+        };
+        f(bytes)
+    }
+
+    /// The datum itself.
+    pub fn into_datum_raw(self) -> pg_sys::Datum {
+        self.0
+    }
+
+    /// A jsonb datum from a complete varlena (4-byte header first), copied into the current
+    /// memory context.
+    pub fn from_varlena(bytes: &[u8]) -> RawJsonb {
+        // SAFETY: palloc'd copy of a well-formed varlena (the caller built it with to_jsonb).
+        unsafe {
+            let p = pg_sys::palloc(bytes.len()).cast::<u8>();
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len());
+            RawJsonb(pg_sys::Datum::from(p))
+        }
+    }
+}
+
 /// A jsonb value whose bytes do not follow the format: never expected from Postgres.
 pub fn malformed(e: Malformed) -> CbError {
     CbError::from(e)

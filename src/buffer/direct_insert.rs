@@ -1,0 +1,203 @@
+//! Inserting event rows straight into the heap and its indexes, the way `COPY` does
+//! (`heap_multi_insert` with a bulk-insert state, then each index), with no SQL statement, no
+//! text to parse and no per-row executor work. Used only when `cortex_buffer.event` is a plain
+//! table without triggers or row security; otherwise the indexer inserts through SQL, so
+//! nothing an operator attaches to the table is bypassed.
+
+use std::ffi::CStr;
+
+use pgrx::pg_sys;
+
+use crate::error::CbError;
+
+/// One event row's values, as datums already allocated in the current memory context.
+pub struct RowDatums {
+    pub values: Vec<pg_sys::Datum>,
+    pub nulls: Vec<bool>,
+}
+
+/// The event table, open for bulk insertion for one file's indexing.
+pub struct EventTable {
+    rel: pg_sys::Relation,
+    estate: *mut pg_sys::EState,
+    rri: *mut pg_sys::ResultRelInfo,
+    bistate: pg_sys::BulkInsertState,
+    slots: Vec<*mut pg_sys::TupleTableSlot>,
+    /// Attribute numbers (0-based) of the columns in the order [`COLUMNS`] names them.
+    pub positions: Vec<usize>,
+    pub natts: usize,
+}
+
+/// Tuples handed to `heap_multi_insert` per call.
+const SLOTS: usize = 100;
+
+/// The columns the indexer fills, in the order it supplies them.
+pub const COLUMNS: [&str; 21] = [
+    "file_id",
+    "byte_offset",
+    "line_no",
+    "type",
+    "ts",
+    "job_id",
+    "session_id",
+    "agent_id",
+    "seq",
+    "step_index",
+    "invocation_id",
+    "tool_name",
+    "checkpoint_id",
+    "success",
+    "input_tokens",
+    "output_tokens",
+    "cache_write_tokens",
+    "cache_read_tokens",
+    "request_id",
+    "payload",
+    "payload_problem",
+];
+
+impl EventTable {
+    /// Opens `cortex_buffer.event` for direct insertion, or `None` when it must be written
+    /// through SQL (triggers, row security, or not the table we created).
+    /// `batch_rows` slots are made now, in the current memory context: batches are filled in
+    /// a shorter-lived one.
+    pub fn open(batch_rows: usize) -> Result<Option<EventTable>, CbError> {
+        // SAFETY: catalog lookups and relation opening as core code does them, inside a
+        // transaction; every error raised here is a Postgres ERROR caught by the caller.
+        unsafe {
+            let relid = pg_sys::get_relname_relid(
+                c"event".as_ptr(),
+                pg_sys::get_namespace_oid(c"cortex_buffer".as_ptr(), false),
+            );
+            if relid == pg_sys::InvalidOid {
+                return Err(CbError::internal("cortex_buffer.event does not exist"));
+            }
+            let rel = pg_sys::table_open(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+            let form = &*(*rel).rd_rel;
+            if !(*rel).trigdesc.is_null()
+                || form.relrowsecurity
+                || form.relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char
+            {
+                pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+                return Ok(None);
+            }
+            let desc = (*rel).rd_att;
+            let natts = usize::try_from((*desc).natts).unwrap_or(0);
+            let attrs = (*desc).attrs.as_slice(natts);
+            let mut positions = Vec::with_capacity(COLUMNS.len());
+            for name in COLUMNS {
+                let found = attrs.iter().position(|a| {
+                    !a.attisdropped
+                        && a.attgenerated == 0
+                        && CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == name.as_bytes()
+                });
+                match found {
+                    Some(p) => positions.push(p),
+                    None => {
+                        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+                        return Ok(None);
+                    }
+                }
+            }
+            // Columns we do not fill must be nullable without defaults we would skip.
+            let ours = |i: usize| positions.contains(&i);
+            if attrs.iter().enumerate().any(|(i, a)| !a.attisdropped && !ours(i) && (a.attnotnull || a.atthasdef)) {
+                pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+                return Ok(None);
+            }
+            let estate = pg_sys::CreateExecutorState();
+            let rri = pg_sys::palloc0(std::mem::size_of::<pg_sys::ResultRelInfo>()).cast::<pg_sys::ResultRelInfo>();
+            pg_sys::InitResultRelInfo(rri, rel, 1, std::ptr::null_mut(), 0);
+            pg_sys::ExecOpenIndices(rri, false);
+            // heap_multi_insert takes at most this many tuples at a time anyway (MAX_BUFFERED_TUPLES
+            // in COPY is 1000); a hundred slots make the per-file setup cheap.
+            let slots =
+                (0..batch_rows.clamp(1, SLOTS)).map(|_| pg_sys::table_slot_create(rel, std::ptr::null_mut())).collect();
+            Ok(Some(EventTable { rel, estate, rri, bistate: pg_sys::GetBulkInsertState(), slots, positions, natts }))
+        }
+    }
+
+    /// Inserts `rows` (values in [`COLUMNS`] order) and their index entries, as many at a time
+    /// as there are slots.
+    pub fn insert(&mut self, rows: &[RowDatums]) {
+        let per_call = self.slots.len();
+        for chunk in rows.chunks(per_call) {
+            self.insert_chunk(chunk);
+        }
+    }
+
+    fn insert_chunk(&mut self, rows: &[RowDatums]) {
+        // SAFETY: slots were created for this relation's descriptor and live as long as `self`;
+        // values/isnull arrays have `natts` entries; datums were allocated by the caller in a
+        // context that outlives this call.
+        unsafe {
+            for (row, &slot) in rows.iter().zip(&self.slots) {
+                clear(slot);
+                let values = std::slice::from_raw_parts_mut((*slot).tts_values, self.natts);
+                let isnull = std::slice::from_raw_parts_mut((*slot).tts_isnull, self.natts);
+                isnull.fill(true);
+                for (k, &pos) in self.positions.iter().enumerate() {
+                    values[pos] = row.values[k];
+                    isnull[pos] = row.nulls[k];
+                }
+                pg_sys::ExecStoreVirtualTuple(slot);
+            }
+            let n = i32::try_from(rows.len()).unwrap_or(i32::MAX);
+            pg_sys::heap_multi_insert(
+                self.rel,
+                self.slots.as_mut_ptr(),
+                n,
+                pg_sys::GetCurrentCommandId(true),
+                0,
+                self.bistate,
+            );
+            for &slot in &self.slots[..rows.len()] {
+                pg_sys::ExecInsertIndexTuples(
+                    self.rri,
+                    slot,
+                    self.estate,
+                    false,
+                    false,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                );
+                let econtext = (*self.estate).es_per_tuple_exprcontext;
+                if !econtext.is_null() {
+                    pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+                }
+                clear(slot);
+            }
+        }
+    }
+}
+
+/// `ExecClearTuple` (an inline function in the headers).
+unsafe fn clear(slot: *mut pg_sys::TupleTableSlot) {
+    // SAFETY: a valid slot; its ops table has a clear callback.
+    unsafe {
+        if let Some(f) = (*(*slot).tts_ops).clear {
+            f(slot);
+        }
+    }
+}
+
+impl Drop for EventTable {
+    fn drop(&mut self) {
+        // After an ERROR the transaction's abort releases all of this (pins, locks, memory);
+        // calling back into Postgres while unwinding from one is not safe.
+        if std::thread::panicking() {
+            return;
+        }
+        // SAFETY: undoes `open` in reverse; the lock is kept until the end of the transaction,
+        // as for any insert.
+        unsafe {
+            for &slot in &self.slots {
+                pg_sys::ExecDropSingleTupleTableSlot(slot);
+            }
+            pg_sys::FreeBulkInsertState(self.bistate);
+            pg_sys::ExecCloseIndices(self.rri);
+            pg_sys::FreeExecutorState(self.estate);
+            pg_sys::table_close(self.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        }
+    }
+}
