@@ -10,11 +10,9 @@ use pgrx::pg_sys;
 
 use crate::error::CbError;
 
-/// One event row's values, as datums already allocated in the current memory context.
-pub struct RowDatums {
-    pub values: Vec<pg_sys::Datum>,
-    pub nulls: Vec<bool>,
-}
+/// One event row's values in [`COLUMNS`] order: a datum and whether it is NULL. Pointer datums
+/// must stay valid until the insert that takes them returns.
+pub type RowValues = [(pg_sys::Datum, bool); COLUMNS.len()];
 
 /// The event table, open for bulk insertion for one file's indexing.
 pub struct EventTable {
@@ -117,32 +115,40 @@ impl EventTable {
         }
     }
 
-    /// Inserts `rows` (values in [`COLUMNS`] order) and their index entries, as many at a time
-    /// as there are slots.
-    pub fn insert(&mut self, rows: &[RowDatums]) {
+    /// Rows per `heap_multi_insert` call.
+    pub fn rows_per_call(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Inserts `n` rows, row `i` being `row(i)`, and their index entries, as many at a time as
+    /// there are slots.
+    pub fn insert(&mut self, n: usize, mut row: impl FnMut(usize) -> RowValues) {
         let per_call = self.slots.len();
-        for chunk in rows.chunks(per_call) {
-            self.insert_chunk(chunk);
+        let mut start = 0;
+        while start < n {
+            let count = per_call.min(n - start);
+            self.insert_chunk(start, count, &mut row);
+            start += count;
         }
     }
 
-    fn insert_chunk(&mut self, rows: &[RowDatums]) {
+    fn insert_chunk(&mut self, start: usize, count: usize, row: &mut impl FnMut(usize) -> RowValues) {
         // SAFETY: slots were created for this relation's descriptor and live as long as `self`;
-        // values/isnull arrays have `natts` entries; datums were allocated by the caller in a
-        // context that outlives this call.
+        // values/isnull arrays have `natts` entries (`positions` index into them); pointer
+        // datums stay valid until this call returns (the caller's contract).
         unsafe {
-            for (row, &slot) in rows.iter().zip(&self.slots) {
+            for (i, &slot) in self.slots[..count].iter().enumerate() {
                 clear(slot);
                 let values = std::slice::from_raw_parts_mut((*slot).tts_values, self.natts);
                 let isnull = std::slice::from_raw_parts_mut((*slot).tts_isnull, self.natts);
                 isnull.fill(true);
-                for (k, &pos) in self.positions.iter().enumerate() {
-                    values[pos] = row.values[k];
-                    isnull[pos] = row.nulls[k];
+                for (&pos, (value, null)) in self.positions.iter().zip(row(start + i)) {
+                    values[pos] = value;
+                    isnull[pos] = null;
                 }
                 pg_sys::ExecStoreVirtualTuple(slot);
             }
-            let n = i32::try_from(rows.len()).unwrap_or(i32::MAX);
+            let n = i32::try_from(count).unwrap_or(i32::MAX);
             pg_sys::heap_multi_insert(
                 self.rel,
                 self.slots.as_mut_ptr(),
@@ -151,7 +157,7 @@ impl EventTable {
                 0,
                 self.bistate,
             );
-            for &slot in &self.slots[..rows.len()] {
+            for &slot in &self.slots[..count] {
                 pg_sys::ExecInsertIndexTuples(
                     self.rri,
                     slot,

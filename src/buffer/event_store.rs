@@ -16,7 +16,7 @@ use pgrx::{pg_sys, PgBuiltInOids, PgMemoryContexts, PgOid, Uuid};
 
 use super::catalog::{from_i64, to_i64};
 use super::dialect::Dialect;
-use super::direct_insert::{EventTable, RowDatums};
+use super::direct_insert::{EventTable, RowValues};
 use super::index_plan::{decide, fingerprint_len, IndexState, Now, Work};
 use super::indexer::{index_file, CorruptRow, EventRow, FileRules, IndexError, Progress, Sink};
 use super::integrity::Integrity;
@@ -52,8 +52,13 @@ impl Settings {
     }
 }
 
-/// A batch's payload text is flushed once it holds this many bytes, whatever the row count.
-const BATCH_MAX_BYTES: usize = 16 << 20;
+/// A batch is sent once it holds this many bytes, whatever the row count: one SQL statement's
+/// worth on the SQL path; on the direct path batches are small (a few slots' worth) so the
+/// reader and the inserter overlap from a file's first lines.
+const SQL_BATCH_MAX_BYTES: usize = 16 << 20;
+const DIRECT_BATCH_MAX_BYTES: usize = 2 << 20;
+/// Batches queued between the threads (each way).
+const QUEUE_DEPTH: usize = 4;
 
 thread_local! {
     /// Prepared statements for the life of the backend (their plans follow table changes).
@@ -120,7 +125,7 @@ const FINISH_SQL: &str = "
            indexed_at = now(), failures = 0, last_error = NULL, last_error_at = NULL, quarantined_at = NULL
      WHERE file_id = $1 AND indexed_offset = $2 AND generation = $3";
 
-/// The text columns an event keeps in its arena, in this order.
+/// The text columns an event keeps in its batch's arena, in this order.
 const TYPE: usize = 0;
 const SESSION: usize = 1;
 const AGENT: usize = 2;
@@ -132,14 +137,14 @@ const PROBLEM: usize = 7;
 const TEXTS: usize = 8;
 
 /// One event row as plain Rust data, built off the main thread. Its text columns and its jsonb
-/// payload are ready-made varlenas in one arena, so the main thread hands Postgres pointers
-/// into it instead of copying each value (`heap_form_tuple` copies them once, as it must).
+/// payload are ready-made varlenas in its batch's arena, so the main thread hands Postgres
+/// pointers into it instead of copying each value (`heap_form_tuple` copies them once, as it
+/// must).
 struct OwnedEvent {
     offset: i64,
     line_no: i64,
     /// Numbers, time and job id (its strings have moved into the arena).
     columns: Columns,
-    arena: Vec<u8>,
     texts: [Option<u32>; TEXTS],
     payload: Option<u32>,
 }
@@ -154,26 +159,27 @@ fn push_varlena(arena: &mut Vec<u8>, bytes: &[u8]) -> u32 {
 }
 
 impl OwnedEvent {
-    fn build(row: EventRow<'_>) -> OwnedEvent {
+    /// Moves `row`'s strings and payload (as jsonb) into `arena`.
+    fn build(row: EventRow<'_>, arena: &mut Vec<u8>) -> OwnedEvent {
         let mut c = row.columns;
-        let mut arena = Vec::with_capacity(row.payload.as_ref().map_or(0, |p| p.len() + p.len() / 4) + 256);
+        arena.reserve(row.payload.as_ref().map_or(0, |p| p.len() + p.len() / 4) + 256);
         let mut texts = [None; TEXTS];
         let mut put = |k: usize, s: Option<&str>, arena: &mut Vec<u8>| {
             texts[k] = s.map(|s| push_varlena(arena, s.as_bytes()));
         };
-        put(TYPE, c.event_type.take().as_deref(), &mut arena);
-        put(SESSION, c.session_id.take().as_deref(), &mut arena);
-        put(AGENT, c.agent_id.take().as_deref(), &mut arena);
-        put(INVOCATION, c.invocation_id.take().as_deref(), &mut arena);
-        put(TOOL, c.tool_name.take().as_deref(), &mut arena);
-        put(CHECKPOINT, c.checkpoint_id.take().as_deref(), &mut arena);
-        put(REQUEST, c.request_id.take().as_deref(), &mut arena);
+        put(TYPE, c.event_type.take().as_deref(), arena);
+        put(SESSION, c.session_id.take().as_deref(), arena);
+        put(AGENT, c.agent_id.take().as_deref(), arena);
+        put(INVOCATION, c.invocation_id.take().as_deref(), arena);
+        put(TOOL, c.tool_name.take().as_deref(), arena);
+        put(CHECKPOINT, c.checkpoint_id.take().as_deref(), arena);
+        put(REQUEST, c.request_id.take().as_deref(), arena);
         let mut problem = row.payload_problem;
         let mut payload = None;
         if let Some(text) = row.payload {
             arena.resize(arena.len().next_multiple_of(4), 0);
             let at = arena.len();
-            match to_jsonb(&text, &mut arena) {
+            match to_jsonb(&text, arena) {
                 Ok(()) => payload = u32::try_from(at).ok(),
                 Err(_) => {
                     arena.truncate(at);
@@ -181,8 +187,40 @@ impl OwnedEvent {
                 }
             }
         }
-        put(PROBLEM, problem, &mut arena);
-        OwnedEvent { offset: i64_of(row.offset), line_no: i64_of(row.line_no), columns: c, arena, texts, payload }
+        put(PROBLEM, problem, arena);
+        OwnedEvent { offset: i64_of(row.offset), line_no: i64_of(row.line_no), columns: c, texts, payload }
+    }
+}
+
+/// A batch of rows: built on the reading thread, inserted on the main one, then sent back to
+/// be refilled, so the steady state allocates (and frees across threads) nothing per row.
+#[derive(Default)]
+struct Rows {
+    events: Vec<OwnedEvent>,
+    corrupt: Vec<CorruptRow>,
+    /// The events' text and jsonb varlenas, each 4-byte aligned (offsets, not pointers: the
+    /// vector grows while the batch fills).
+    arena: Vec<u8>,
+    corrupt_bytes: usize,
+}
+
+/// A returned batch whose arena grew beyond this is dropped rather than kept for reuse.
+const RECYCLE_MAX_BYTES: usize = 4 << 20;
+
+impl Rows {
+    fn len(&self) -> usize {
+        self.events.len() + self.corrupt.len()
+    }
+
+    fn bytes(&self) -> usize {
+        self.arena.len() + self.corrupt_bytes
+    }
+
+    fn clear(&mut self) {
+        self.events.clear();
+        self.corrupt.clear();
+        self.arena.clear();
+        self.corrupt_bytes = 0;
     }
 
     /// The whole varlena stored at `at`.
@@ -194,31 +232,18 @@ impl OwnedEvent {
     }
 
     /// A text column (for the SQL path).
-    fn text(&self, k: usize) -> Option<String> {
-        self.varlena(self.texts[k]).map(|v| String::from_utf8_lossy(&v[4..]).into_owned())
+    fn text(&self, e: &OwnedEvent, k: usize) -> Option<String> {
+        self.varlena(e.texts[k]).map(|v| String::from_utf8_lossy(&v[4..]).into_owned())
     }
 
     /// A pointer datum into the arena, or NULL.
     fn datum(&self, at: Option<u32>) -> (pg_sys::Datum, bool) {
         match at {
-            // SAFETY: `at` is inside the arena (set by `build`); the arena outlives the insert.
+            // SAFETY: `at` is inside the arena (set by `OwnedEvent::build`), which is not
+            // touched until the insert that uses the datum has returned.
             Some(at) => (pg_sys::Datum::from(unsafe { self.arena.as_ptr().add(at as usize) }), false),
             None => (pg_sys::Datum::from(0), true),
         }
-    }
-}
-
-/// A batch of rows: built on the reading thread, inserted on the main one.
-#[derive(Default)]
-struct Rows {
-    events: Vec<OwnedEvent>,
-    corrupt: Vec<CorruptRow>,
-    bytes: usize,
-}
-
-impl Rows {
-    fn len(&self) -> usize {
-        self.events.len() + self.corrupt.len()
     }
 }
 
@@ -231,8 +256,11 @@ fn i64_of(v: u64) -> i64 {
 /// an error) stops the reading.
 struct ChannelSink {
     tx: std::sync::mpsc::SyncSender<Rows>,
+    /// Batches the main thread has finished with.
+    returned: std::sync::mpsc::Receiver<Rows>,
     rows: Rows,
     max_rows: usize,
+    max_bytes: usize,
 }
 
 /// The main thread went away.
@@ -240,7 +268,7 @@ struct Stopped;
 
 impl ChannelSink {
     fn maybe_send(&mut self) -> Result<(), Stopped> {
-        if self.rows.len() >= self.max_rows || self.rows.bytes >= BATCH_MAX_BYTES {
+        if self.rows.len() >= self.max_rows || self.rows.bytes() >= self.max_bytes {
             self.send()?;
         }
         Ok(())
@@ -248,7 +276,9 @@ impl ChannelSink {
 
     fn send(&mut self) -> Result<(), Stopped> {
         if self.rows.len() > 0 {
-            self.tx.send(std::mem::take(&mut self.rows)).map_err(|_| Stopped)?;
+            let mut next = self.returned.try_recv().unwrap_or_default();
+            next.clear();
+            self.tx.send(std::mem::replace(&mut self.rows, next)).map_err(|_| Stopped)?;
         }
         Ok(())
     }
@@ -258,14 +288,13 @@ impl Sink for ChannelSink {
     type Error = Stopped;
 
     fn event(&mut self, row: EventRow<'_>) -> Result<(), Stopped> {
-        let event = OwnedEvent::build(row);
-        self.rows.bytes += event.arena.len();
+        let event = OwnedEvent::build(row, &mut self.rows.arena);
         self.rows.events.push(event);
         self.maybe_send()
     }
 
     fn corrupt(&mut self, row: CorruptRow) -> Result<(), Stopped> {
-        self.rows.bytes += row.preview.len() + row.reason.len();
+        self.rows.corrupt_bytes += row.preview.len() + row.reason.len();
         self.rows.corrupt.push(row);
         self.maybe_send()
     }
@@ -296,9 +325,17 @@ impl<'c, 'conn> Inserter<'c, 'conn> {
         Ok(Inserter { direct: EventTable::open(batch_rows.max(1))?, client, file_id })
     }
 
+    /// The most rows and bytes to send at a time: what one call inserts.
+    fn batch_limits(&self, batch_rows: usize) -> (usize, usize) {
+        match &self.direct {
+            Some(table) => (batch_rows.min(table.rows_per_call()).max(1), DIRECT_BATCH_MAX_BYTES),
+            None => (batch_rows.max(1), SQL_BATCH_MAX_BYTES),
+        }
+    }
+
     /// Inserts `rows`; everything allocated for it (datums, arrays, jsonb copies) goes into a
     /// memory context reset afterwards, so memory stays bounded by the batch.
-    fn insert(&mut self, rows: Rows) -> Result<(), CbError> {
+    fn insert(&mut self, rows: &Rows) -> Result<(), CbError> {
         let mut context = PgMemoryContexts::new("cortex_buffer index batch");
         // SAFETY: the context outlives the closure; nothing allocated in it is used afterwards
         // (the SPI results of these INSERTs are not read).
@@ -308,55 +345,55 @@ impl<'c, 'conn> Inserter<'c, 'conn> {
         result
     }
 
-    fn insert_in_context(&mut self, rows: Rows) -> Result<(), CbError> {
+    fn insert_in_context(&mut self, rows: &Rows) -> Result<(), CbError> {
         if !rows.events.is_empty() {
             if let Some(table) = self.direct.as_mut() {
-                let datums: Vec<RowDatums> = rows.events.iter().map(|e| event_datums(self.file_id, e)).collect();
-                table.insert(&datums);
+                let file_id = self.file_id;
+                table.insert(rows.events.len(), |i| event_values(file_id, rows, &rows.events[i]));
             } else {
-                insert_events_sql(self.client, self.file_id, &rows.events)?;
+                insert_events_sql(self.client, self.file_id, rows)?;
             }
         }
         if !rows.corrupt.is_empty() {
-            insert_corrupt_sql(self.client, self.file_id, rows.corrupt)?;
+            insert_corrupt_sql(self.client, self.file_id, &rows.corrupt)?;
         }
         Ok(())
     }
 }
 
 /// An event's values as datums, in `COLUMNS` order: numbers by value, everything else a
-/// pointer into the event's arena (or a copy in the current memory context).
-fn event_datums(file_id: i64, e: &OwnedEvent) -> RowDatums {
+/// pointer into the batch's arena or the event itself.
+fn event_values(file_id: i64, rows: &Rows, e: &OwnedEvent) -> RowValues {
     let c = &e.columns;
-    let cols = [
+    [
         (pg_sys::Datum::from(file_id), false),
         (pg_sys::Datum::from(e.offset), false),
         (pg_sys::Datum::from(e.line_no), false),
-        e.datum(e.texts[TYPE]),
+        rows.datum(e.texts[TYPE]),
         opt(&timestamptz(c.ts_us), |t| pg_sys::Datum::from(t.into_inner())),
         opt(&c.job_id, |u| pg_sys::Datum::from(u.as_ptr())),
-        e.datum(e.texts[SESSION]),
-        e.datum(e.texts[AGENT]),
+        rows.datum(e.texts[SESSION]),
+        rows.datum(e.texts[AGENT]),
         opt(&c.seq, |v| pg_sys::Datum::from(*v)),
         opt(&c.step_index, |v| pg_sys::Datum::from(*v)),
-        e.datum(e.texts[INVOCATION]),
-        e.datum(e.texts[TOOL]),
-        e.datum(e.texts[CHECKPOINT]),
+        rows.datum(e.texts[INVOCATION]),
+        rows.datum(e.texts[TOOL]),
+        rows.datum(e.texts[CHECKPOINT]),
         opt(&c.success, |v| pg_sys::Datum::from(*v)),
         opt(&c.input_tokens, |v| pg_sys::Datum::from(*v)),
         opt(&c.output_tokens, |v| pg_sys::Datum::from(*v)),
         opt(&c.cache_write_tokens, |v| pg_sys::Datum::from(*v)),
         opt(&c.cache_read_tokens, |v| pg_sys::Datum::from(*v)),
-        e.datum(e.texts[REQUEST]),
-        e.datum(e.payload),
-        e.datum(e.texts[PROBLEM]),
-    ];
-    RowDatums { values: cols.iter().map(|c| c.0).collect(), nulls: cols.iter().map(|c| c.1).collect() }
+        rows.datum(e.texts[REQUEST]),
+        rows.datum(e.payload),
+        rows.datum(e.texts[PROBLEM]),
+    ]
 }
 
 /// The SQL path: one INSERT of unnested arrays (the arrays are unnested in the select list, in
 /// lockstep; `FROM unnest(...)` would first materialise every row in a tuplestore).
-fn insert_events_sql(client: &mut SpiClient<'_>, file_id: i64, events: &[OwnedEvent]) -> Result<(), CbError> {
+fn insert_events_sql(client: &mut SpiClient<'_>, file_id: i64, rows: &Rows) -> Result<(), CbError> {
+    let events = &rows.events;
     let int8 = oid(PgBuiltInOids::INT8ARRAYOID);
     let text = oid(PgBuiltInOids::TEXTARRAYOID);
     let stmt = statement(
@@ -387,7 +424,7 @@ fn insert_events_sql(client: &mut SpiClient<'_>, file_id: i64, events: &[OwnedEv
             text,
         ],
     )?;
-    let col = |k: usize| -> Vec<Option<String>> { events.iter().map(|e| e.text(k)).collect() };
+    let col = |k: usize| -> Vec<Option<String>> { events.iter().map(|e| rows.text(e, k)).collect() };
     let num =
         |f: &dyn Fn(&Columns) -> Option<i64>| -> Vec<Option<i64>> { events.iter().map(|e| f(&e.columns)).collect() };
     let args = [
@@ -412,7 +449,7 @@ fn insert_events_sql(client: &mut SpiClient<'_>, file_id: i64, events: &[OwnedEv
         col(REQUEST).into(),
         events
             .iter()
-            .map(|e| e.varlena(e.payload).map(RawJsonb::from_varlena))
+            .map(|e| rows.varlena(e.payload).map(RawJsonb::from_varlena))
             .collect::<Vec<Option<RawJsonb>>>()
             .into(),
         col(PROBLEM).into(),
@@ -421,7 +458,7 @@ fn insert_events_sql(client: &mut SpiClient<'_>, file_id: i64, events: &[OwnedEv
     Ok(())
 }
 
-fn insert_corrupt_sql(client: &mut SpiClient<'_>, file_id: i64, rows: Vec<CorruptRow>) -> Result<(), CbError> {
+fn insert_corrupt_sql(client: &mut SpiClient<'_>, file_id: i64, rows: &[CorruptRow]) -> Result<(), CbError> {
     let stmt = statement(
         client,
         "buffer.insert_corrupt",
@@ -437,7 +474,7 @@ fn insert_corrupt_sql(client: &mut SpiClient<'_>, file_id: i64, rows: Vec<Corrup
     let o: Vec<i64> = rows.iter().map(|r| i64_of(r.offset)).collect();
     let n: Vec<i64> = rows.iter().map(|r| i64_of(r.line_no)).collect();
     let p: Vec<String> = rows.iter().map(|r| r.preview.replace('\0', "\u{fffd}")).collect();
-    let why: Vec<String> = rows.into_iter().map(|r| r.reason).collect();
+    let why: Vec<&str> = rows.iter().map(|r| r.reason.as_str()).collect();
     client.update(&*stmt, None, &[file_id.into(), o.into(), n.into(), p.into(), why.into()]).map_err(spi)?;
     Ok(())
 }
@@ -455,7 +492,7 @@ fn block_signals() {
 
 /// Reads and judges the file on a helper thread (pure Rust: no Postgres calls) while this
 /// thread inserts the batches it sends, so parsing overlaps with inserting. Batches queue at
-/// most two deep, keeping memory bounded.
+/// most `QUEUE_DEPTH` deep, keeping memory bounded.
 fn read_and_insert(
     file: &File,
     progress: Progress,
@@ -465,10 +502,12 @@ fn read_and_insert(
     path: &str,
 ) -> Result<Progress, CbError> {
     std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Rows>(2);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Rows>(QUEUE_DEPTH);
+        let (give_back, returned) = std::sync::mpsc::sync_channel::<Rows>(QUEUE_DEPTH);
+        let (max_rows, max_bytes) = inserter.batch_limits(batch_rows);
         let reader = scope.spawn(move || {
             block_signals();
-            let mut sink = ChannelSink { tx, rows: Rows::default(), max_rows: batch_rows.max(1) };
+            let mut sink = ChannelSink { tx, returned, rows: Rows::default(), max_rows, max_bytes };
             let result = index_file(file, progress, rules, &mut sink);
             match result {
                 Ok(p) => sink.send().map(|()| p).map_err(|Stopped| None),
@@ -477,7 +516,11 @@ fn read_and_insert(
             }
         });
         for rows in rx.iter() {
-            inserter.insert(rows)?;
+            inserter.insert(&rows)?;
+            // Full (the reader has spares) or gone: this batch is simply freed.
+            if rows.arena.capacity() <= RECYCLE_MAX_BYTES {
+                let _ = give_back.try_send(rows);
+            }
         }
         match reader.join() {
             Ok(Ok(p)) => Ok(p),

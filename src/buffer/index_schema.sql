@@ -80,6 +80,7 @@ CREATE TABLE cortex_buffer.event (
     payload_problem    text,
     PRIMARY KEY (file_id, byte_offset)
 );
+CREATE INDEX event_job_ts_idx ON cortex_buffer.event (job_id, ts);
 CREATE INDEX event_invocation_idx ON cortex_buffer.event (invocation_id) WHERE invocation_id IS NOT NULL;
 
 CREATE TABLE cortex_buffer.corrupt_line (
@@ -155,7 +156,7 @@ COMMENT ON COLUMN cortex_buffer.event.byte_offset IS 'Where the line starts in t
 COMMENT ON COLUMN cortex_buffer.event.line_no IS 'Line number in the file, from 1.';
 COMMENT ON COLUMN cortex_buffer.event.type IS 'Event type as written (type, or __type__ for wink logs).';
 COMMENT ON COLUMN cortex_buffer.event.ts IS 'The event''s timestamp (timestamp or __ts__), if it is an ISO 8601 time.';
-COMMENT ON COLUMN cortex_buffer.event.job_id IS 'job_id / jobId of the line, else the file''s job directory when that is a UUID. Not indexed: look a job''s events up by its files (job_events(), or session_file.job_id and this table''s primary key), so inserting stays cheap.';
+COMMENT ON COLUMN cortex_buffer.event.job_id IS 'job_id / jobId of the line, else the file''s job directory when that is a UUID.';
 COMMENT ON COLUMN cortex_buffer.event.session_id IS 'session_id / sessionId.';
 COMMENT ON COLUMN cortex_buffer.event.agent_id IS 'agent_id / agentId.';
 COMMENT ON COLUMN cortex_buffer.event.seq IS 'seq / sequence / __seq__.';
@@ -171,6 +172,7 @@ COMMENT ON COLUMN cortex_buffer.event.cache_read_tokens IS 'Cache-read tokens.';
 COMMENT ON COLUMN cortex_buffer.event.request_id IS 'Claude Code requestId (lines of one API response share it).';
 COMMENT ON COLUMN cortex_buffer.event.payload IS 'The whole line; NULL when jsonb cannot store it (see payload_problem).';
 COMMENT ON COLUMN cortex_buffer.event.payload_problem IS 'Why payload is NULL: \u0000, a lone surrogate, nesting deeper than 1000, a number beyond numeric.';
+COMMENT ON INDEX cortex_buffer.event_job_ts_idx IS 'A job''s events by time (WHERE job_id = ... AND ts > ...).';
 COMMENT ON INDEX cortex_buffer.event_invocation_idx IS 'Finds a tool invocation''s start and result (byte-wise collation: ids are compared, never sorted for people).';
 
 COMMENT ON TABLE cortex_buffer.corrupt_line IS

@@ -108,8 +108,8 @@ pub fn define() {
     );
     GucRegistry::define_int_guc(
         c"cortex_buffer.batch_rows",
-        c"Events and corrupt lines the indexer inserts per statement.",
-        c"Larger batches mean fewer statements and more memory.",
+        c"Events and corrupt lines the indexer inserts per batch.",
+        c"One INSERT statement on the SQL path; the direct heap path takes at most 100 rows per batch.",
         &BATCH_ROWS,
         1,
         100_000,
