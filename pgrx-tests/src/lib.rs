@@ -397,3 +397,35 @@ pub fn kill(pid: i32, signal: &str) {
     let out = run(Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()));
     assert!(out.status.success(), "kill -{signal} {pid}: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// xorshift64*: a small, seedable, reproducible generator for the randomised tests (a failing
+/// seed is printed by each test and replays the same run).
+pub struct Rng(u64);
+
+impl Rng {
+    /// Any seed works (zero is mapped away: xorshift would stay at zero).
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform enough in `0..n`; `n` must be positive.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// Milliseconds in `0..n`, for sleeps.
+    pub fn millis_below(&mut self, n: u64) -> std::time::Duration {
+        std::time::Duration::from_millis(self.next_u64() % n)
+    }
+
+    pub fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use cortex_buffer_e2e::{psql_concurrently, Cluster, CONTROL_PLANE_FIXTURE};
+use cortex_buffer_e2e::{psql_concurrently, Cluster, Rng, CONTROL_PLANE_FIXTURE};
 
 fn new_running_job(c: &Cluster, db: &str, table: &str) -> String {
     let agent = if table == "cp.job" {
@@ -74,24 +74,6 @@ fn eight_writers_with_the_same_fence_token_exactly_one_wins_on_both_bindings() {
             .try_psql(db, &format!("SELECT checkpoint_id FROM cortex_buffer.read_checkpoint('{job}')"))
             .unwrap_or_default();
         assert!(won[0].ends_with(&current), "{table}: the winner's checkpoint is current");
-    }
-}
-
-/// xorshift64*: small, seedable, reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
     }
 }
 
@@ -203,8 +185,8 @@ fn gen_number(r: &mut Rng, out: &mut String) {
     if r.below(3) == 0 {
         // A random mantissa and exponent.
         let sign = if r.below(2) == 0 { "-" } else { "" };
-        let int = (r.next() % 1_000_000).to_string();
-        let frac = (r.next() % 1_000_000_000).to_string();
+        let int = (r.next_u64() % 1_000_000).to_string();
+        let frac = (r.next_u64() % 1_000_000_000).to_string();
         let exp = r.below(61) as i64 - 30;
         out.push_str(&format!("{sign}{int}.{frac}e{exp}"));
     } else {
@@ -289,7 +271,7 @@ fn json_string_literal(text: &str) -> String {
 fn checkpoint_crc_matches_the_control_planes_javascript_on_a_generated_corpus() {
     let seed: u64 = std::env::var("CORTEX_ORACLE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_c0de_2026);
     let count: usize = std::env::var("CORTEX_ORACLE_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(4000);
-    let mut r = Rng(seed | 1);
+    let mut r = Rng::new(seed);
     let docs: Vec<String> = (0..count)
         .map(|i| {
             let mut s = String::new();

@@ -9,23 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cortex_buffer_e2e::{wait_for, Cluster};
+use cortex_buffer_e2e::{wait_for, Cluster, Rng};
 
 const FILES: usize = 4;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// What a writer wrote to one file: each line's offset.
 #[derive(Default)]
@@ -39,7 +25,7 @@ fn rel(i: usize) -> String {
 
 /// Appends lines to every file until `stop`, in chunks that sometimes end mid-line.
 fn writer(root: std::path::PathBuf, seed: u64, stop: Arc<AtomicBool>) -> Vec<Written> {
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let mut files: Vec<(std::fs::File, u64)> = (0..FILES)
         .map(|i| {
             let p = root.join(rel(i));
@@ -50,12 +36,12 @@ fn writer(root: std::path::PathBuf, seed: u64, stop: Arc<AtomicBool>) -> Vec<Wri
     let mut written: Vec<Written> = (0..FILES).map(|_| Written::default()).collect();
     let mut seq = [0u64; FILES];
     while !stop.load(Ordering::Relaxed) {
-        let i = rng.below(FILES as u64) as usize;
+        let i = rng.below(FILES);
         let (file, size) = &mut files[i];
         let line = format!(
             "{{\"type\":\"TOOL_RESULT\",\"timestamp\":\"2026-02-23T14:30:22.000Z\",\"job_id\":\"0193a8b2-7c41-7d2e-9f00-00000000000{i}\",\"seq\":{},\"pad\":\"{}\"}}\n",
             seq[i],
-            "x".repeat(rng.below(200) as usize)
+            "x".repeat(rng.below(200))
         );
         seq[i] += 1;
         written[i].offsets.push(*size);
@@ -63,15 +49,15 @@ fn writer(root: std::path::PathBuf, seed: u64, stop: Arc<AtomicBool>) -> Vec<Wri
         if rng.below(8) == 0 {
             // A write that stops mid-line; the rest follows shortly (now and then after the
             // settle period, so the cut line is judged and later re-judged whole).
-            let cut = 1 + rng.below(bytes.len() as u64 - 1) as usize;
+            let cut = 1 + rng.below(bytes.len() - 1);
             file.write_all(&bytes[..cut]).expect("write");
-            std::thread::sleep(Duration::from_millis(if rng.below(10) == 0 { 400 } else { rng.below(30) }));
+            std::thread::sleep(if rng.below(10) == 0 { Duration::from_millis(400) } else { rng.millis_below(30) });
             file.write_all(&bytes[cut..]).expect("write");
         } else {
             file.write_all(bytes).expect("write");
         }
         *size += bytes.len() as u64;
-        std::thread::sleep(Duration::from_millis(rng.below(4)));
+        std::thread::sleep(rng.millis_below(4));
     }
     written
 }
@@ -97,10 +83,10 @@ fn every_line_is_indexed_exactly_once_through_kills_and_immediate_shutdowns() {
     let flag = Arc::clone(&stop);
     let appender = std::thread::spawn(move || writer(root, seed, flag));
 
-    let mut rng = Rng(seed.rotate_left(17) | 1);
+    let mut rng = Rng::new(seed.rotate_left(17));
     let started = Instant::now();
     for k in 0..kills {
-        std::thread::sleep(Duration::from_millis(100 + rng.below(700)));
+        std::thread::sleep(Duration::from_millis(100) + rng.millis_below(700));
         if let Some(pid) = c.worker_pid() {
             // The worker may be restarting already; a failed kill is fine.
             let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
@@ -111,7 +97,7 @@ fn every_line_is_indexed_exactly_once_through_kills_and_immediate_shutdowns() {
         assert!(started.elapsed() < Duration::from_secs(600), "kill {k} took too long");
     }
     for _ in 0..3 {
-        std::thread::sleep(Duration::from_millis(200 + rng.below(600)));
+        std::thread::sleep(Duration::from_millis(200) + rng.millis_below(600));
         c.stop("immediate");
         c.start();
         wait_running(&c);

@@ -8,21 +8,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use cortex_buffer_e2e::Cluster;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use cortex_buffer_e2e::{Cluster, Rng};
 
 const JOB: &str = "0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f";
 
@@ -102,7 +88,7 @@ fn counts_match_the_control_planes_scan_buffer_on_generated_files() {
     c.create_extension();
     let seed: u64 = std::env::var("CORTEX_PARITY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_cafe);
     let cases: usize = std::env::var("CORTEX_PARITY_FILES").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let mut paths = Vec::new();
     for i in 0..cases {
         let rel = format!("{JOB}/session_20260223T{:06}Z_pod-{i}.jsonl", 100_000 + i);
