@@ -9,6 +9,9 @@ cd "${REPO_ROOT}"
 ensure_toolchain
 WORK="$(work_dir)"
 
+say "pure-core and watch crates (plain cargo test, no PostgreSQL)"
+cargo test -p cortex_buffer_core -p cortex_buffer_watch
+
 say "unit tests and #[pg_test]s"
 PGTEST_DIR="${WORK}/pgrx-test"
 mkdir -p "${PGTEST_DIR}"

@@ -10,11 +10,11 @@ use pgrx::prelude::*;
 
 ::pgrx::pg_module_magic!(name, version);
 
+pub use cortex_buffer_core::{error, json};
+
 pub mod buffer;
 pub mod checkpoint;
-pub mod error;
 pub mod job;
-pub mod json;
 pub mod lifecycle;
 pub mod pg;
 pub mod spend;

@@ -1,18 +1,21 @@
 //! Inserting event rows straight into the heap and its indexes, the way `COPY` does
 //! (`heap_multi_insert` with a bulk-insert state, then each index), with no SQL statement, no
-//! text to parse and no per-row executor work. Used only when `cortex_buffer.event` is a plain
-//! table without triggers or row security; otherwise the indexer inserts through SQL, so
-//! nothing an operator attaches to the table is bypassed.
+//! text to parse and no per-row executor work. Used only while `cortex_buffer.event` is exactly
+//! the table the extension ships ([`direct_insert_refusal`]): any constraint, domain, rule,
+//! trigger, row security, other access method, partitioning, changed column type or missing
+//! privilege sends the rows through SQL instead, so PostgreSQL applies every rule an `INSERT`
+//! would.
 
 use std::ffi::CStr;
 
 use pgrx::pg_sys;
 
+use super::event_columns::{direct_insert_refusal, positions, Attribute, EventColumn, TableShape};
 use crate::error::CbError;
 
-/// One event row's values in [`COLUMNS`] order: a datum and whether it is NULL. Pointer datums
-/// must stay valid until the insert that takes them returns.
-pub type RowValues = [(pg_sys::Datum, bool); COLUMNS.len()];
+/// One event row's values in [`EventColumn::ALL`] order: a datum and whether it is NULL.
+/// Pointer datums must stay valid until the insert that takes them returns.
+pub type RowValues = [(pg_sys::Datum, bool); EventColumn::ALL.len()];
 
 /// The event table, open for bulk insertion for one file's indexing.
 pub struct EventTable {
@@ -21,45 +24,71 @@ pub struct EventTable {
     rri: *mut pg_sys::ResultRelInfo,
     bistate: pg_sys::BulkInsertState,
     slots: Vec<*mut pg_sys::TupleTableSlot>,
-    /// Attribute numbers (0-based) of the columns in the order [`COLUMNS`] names them.
-    pub positions: Vec<usize>,
-    pub natts: usize,
+    /// Attribute numbers (0-based) of the columns in [`EventColumn::ALL`] order.
+    positions: Vec<usize>,
+    natts: usize,
 }
 
 /// Tuples handed to `heap_multi_insert` per call.
 const SLOTS: usize = 100;
 
-/// The columns the indexer fills, in the order it supplies them.
-pub const COLUMNS: [&str; 21] = [
-    "file_id",
-    "byte_offset",
-    "line_no",
-    "type",
-    "ts",
-    "job_id",
-    "session_id",
-    "agent_id",
-    "seq",
-    "step_index",
-    "invocation_id",
-    "tool_name",
-    "checkpoint_id",
-    "success",
-    "input_tokens",
-    "output_tokens",
-    "cache_write_tokens",
-    "cache_read_tokens",
-    "request_id",
-    "payload",
-    "payload_problem",
-];
+/// How the rows of one file are inserted.
+pub enum InsertPath {
+    Direct(EventTable),
+    /// Through SQL, and why.
+    Sql(String),
+}
+
+/// What the relation cache says about `rel`.
+///
+/// # Safety
+/// `rel` is an open relation.
+unsafe fn shape_of(rel: pg_sys::Relation) -> TableShape {
+    // SAFETY: an open relation's relcache entry, its tuple descriptor and its attributes.
+    unsafe {
+        let form = &*(*rel).rd_rel;
+        let desc = (*rel).rd_att;
+        let natts = usize::try_from((*desc).natts).unwrap_or(0);
+        let attributes = (*desc)
+            .attrs
+            .as_slice(natts)
+            .iter()
+            .filter(|a| !a.attisdropped)
+            .map(|a| Attribute {
+                name: CStr::from_ptr(a.attname.data.as_ptr()).to_string_lossy().into_owned(),
+                type_oid: a.atttypid.to_u32(),
+                typmod: a.atttypmod,
+                collation: a.attcollation.to_u32(),
+                not_null: a.attnotnull,
+                has_default: a.atthasdef,
+                generated: a.attgenerated != 0,
+                identity: a.attidentity != 0,
+            })
+            .collect();
+        let constr = (*desc).constr;
+        TableShape {
+            plain_table: form.relkind == pg_sys::RELKIND_RELATION as std::ffi::c_char,
+            partition: form.relispartition,
+            heap: form.relam == pg_sys::HEAP_TABLE_AM_OID,
+            rules: form.relhasrules || !(*rel).rd_rules.is_null(),
+            triggers: !(*rel).trigdesc.is_null(),
+            row_security: form.relrowsecurity || form.relforcerowsecurity,
+            check_constraints: if constr.is_null() { 0 } else { usize::from((*constr).num_check) },
+            may_insert: pg_sys::pg_class_aclcheck(
+                (*rel).rd_id,
+                pg_sys::GetUserId(),
+                pg_sys::AclMode::from(pg_sys::ACL_INSERT),
+            ) == pg_sys::AclResult::ACLCHECK_OK,
+            attributes,
+        }
+    }
+}
 
 impl EventTable {
-    /// Opens `cortex_buffer.event` for direct insertion, or `None` when it must be written
-    /// through SQL (triggers, row security, or not the table we created).
-    /// `batch_rows` slots are made now, in the current memory context: batches are filled in
-    /// a shorter-lived one.
-    pub fn open(batch_rows: usize) -> Result<Option<EventTable>, CbError> {
+    /// Opens `cortex_buffer.event` for direct insertion, or says why its rows must go through
+    /// SQL. `batch_rows` slots are made now, in the current memory context: batches are filled
+    /// in a shorter-lived one.
+    pub fn open(batch_rows: usize) -> Result<InsertPath, CbError> {
         // SAFETY: catalog lookups and relation opening as core code does them, inside a
         // transaction; every error raised here is a Postgres ERROR caught by the caller.
         unsafe {
@@ -71,38 +100,22 @@ impl EventTable {
                 return Err(CbError::internal("cortex_buffer.event does not exist"));
             }
             let rel = pg_sys::table_open(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
-            let form = &*(*rel).rd_rel;
-            if !(*rel).trigdesc.is_null()
-                || form.relrowsecurity
-                || form.relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char
-            {
+            let shape = shape_of(rel);
+            if let Some(why) = direct_insert_refusal(&shape) {
                 pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-                return Ok(None);
+                return Ok(InsertPath::Sql(why));
             }
-            let desc = (*rel).rd_att;
-            let natts = usize::try_from((*desc).natts).unwrap_or(0);
-            let attrs = (*desc).attrs.as_slice(natts);
-            let mut positions = Vec::with_capacity(COLUMNS.len());
-            for name in COLUMNS {
-                let found = attrs.iter().position(|a| {
-                    !a.attisdropped
-                        && a.attgenerated == 0
-                        && CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == name.as_bytes()
-                });
-                match found {
-                    Some(p) => positions.push(p),
-                    None => {
-                        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-                        return Ok(None);
-                    }
-                }
-            }
-            // Columns we do not fill must be nullable without defaults we would skip.
-            let ours = |i: usize| positions.contains(&i);
-            if attrs.iter().enumerate().any(|(i, a)| !a.attisdropped && !ours(i) && (a.attnotnull || a.atthasdef)) {
-                pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-                return Ok(None);
-            }
+            let natts = usize::try_from((*(*rel).rd_att).natts).unwrap_or(0);
+            // `positions` index the live attributes; the descriptor also holds dropped ones.
+            let live: Vec<usize> = (*(*rel).rd_att)
+                .attrs
+                .as_slice(natts)
+                .iter()
+                .enumerate()
+                .filter(|(_, a)| !a.attisdropped)
+                .map(|(i, _)| i)
+                .collect();
+            let positions = positions(&shape).into_iter().filter_map(|p| live.get(p).copied()).collect();
             let estate = pg_sys::CreateExecutorState();
             let rri = pg_sys::palloc0(std::mem::size_of::<pg_sys::ResultRelInfo>()).cast::<pg_sys::ResultRelInfo>();
             pg_sys::InitResultRelInfo(rri, rel, 1, std::ptr::null_mut(), 0);
@@ -111,7 +124,15 @@ impl EventTable {
             // in COPY is 1000); a hundred slots make the per-file setup cheap.
             let slots =
                 (0..batch_rows.clamp(1, SLOTS)).map(|_| pg_sys::table_slot_create(rel, std::ptr::null_mut())).collect();
-            Ok(Some(EventTable { rel, estate, rri, bistate: pg_sys::GetBulkInsertState(), slots, positions, natts }))
+            Ok(InsertPath::Direct(EventTable {
+                rel,
+                estate,
+                rri,
+                bistate: pg_sys::GetBulkInsertState(),
+                slots,
+                positions,
+                natts,
+            }))
         }
     }
 

@@ -229,7 +229,7 @@ mod tests {
             "A:false:-,N:true:jsonb cannot store \\u0000,S:true:jsonb cannot store a lone surrogate escape,\
              D:true:nested deeper than jsonb is trusted with (1000 levels),E:false:-,BOM:false:-"
                 .to_owned()
-                + ",T:false:-"
+                + ",T:false:invalid UTF-8 replaced by U+FFFD"
         );
         assert_eq!(
             one(&format!(
@@ -365,8 +365,10 @@ mod tests {
 
     #[pg_test]
     fn indexer_jsonb_bytes_are_exactly_postgres_own() {
-        let mut docs: Vec<String> =
-            include_str!("../spend/testdata/claude_code_usage.jsonl").lines().map(str::to_owned).collect();
+        let mut docs: Vec<String> = include_str!("../../crates/core/src/spend/testdata/claude_code_usage.jsonl")
+            .lines()
+            .map(str::to_owned)
+            .collect();
         for d in [
             "0",
             "-0",

@@ -1,25 +1,23 @@
-//! Session buffers: discovering the agents' JSONL session files (`discovery`, `scan`), telling
-//! their dialects apart (`dialect`), deciding what changed (`reconcile`), and recording them
-//! (`pass`, with `catalog` as the SPI side and `sql` as the SQL functions).
+//! Session buffers, the shell: the `session_file` catalogue (`catalog`), indexing one file
+//! through SPI (`event_store`, with `file_row` for its `session_file` row and `direct_insert`
+//! for the heap path), and the SQL functions (`sql`, `status_sql`). The rules are in the core
+//! crate and the file-system work in the watch crate; both are re-exported here under the
+//! names the shell uses.
+
+pub use cortex_buffer_core::buffer::{
+    dialect, discovery, event_columns, index_plan, indexer, integrity, judge, lines, normalize, reconcile, timestamp,
+};
+pub use cortex_buffer_watch::{pass, pipeline, scan};
 
 pub mod catalog;
-pub mod dialect;
 mod direct_insert;
-pub mod discovery;
 pub mod event_store;
+mod file_row;
 #[cfg(any(test, feature = "pg_test"))]
 mod index_pg_tests;
-pub mod index_plan;
-pub mod indexer;
-pub mod integrity;
-pub mod judge;
-pub mod lines;
-pub mod normalize;
-pub mod pass;
-pub mod reconcile;
-pub mod scan;
+#[cfg(any(test, feature = "pg_test"))]
+mod insert_rules_pg_tests;
 mod sql;
 mod status_sql;
-pub mod timestamp;
 
 pgrx::extension_sql_file!("schema.sql", name = "buffer_schema");

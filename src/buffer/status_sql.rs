@@ -152,6 +152,7 @@ fn file_integrity(
         dialect,
         job_dir: &job_dir,
         max_line_bytes: settings.max_line_bytes,
+        max_line_memory: settings.max_line_memory,
         settled: now_us().saturating_sub(stat.mtime_us) >= settings.settle_us,
     };
     let progress = match index_file(&file, Progress::default(), &rules, &mut Discard) {

@@ -2,8 +2,7 @@
 //! fencing rules of a write (`identity`) — both pure — and their storage in the bound job table
 //! and `checkpoint_history` (`store`), exposed to SQL by `sql`.
 
-pub mod crc;
-pub mod identity;
+pub use cortex_buffer_core::checkpoint::{crc, identity};
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
 mod sql;

@@ -3,6 +3,6 @@
 //! names (`binding`). Checkpoints, liveness and spend all go through the binding.
 
 pub mod binding;
-pub mod contract;
+pub use cortex_buffer_core::job::contract;
 
 pgrx::extension_sql_file!("schema.sql", name = "job_schema");

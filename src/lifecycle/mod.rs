@@ -3,9 +3,8 @@
 //! (`jobs`), the breaker's rows (`breaker`), exposed to SQL by `sql`.
 
 mod breaker;
-pub mod circuit;
+pub use cortex_buffer_core::lifecycle::{circuit, retry};
 mod jobs;
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
-pub mod retry;
 mod sql;

@@ -16,6 +16,7 @@ pub static CHECKPOINT_HISTORY_KEEP: GucSetting<i32> = GucSetting::<i32>::new(20)
 pub static RESERVATION_TIMEOUT_S: GucSetting<i32> = GucSetting::<i32>::new(600);
 pub static SETTLE_PERIOD_MS: GucSetting<i32> = GucSetting::<i32>::new(5000);
 pub static MAX_LINE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1 << 20);
+pub static MAX_LINE_MEMORY_KB: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
 pub static BATCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static QUARANTINE_AFTER: GucSetting<i32> = GucSetting::<i32>::new(5);
 pub static MAX_CORRUPTION_RATIO: GucSetting<f64> = GucSetting::<f64>::new(0.10);
@@ -107,6 +108,16 @@ pub fn define() {
         GucFlags::UNIT_BYTE,
     );
     GucRegistry::define_int_guc(
+        c"cortex_buffer.max_line_memory",
+        c"Most memory the indexer may use to convert one line to jsonb.",
+        c"Estimated from the line's length and its count of JSON values before converting; a valid line that needs more is still an event, stored with a NULL payload and the reason in payload_problem.",
+        &MAX_LINE_MEMORY_KB,
+        1024,
+        16 * 1024 * 1024,
+        GucContext::Suset,
+        GucFlags::UNIT_KB,
+    );
+    GucRegistry::define_int_guc(
         c"cortex_buffer.batch_rows",
         c"Events and corrupt lines the indexer inserts per batch.",
         c"One INSERT statement on the SQL path; the direct heap path takes at most 100 rows per batch.",
@@ -194,6 +205,11 @@ pub fn settle_period_us() -> i64 {
 
 pub fn max_line_bytes() -> usize {
     usize::try_from(MAX_LINE_BYTES.get()).unwrap_or(1 << 20).max(1024)
+}
+
+/// `max_line_memory` in bytes.
+pub fn max_line_memory() -> u64 {
+    u64::try_from(MAX_LINE_MEMORY_KB.get()).unwrap_or(64 * 1024).max(1024) * 1024
 }
 
 pub fn batch_rows() -> usize {

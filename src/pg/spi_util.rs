@@ -29,3 +29,28 @@ impl FirstValue for SpiTupleTable<'_> {
         first_value(self)
     }
 }
+
+thread_local! {
+    /// Statements prepared once per backend and kept (their plans follow table changes).
+    static PREPARED: std::cell::RefCell<std::collections::HashMap<&'static str, std::rc::Rc<pgrx::spi::OwnedPreparedStatement>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// The statement `key`, prepared (read-write) from `sql()` with `args` on first use in this
+/// backend and kept.
+pub fn prepared(
+    client: &pgrx::spi::SpiClient<'_>,
+    key: &'static str,
+    sql: impl FnOnce() -> String,
+    args: &[pgrx::PgOid],
+) -> Result<std::rc::Rc<pgrx::spi::OwnedPreparedStatement>, CbError> {
+    if let Some(s) = PREPARED.with(|m| m.borrow().get(key).cloned()) {
+        return Ok(s);
+    }
+    let text = sql();
+    let prepared =
+        client.prepare_mut(text.as_str(), args).map_err(|e| CbError::internal(format!("preparing {key}: {e}")))?.keep();
+    let prepared = std::rc::Rc::new(prepared);
+    PREPARED.with(|m| m.borrow_mut().insert(key, std::rc::Rc::clone(&prepared)));
+    Ok(prepared)
+}

@@ -6,7 +6,7 @@
 
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
-use pgrx::PgTryBuilder;
+use pgrx::{PgSqlErrorCode, PgTryBuilder};
 
 use crate::error::CbError;
 
@@ -105,8 +105,30 @@ pub fn guarded<R>(body: impl FnOnce() -> Result<R, CbError>) -> Result<R, TxnFai
     }
 }
 
+/// Errors that end the statement, not just the work at hand: a cancel (`pg_cancel_backend()`,
+/// `statement_timeout`), or the server or an administrator shutting the session down.
+fn is_interrupt(err: &CaughtError) -> bool {
+    let report = match err {
+        CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) | CaughtError::RustPanic { ereport: r, .. } => r,
+    };
+    matches!(
+        report.sql_error_code(),
+        PgSqlErrorCode::ERRCODE_QUERY_CANCELED
+            | PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN
+            | PgSqlErrorCode::ERRCODE_CRASH_SHUTDOWN
+            | PgSqlErrorCode::ERRCODE_IDLE_IN_TRANSACTION_SESSION_TIMEOUT
+    )
+}
+
+enum Outcome<R> {
+    Done(Result<R, TxnFailure>),
+    Interrupted(CaughtError),
+}
+
 /// Runs `body` in a subtransaction of the current transaction: its effects are kept on `Ok` and
 /// rolled back on `Err` or on any error raised inside, leaving the outer transaction usable.
+/// An interrupt (a cancel, a statement timeout, a shutdown) is not the body's failure: the
+/// subtransaction is rolled back and the interrupt raised again, so the whole statement stops.
 pub fn subtransaction<R>(body: impl FnOnce() -> Result<R, CbError>) -> Result<R, TxnFailure> {
     // SAFETY: the standard PL pattern (BeginInternalSubTransaction / Release or Rollback),
     // restoring the caller's memory context and resource owner afterwards.
@@ -114,17 +136,23 @@ pub fn subtransaction<R>(body: impl FnOnce() -> Result<R, CbError>) -> Result<R,
         let context = pg_sys::CurrentMemoryContext;
         let owner = pg_sys::CurrentResourceOwner;
         pg_sys::BeginInternalSubTransaction(std::ptr::null());
-        let outcome = PgTryBuilder::new(std::panic::AssertUnwindSafe(|| body().map_err(TxnFailure::Refused)))
-            .catch_others(|e| Err(describe(e)))
-            .execute();
-        if outcome.is_ok() {
+        let outcome =
+            PgTryBuilder::new(std::panic::AssertUnwindSafe(|| Outcome::Done(body().map_err(TxnFailure::Refused))))
+                .catch_others(
+                    |e| if is_interrupt(&e) { Outcome::Interrupted(e) } else { Outcome::Done(Err(describe(e))) },
+                )
+                .execute();
+        if matches!(outcome, Outcome::Done(Ok(_))) {
             pg_sys::ReleaseCurrentSubTransaction();
         } else {
             pg_sys::RollbackAndReleaseCurrentSubTransaction();
         }
         pg_sys::MemoryContextSwitchTo(context);
         pg_sys::CurrentResourceOwner = owner;
-        outcome
+        match outcome {
+            Outcome::Done(result) => result,
+            Outcome::Interrupted(e) => e.rethrow(),
+        }
     }
 }
 

@@ -4,12 +4,9 @@
 //! admission). Shell: `prices` (the per-backend price cache), `store` (SPI) and `sql` (the SQL
 //! functions).
 
-pub mod budget;
-pub mod decimal;
+pub use cortex_buffer_core::spend::{budget, decimal, price, usage};
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
-pub mod price;
 mod prices;
 mod sql;
 pub mod store;
-pub mod usage;

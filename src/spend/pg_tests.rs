@@ -39,7 +39,7 @@ mod tests {
 
     #[pg_test]
     fn llm_cost_of_every_real_claude_code_usage_matches_postgres_numeric_arithmetic() {
-        let fixture = include_str!("testdata/claude_code_usage.jsonl");
+        let fixture = include_str!("../../crates/core/src/spend/testdata/claude_code_usage.jsonl");
         let mismatches = Spi::get_one_with_args::<i64>(
             "WITH u AS (SELECT line::jsonb AS u FROM unnest(string_to_array(rtrim($1, E'\\n'), E'\\n')) AS line)
              SELECT count(*) FILTER (WHERE cortex_buffer.llm_cost(u, 'claude-sonnet-4-5-20250929') IS DISTINCT FROM

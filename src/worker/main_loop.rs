@@ -236,6 +236,9 @@ impl FileIndexer for WorkerIndexer {
         report_activity(pg_sys::BackendState::STATE_RUNNING, &format!("indexing {}", file.path));
         match guarded(|| event_store::index_one(file, &self.settings, self.now_us)) {
             Ok(outcome) => outcome,
+            // pg_cancel_backend() on the worker: that file's work is rolled back, it is not
+            // the file's fault.
+            Err(failure) if failure.sqlstate() == "57014" => FileOutcome::Skipped("cancelled".into()),
             Err(failure) => {
                 let error = failure.to_string();
                 let quarantined =

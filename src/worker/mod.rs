@@ -3,7 +3,7 @@
 //! latch) against `cortex_buffer.database`.
 
 mod main_loop;
-pub mod readiness;
+pub use cortex_buffer_core::readiness;
 pub mod shared;
 
 use std::time::Duration;

@@ -44,7 +44,8 @@ pub enum Verdict<'a> {
     Unparseable(String),
 }
 
-/// The line's text as `scanBuffer` sees it (before trimming).
+/// The line's text as `scanBuffer` sees it (before trimming): borrowed when the bytes are valid
+/// UTF-8, owned (invalid sequences replaced by U+FFFD) only when they are not.
 pub fn decode(bytes: &[u8]) -> Cow<'_, str> {
     // Valid lines (nearly all) take the fast validator; only invalid ones pay for repairing.
     match std::str::from_utf8(bytes) {
@@ -79,12 +80,14 @@ pub fn judge(text: &str, rules: Rules) -> Verdict<'_> {
     }
 }
 
-/// The first [`PREVIEW_CHARS`] characters of a line, for `corrupt_line.preview`.
+/// The first [`PREVIEW_CHARS`] characters of a line, for `corrupt_line.preview`, with NUL
+/// bytes shown as U+FFFD (`text` cannot hold them).
 pub fn preview(text: &str) -> String {
-    match text.char_indices().nth(PREVIEW_CHARS) {
-        Some((i, _)) => text[..i].to_owned(),
-        None => text.to_owned(),
-    }
+    let head = match text.char_indices().nth(PREVIEW_CHARS) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    };
+    head.replace('\0', "\u{fffd}")
 }
 
 #[cfg(test)]
@@ -139,5 +142,6 @@ mod tests {
         let long = "é".repeat(300);
         assert_eq!(preview(&long).chars().count(), PREVIEW_CHARS);
         assert_eq!(preview("short"), "short");
+        assert_eq!(preview("a\0b"), "a\u{fffd}b");
     }
 }

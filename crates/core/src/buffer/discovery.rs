@@ -6,6 +6,50 @@
 //! - `<root>/<project>/<session-uuid>/subagents/agent-*.jsonl` — a Claude Code sub-agent
 //!   transcript.
 
+use std::fs::Metadata;
+use std::os::unix::fs::MetadataExt;
+
+/// What identifies a file's current state on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStat {
+    pub size: u64,
+    /// Modification time, microseconds since the Unix epoch.
+    pub mtime_us: i64,
+    pub device: u64,
+    pub inode: u64,
+}
+
+impl FileStat {
+    pub fn of(meta: &Metadata) -> FileStat {
+        let mtime_us = meta.mtime().saturating_mul(1_000_000).saturating_add(meta.mtime_nsec() / 1_000);
+        FileStat { size: meta.len(), mtime_us, device: meta.dev(), inode: meta.ino() }
+    }
+
+    /// Same file (device and inode) as `other`.
+    pub fn same_identity(&self, other: &FileStat) -> bool {
+        self.device == other.device && self.inode == other.inode
+    }
+}
+
+/// A session file selected by the discovery rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// Absolute path: the canonical root joined with the components below it.
+    pub path: String,
+    /// First component below the root: the job directory (or Claude Code project directory).
+    pub job_dir: String,
+    pub file_name: String,
+    pub layout: Layout,
+    pub stat: FileStat,
+}
+
+/// An entry the walk had to skip, with a reason fit for a log line.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Problem {
+    pub path: String,
+    pub reason: String,
+}
+
 /// How a discovered file sits under the root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {

@@ -20,6 +20,12 @@
 //! | schema_version | `buffer_schema_version` | `version` | `version` | — |
 //!
 //! `job_id` falls back to the file's job directory when that is a UUID.
+//!
+//! Text columns never hold NUL: PostgreSQL's `text` cannot, and a `\u0000` in a JSON string
+//! becomes U+FFFD in every text column (the payload of such a line is NULL anyway: `jsonb`
+//! cannot store `\u0000` either, and `payload_problem` says so).
+
+use std::borrow::Cow;
 
 use super::dialect::Dialect;
 use super::discovery::is_uuid;
@@ -71,13 +77,23 @@ pub fn uuid_bytes(s: &str) -> Option<[u8; 16]> {
     Some(out)
 }
 
+/// A text column: strings (NUL replaced, see the module comment), and ids written as numbers.
 fn text(v: Option<Value<'_>>) -> Option<String> {
     let v = v?;
     match v.kind {
-        Kind::String => v.as_str().map(|s| s.into_owned()),
+        Kind::String => v.as_str().map(|s| without_nul(s).into_owned()),
         // Ids written as numbers are still ids.
         Kind::Number => Some(v.text.to_owned()),
         _ => None,
+    }
+}
+
+/// `s` with every NUL replaced by U+FFFD.
+pub fn without_nul(s: Cow<'_, str>) -> Cow<'_, str> {
+    if s.contains('\0') {
+        Cow::Owned(s.replace('\0', "\u{fffd}"))
+    } else {
+        s
     }
 }
 
@@ -97,8 +113,12 @@ fn timestamp(v: Option<Value<'_>>) -> Option<i64> {
     v?.as_str().and_then(|s| parse_timestamp(&s))
 }
 
+/// A usage object longer than this is not one (real ones are a few hundred bytes): its
+/// members are not read, which keeps the work per line bounded.
+const MAX_USAGE_BYTES: usize = 64 * 1024;
+
 fn set_usage(c: &mut Columns, v: Option<Value<'_>>) {
-    let Some(v) = v.filter(|v| v.kind == Kind::Object) else { return };
+    let Some(v) = v.filter(|v| v.kind == Kind::Object && v.text.len() <= MAX_USAGE_BYTES) else { return };
     if let Ok(u) = usage::parse(v) {
         let n = |x: u64| i64::try_from(x).ok();
         c.input_tokens = n(u.input);
@@ -136,15 +156,15 @@ pub fn columns(p: &Parsed<'_>, dialect: Option<Dialect>, job_dir: &str) -> Colum
             c.agent_id = text(p.get("agentId"));
             c.seq = int(p.get("sequence"));
             c.schema_version = text(p.get("version"));
-            if let Some(data) = p.get("data").filter(|d| d.kind == Kind::Object) {
-                let members = data.members();
-                let get = |k: &str| members.iter().rev().find(|(key, _)| key == k).map(|(_, v)| *v);
-                c.step_index = int32(get("stepIndex"));
-                c.invocation_id = text(get("toolCallId"));
-                c.tool_name = text(get("toolName"));
-                c.checkpoint_id = text(get("checkpointId"));
-                c.success = get("isError").and_then(|v| v.as_bool()).map(|e| !e);
-                set_usage(&mut c, get("tokenUsage"));
+            if let Some(data) = p.get("data") {
+                let [step, call, tool, checkpoint, is_error, usage] =
+                    data.pick(["stepIndex", "toolCallId", "toolName", "checkpointId", "isError", "tokenUsage"]);
+                c.step_index = int32(step);
+                c.invocation_id = text(call);
+                c.tool_name = text(tool);
+                c.checkpoint_id = text(checkpoint);
+                c.success = is_error.and_then(|v| v.as_bool()).map(|e| !e);
+                set_usage(&mut c, usage);
             }
         }
         Some(Dialect::ClaudeCode) => {
@@ -154,19 +174,20 @@ pub fn columns(p: &Parsed<'_>, dialect: Option<Dialect>, job_dir: &str) -> Colum
             c.agent_id = text(p.get("agentId"));
             c.request_id = text(p.get("requestId"));
             c.schema_version = text(p.get("version"));
-            if let Some(message) = p.get("message").filter(|m| m.kind == Kind::Object) {
-                let members = message.members();
-                let get = |k: &str| members.iter().rev().find(|(key, _)| key == k).map(|(_, v)| *v);
-                set_usage(&mut c, get("usage"));
-                for block in get("content").map(|v| v.items()).unwrap_or_default() {
-                    match block.get("type").and_then(|t| t.as_str()).as_deref() {
+            if let Some(message) = p.get("message") {
+                let [usage, content] = message.pick(["usage", "content"]);
+                set_usage(&mut c, usage);
+                for block in content.into_iter().flat_map(|v| v.items()) {
+                    let [kind, id, name, tool_use_id, is_error] =
+                        block.pick(["type", "id", "name", "tool_use_id", "is_error"]);
+                    match kind.and_then(|t| t.as_str()).as_deref() {
                         Some("tool_use") => {
-                            c.invocation_id = text(block.get("id"));
-                            c.tool_name = text(block.get("name"));
+                            c.invocation_id = text(id);
+                            c.tool_name = text(name);
                         }
                         Some("tool_result") => {
-                            c.invocation_id = text(block.get("tool_use_id"));
-                            c.success = Some(!block.get("is_error").and_then(|v| v.as_bool()).unwrap_or(false));
+                            c.invocation_id = text(tool_use_id);
+                            c.success = Some(!is_error.and_then(|v| v.as_bool()).unwrap_or(false));
                         }
                         _ => continue,
                     }
@@ -273,6 +294,56 @@ mod tests {
         // A user message whose content is a string has no tool ids.
         let s = cols(r#"{"type":"user","message":{"role":"user","content":"hello"}}"#, Dialect::ClaudeCode);
         assert_eq!(s.invocation_id, None);
+    }
+
+    #[test]
+    fn nul_never_reaches_a_text_column() {
+        let c = cols(
+            r#"{"type":"TOOL\u0000X","timestamp":"t","session_id":"s\u0000","agent_id":"\u0000","tool_name":"a\u0000\u0000b",
+               "invocation_id":"i\u0000","checkpoint_id":"c\u0000","buffer_schema_version":"1\u0000"}"#,
+            Dialect::CortexSpike,
+        );
+        assert_eq!(c.event_type.as_deref(), Some("TOOL\u{fffd}X"));
+        assert_eq!(c.session_id.as_deref(), Some("s\u{fffd}"));
+        assert_eq!(c.agent_id.as_deref(), Some("\u{fffd}"));
+        assert_eq!(c.tool_name.as_deref(), Some("a\u{fffd}\u{fffd}b"));
+        assert_eq!(c.invocation_id.as_deref(), Some("i\u{fffd}"));
+        assert_eq!(c.checkpoint_id.as_deref(), Some("c\u{fffd}"));
+        assert_eq!(c.schema_version.as_deref(), Some("1\u{fffd}"));
+        let plane = cols(
+            r#"{"type":"T","timestamp":"t","sessionId":"\u0000","version":"\u0000","data":{"toolName":"\u0000"}}"#,
+            Dialect::CortexPlane,
+        );
+        assert_eq!(
+            (plane.session_id.as_deref(), plane.schema_version.as_deref()),
+            (Some("\u{fffd}"), Some("\u{fffd}"))
+        );
+        assert_eq!(plane.tool_name.as_deref(), Some("\u{fffd}"));
+        let cc = cols(
+            r#"{"type":"assistant","requestId":"r\u0000","message":{"content":[{"type":"tool_use","id":"t\u0000","name":"\u0000"}]}}"#,
+            Dialect::ClaudeCode,
+        );
+        assert_eq!((cc.request_id.as_deref(), cc.invocation_id.as_deref()), (Some("r\u{fffd}"), Some("t\u{fffd}")));
+        let wink = cols(r#"{"__type__":"\u0000"}"#, Dialect::WinkLog);
+        assert_eq!(wink.event_type.as_deref(), Some("\u{fffd}"));
+        for s in [&c.event_type, &c.session_id, &plane.tool_name, &cc.request_id, &wink.event_type] {
+            assert!(!s.as_deref().unwrap_or_default().contains('\0'));
+        }
+    }
+
+    #[test]
+    fn oversized_usage_objects_are_not_read() {
+        let pad: String = (0..10_000).map(|i| format!("\"k{i}\":0,")).collect();
+        let c = cols(
+            &format!(r#"{{"type":"assistant","message":{{"usage":{{{pad}"input_tokens":3,"output_tokens":4}}}}}}"#),
+            Dialect::ClaudeCode,
+        );
+        assert_eq!((c.input_tokens, c.output_tokens), (None, None));
+        let small = cols(
+            r#"{"type":"assistant","message":{"usage":{"input_tokens":3,"output_tokens":4}}}"#,
+            Dialect::ClaudeCode,
+        );
+        assert_eq!((small.input_tokens, small.output_tokens), (Some(3), Some(4)));
     }
 
     #[test]

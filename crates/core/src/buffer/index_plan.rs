@@ -2,7 +2,7 @@
 //! re-index from byte 0 as a new generation (DESIGN.md §Line and file rules). Pure.
 
 use super::dialect::Dialect;
-use super::scan::FileStat;
+use super::discovery::FileStat;
 
 /// A file's identity includes a CRC-32 of its first bytes (up to this many).
 pub const FINGERPRINT_BYTES: u64 = 4096;

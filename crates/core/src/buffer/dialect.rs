@@ -3,9 +3,8 @@
 //! object wins; the name decides while the file has no parseable object yet; any other JSON
 //! object stream is `wink-log` (dataclass dumps, optionally with `__type__`/`__seq__`/`__ts__`).
 
-use serde_json::{Map, Value};
-
 use super::discovery::{is_uuid, Layout};
+use super::judge::{decode, judge, Rules, Verdict};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dialect {
@@ -51,8 +50,34 @@ const CLAUDE_CODE_TYPES: &[&str] = &[
 /// How many leading bytes of a file dialect detection may read.
 pub const DETECTION_PREFIX_BYTES: usize = 256 * 1024;
 
+/// What a file's first object says about its dialect: which of the telling keys it has, and its
+/// `type` when that is a string.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FirstObject {
+    job_id_camel: bool,
+    job_id_snake: bool,
+    has_type: bool,
+    wink_keys: bool,
+    claude_keys: bool,
+    line_type: Option<String>,
+}
+
+impl FirstObject {
+    fn of(p: &crate::json::parse::Parsed<'_>) -> FirstObject {
+        let [parent, leaf, sidechain] = p.root.pick(["parentUuid", "leafUuid", "isSidechain"]);
+        FirstObject {
+            job_id_camel: p.has("jobId"),
+            job_id_snake: p.has("job_id"),
+            has_type: p.has("type"),
+            wink_keys: p.has("__type__") || p.has("__seq__") || p.has("__ts__"),
+            claude_keys: parent.is_some() || leaf.is_some() || sidechain.is_some(),
+            line_type: p.get("type").and_then(|t| t.as_str()).map(|t| t.into_owned()),
+        }
+    }
+}
+
 /// Detects the dialect. `first_object` is the file's first line that parses as a JSON object.
-pub fn detect(file_name: &str, layout: Layout, first_object: Option<&Map<String, Value>>) -> Option<Dialect> {
+pub fn detect(file_name: &str, layout: Layout, first_object: Option<&FirstObject>) -> Option<Dialect> {
     let by_content = first_object.and_then(from_content);
     by_content.or_else(|| from_name(file_name, layout)).or_else(|| first_object.map(|_| Dialect::WinkLog))
 }
@@ -106,33 +131,37 @@ fn is_spike_stem(stem: &str) -> bool {
         && b[16] == b'_'
 }
 
-fn from_content(obj: &Map<String, Value>) -> Option<Dialect> {
-    let has = |k: &str| obj.contains_key(k);
-    let type_is = |set: &[&str]| obj.get("type").and_then(Value::as_str).is_some_and(|t| set.contains(&t));
-    if has("jobId") {
+fn from_content(obj: &FirstObject) -> Option<Dialect> {
+    let claude_type = obj.line_type.as_deref().is_some_and(|t| CLAUDE_CODE_TYPES.contains(&t));
+    if obj.job_id_camel {
         Some(Dialect::CortexPlane)
-    } else if has("job_id") && has("type") {
+    } else if obj.job_id_snake && obj.has_type {
         Some(Dialect::CortexSpike)
-    } else if has("__type__") || has("__seq__") || has("__ts__") {
+    } else if obj.wink_keys {
         Some(Dialect::WinkLog)
-    } else if has("parentUuid") || has("leafUuid") || has("isSidechain") || type_is(CLAUDE_CODE_TYPES) {
+    } else if obj.claude_keys || claude_type {
         Some(Dialect::ClaudeCode)
     } else {
         None
     }
 }
 
-/// The first line in `prefix` that parses as a JSON object. Only newline-terminated lines are
-/// considered unless `prefix_is_whole_file`, in which case an unterminated tail counts too.
-pub fn first_object(prefix: &[u8], prefix_is_whole_file: bool) -> Option<Map<String, Value>> {
+/// The first line in `prefix` that is a JSON object, read exactly as lines are judged (lossy
+/// UTF-8, JavaScript trimming, `JSON.parse`'s rules), so detection and judging never disagree
+/// about a line. Only newline-terminated lines are considered unless `prefix_is_whole_file`,
+/// in which case an unterminated tail counts too.
+pub fn first_object(prefix: &[u8], prefix_is_whole_file: bool) -> Option<FirstObject> {
     let mut lines: Vec<&[u8]> = prefix.split(|b| *b == b'\n').collect();
     // The piece after the last newline is incomplete unless the file ends there.
     if !prefix_is_whole_file || lines.last().is_some_and(|l| l.is_empty()) {
         lines.pop();
     }
-    lines.into_iter().find_map(|line| match serde_json::from_slice::<Value>(line.trim_ascii()) {
-        Ok(Value::Object(map)) => Some(map),
-        _ => None,
+    lines.into_iter().find_map(|line| {
+        let text = decode(line);
+        match judge(&text, Rules::Object) {
+            Verdict::Event(p) => Some(FirstObject::of(&p)),
+            _ => None,
+        }
     })
 }
 
@@ -156,11 +185,8 @@ mod tests {
         }
     }
 
-    fn obj(json: &str) -> Map<String, Value> {
-        match serde_json::from_str(json) {
-            Ok(Value::Object(m)) => m,
-            _ => panic!("test fixture is not an object: {json}"),
-        }
+    fn obj(json: &str) -> FirstObject {
+        first_object(json.as_bytes(), true).unwrap_or_else(|| panic!("test fixture is not an object: {json}"))
     }
 
     #[test]
@@ -213,7 +239,7 @@ mod tests {
     #[test]
     fn first_object_skips_blank_corrupt_and_non_object_lines() {
         let text = b"\n  \n{not json\n[1,2]\n {\"type\":\"summary\",\"leafUuid\":\"u\"} \n";
-        let found = first_object(text, false).map(|m| m.contains_key("leafUuid"));
+        let found = first_object(text, false).map(|m| m.claude_keys);
         assert_eq!(found, Some(true));
     }
 
@@ -223,6 +249,17 @@ mod tests {
         assert!(first_object(text, false).is_none());
         assert!(first_object(text, true).is_some());
         assert!(first_object(b"", true).is_none());
+    }
+
+    #[test]
+    fn detection_reads_lines_as_judging_does() {
+        // Invalid UTF-8, a BOM and JSON.parse-only forms (1e400, a lone surrogate) do not hide
+        // the first object, as they would from a strict parser.
+        let spike = b"\xef\xbb\xbf{\"type\":\"\xff\",\"timestamp\":1e400,\"job_id\":\"\\ud800\"}\n";
+        assert_eq!(
+            detect("session-001.jsonl", Layout::DirectoryFile, first_object(spike, false).as_ref()),
+            Some(Dialect::CortexSpike)
+        );
     }
 
     #[test]

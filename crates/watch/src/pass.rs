@@ -7,11 +7,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::dialect::{detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
-use super::index_plan::{worth_a_look, IndexState};
-use super::reconcile::{plan, Action, Known};
-use super::scan::{is_gone, read_prefix, scan_root, FileStat, Problem};
-use crate::error::CbError;
+use cortex_buffer_core::buffer::dialect::{self, detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
+use cortex_buffer_core::buffer::index_plan::{worth_a_look, IndexState};
+use cortex_buffer_core::buffer::normalize::uuid_bytes;
+use cortex_buffer_core::buffer::reconcile::{plan, Action, Known};
+use cortex_buffer_core::error::CbError;
+
+use super::scan::{is_gone, read_prefix, scan_root, FileStat, Found, Problem};
 
 /// A row to insert or update in `session_file`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +22,7 @@ pub struct Row {
     pub job_dir: String,
     pub dialect: Option<Dialect>,
     pub stat: FileStat,
-    /// See [`super::dialect::session_ordinal`].
+    /// See [`dialect::session_ordinal`].
     pub ordinal: Option<i64>,
     /// The job directory as a UUID, when it is one.
     pub job_id: Option<[u8; 16]>,
@@ -131,8 +133,8 @@ pub fn run_pass<C: Catalog>(
         }
         if decision.write {
             rows.push(Row {
-                ordinal: super::dialect::session_ordinal(&decision.found.file_name),
-                job_id: super::normalize::uuid_bytes(&decision.found.job_dir),
+                ordinal: dialect::session_ordinal(&decision.found.file_name),
+                job_id: uuid_bytes(&decision.found.job_dir),
                 path: decision.found.path.clone(),
                 job_dir: decision.found.job_dir.clone(),
                 dialect: decision.dialect,
@@ -216,7 +218,7 @@ pub fn run_pass<C: Catalog>(
     Ok(report)
 }
 
-fn detect_dialect(found: &super::scan::Found, problems: &mut Vec<Problem>) -> Option<Dialect> {
+fn detect_dialect(found: &Found, problems: &mut Vec<Problem>) -> Option<Dialect> {
     match read_prefix(Path::new(&found.path), DETECTION_PREFIX_BYTES) {
         Ok((prefix, whole)) => detect(&found.file_name, found.layout, first_object(&prefix, whole).as_ref()),
         Err(e) => {
@@ -224,7 +226,7 @@ fn detect_dialect(found: &super::scan::Found, problems: &mut Vec<Problem>) -> Op
                 path: found.path.clone(),
                 reason: format!("could not read to detect its dialect: {e}"),
             });
-            super::dialect::from_name(&found.file_name, found.layout)
+            dialect::from_name(&found.file_name, found.layout)
         }
     }
 }

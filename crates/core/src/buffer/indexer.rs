@@ -15,6 +15,7 @@ use super::integrity::Integrity;
 use super::judge::{decode, judge, preview, Rules, Verdict};
 use super::lines::{LineReader, Piece};
 use super::normalize::{columns, Columns};
+use crate::json::jsonb_write::working_memory;
 use crate::json::parse::js_trim;
 
 /// An `event` row.
@@ -23,9 +24,51 @@ pub struct EventRow<'a> {
     pub offset: u64,
     pub line_no: u64,
     pub columns: Columns,
-    /// The line's JSON text (trimmed), or `None` when `jsonb` cannot store it.
+    /// The line's JSON text (trimmed), or `None` when it is not to be stored as `jsonb`.
     pub payload: Option<Cow<'a, str>>,
-    pub payload_problem: Option<&'static str>,
+    /// Why the payload is NULL, or how it differs from the file's bytes.
+    pub payload_problem: Option<Cow<'static, str>>,
+    /// Values and keys in the line (sizes its conversion to `jsonb`).
+    pub tokens: u64,
+}
+
+/// What `payload_problem` says of a line that was not valid UTF-8.
+pub const LOSSY_UTF8: &str = "invalid UTF-8 replaced by U+FFFD";
+
+/// Why a valid line's payload is NULL, or how it differs from the file's bytes: `jsonb` cannot
+/// store it; converting it would take more than `max_line_memory`; its bytes were not UTF-8.
+pub fn payload_problem(
+    jsonb_problem: Option<&'static str>,
+    text_len: usize,
+    tokens: u64,
+    max_line_memory: u64,
+    lossy: bool,
+) -> (bool, Option<Cow<'static, str>>) {
+    let mut problems: Vec<Cow<'static, str>> = Vec::new();
+    let mut store = true;
+    if let Some(p) = jsonb_problem {
+        problems.push(Cow::Borrowed(p));
+        store = false;
+    } else {
+        let needs = working_memory(text_len, tokens);
+        if needs > max_line_memory {
+            problems.push(Cow::Owned(format!(
+                "converting it to jsonb would take up to {} kB, more than cortex_buffer.max_line_memory ({} kB)",
+                needs.div_ceil(1024),
+                max_line_memory / 1024
+            )));
+            store = false;
+        }
+    }
+    if lossy {
+        problems.push(Cow::Borrowed(LOSSY_UTF8));
+    }
+    let problem = match problems.len() {
+        0 => None,
+        1 => problems.pop(),
+        _ => Some(Cow::Owned(problems.join("; "))),
+    };
+    (store, problem)
 }
 
 /// A `corrupt_line` row.
@@ -69,6 +112,9 @@ pub struct FileRules<'a> {
     pub dialect: Option<Dialect>,
     pub job_dir: &'a str,
     pub max_line_bytes: usize,
+    /// The most a line's conversion to `jsonb` may take ([`working_memory`]); a line that needs
+    /// more is stored with a NULL payload.
+    pub max_line_memory: u64,
     /// The file has been quiet for the settle period: an unterminated tail is final.
     pub settled: bool,
 }
@@ -114,10 +160,24 @@ pub fn index_file<R: Read, S: Sink>(
                     Verdict::Event(parsed) => {
                         let cols = columns(&parsed, rules.dialect, rules.job_dir);
                         progress.integrity.event(&cols);
-                        let problem = parsed.jsonb_problem.map(|p| p.describe());
-                        let payload = if problem.is_some() { None } else { Some(Cow::Borrowed(js_trim(&text))) };
-                        sink.event(EventRow { offset, line_no, columns: cols, payload, payload_problem: problem })
-                            .map_err(IndexError::Sink)?;
+                        let trimmed = js_trim(&text);
+                        let (store, problem) = payload_problem(
+                            parsed.jsonb_problem.map(|p| p.describe()),
+                            trimmed.len(),
+                            parsed.tokens,
+                            rules.max_line_memory,
+                            matches!(text, Cow::Owned(_)),
+                        );
+                        let payload = store.then_some(Cow::Borrowed(trimmed));
+                        sink.event(EventRow {
+                            offset,
+                            line_no,
+                            columns: cols,
+                            payload,
+                            payload_problem: problem,
+                            tokens: parsed.tokens,
+                        })
+                        .map_err(IndexError::Sink)?;
                         progress.events_added += 1;
                     }
                     Verdict::NotAnEvent(reason) => {
@@ -152,7 +212,7 @@ pub mod tests {
     use super::*;
 
     /// An event row as collected: offset, line, columns, payload, payload problem.
-    pub type Collected = (u64, u64, Columns, Option<String>, Option<&'static str>);
+    pub type Collected = (u64, u64, Columns, Option<String>, Option<String>);
 
     /// Rows collected in memory.
     #[derive(Default, Debug)]
@@ -164,7 +224,13 @@ pub mod tests {
     impl Sink for Collect {
         type Error = std::convert::Infallible;
         fn event(&mut self, r: EventRow<'_>) -> Result<(), Self::Error> {
-            self.events.push((r.offset, r.line_no, r.columns, r.payload.map(Cow::into_owned), r.payload_problem));
+            self.events.push((
+                r.offset,
+                r.line_no,
+                r.columns,
+                r.payload.map(Cow::into_owned),
+                r.payload_problem.map(Cow::into_owned),
+            ));
             Ok(())
         }
         fn corrupt(&mut self, r: CorruptRow) -> Result<(), Self::Error> {
@@ -175,7 +241,13 @@ pub mod tests {
 
     fn run(data: &[u8], from: Progress, dialect: Dialect, settled: bool) -> (Progress, Collect) {
         let mut sink = Collect::default();
-        let rules = FileRules { dialect: Some(dialect), job_dir: "job", max_line_bytes: 1 << 20, settled };
+        let rules = FileRules {
+            dialect: Some(dialect),
+            job_dir: "job",
+            max_line_bytes: 1 << 20,
+            max_line_memory: 64 << 20,
+            settled,
+        };
         let start = usize::try_from(from.offset).unwrap_or(0);
         let p = match index_file(&data[start..], from, &rules, &mut sink) {
             Ok(p) => p,
@@ -244,7 +316,50 @@ pub mod tests {
         let (_, rows) = run(data.as_bytes(), Progress::default(), Dialect::CortexSpike, true);
         assert_eq!(rows.events[0].2.event_type.as_deref(), Some("A"));
         assert_eq!(rows.events[0].3, None);
-        assert!(rows.events[0].4.is_some_and(|p| p.contains("\\u0000")));
+        assert!(rows.events[0].4.as_deref().is_some_and(|p| p.contains("\\u0000")));
+    }
+
+    #[test]
+    fn lines_over_the_memory_budget_keep_their_columns_and_a_null_payload() {
+        let numbers = vec!["1"; 20_000].join(",");
+        let data = format!("{{\"type\":\"BIG\",\"timestamp\":\"t\",\"x\":[{numbers}]}}\n{E0}\n");
+        let mut sink = Collect::default();
+        let rules = FileRules {
+            dialect: Some(Dialect::CortexSpike),
+            job_dir: "j",
+            max_line_bytes: 1 << 20,
+            max_line_memory: 1 << 20,
+            settled: true,
+        };
+        let p = index_file(data.as_bytes(), Progress::default(), &rules, &mut sink).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!((p.integrity.valid_lines, sink.events.len(), sink.corrupt.len()), (2, 2, 0));
+        let big = &sink.events[0];
+        assert_eq!((big.2.event_type.as_deref(), big.3.as_deref()), (Some("BIG"), None));
+        assert!(big.4.as_deref().is_some_and(|p| p.contains("cortex_buffer.max_line_memory (1024 kB)")), "{:?}", big.4);
+        assert_eq!(sink.events[1].3.as_deref(), Some(E0), "the next line is stored as usual");
+        assert_eq!(sink.events[1].4, None);
+    }
+
+    #[test]
+    fn lossy_utf8_is_recorded_and_the_payload_kept() {
+        let data =
+            b"{\"type\":\"\xff\",\"timestamp\":\"t\"}\n{\"type\":\"\xff\",\"timestamp\":\"t\",\"z\":\"\\u0000\"}\n"
+                .to_vec();
+        let (_, rows) = run(&data, Progress::default(), Dialect::CortexSpike, true);
+        assert_eq!(rows.events[0].2.event_type.as_deref(), Some("\u{fffd}"));
+        assert_eq!(rows.events[0].3.as_deref(), Some("{\"type\":\"\u{fffd}\",\"timestamp\":\"t\"}"));
+        assert_eq!(rows.events[0].4.as_deref(), Some(LOSSY_UTF8));
+        assert_eq!(rows.events[1].3, None);
+        assert_eq!(rows.events[1].4.as_deref(), Some("jsonb cannot store \\u0000; invalid UTF-8 replaced by U+FFFD"));
+    }
+
+    #[test]
+    fn payload_problems_combine() {
+        assert_eq!(payload_problem(None, 10, 3, 1 << 20, false), (true, None));
+        let (store, p) = payload_problem(Some("x"), 10, 3, 1 << 20, true);
+        assert_eq!((store, p.as_deref()), (false, Some("x; invalid UTF-8 replaced by U+FFFD")));
+        let (store, p) = payload_problem(None, 10, 1_000_000, 1 << 20, false);
+        assert!(!store && p.is_some_and(|p| p.starts_with("converting it to jsonb would take up to ")));
     }
 
     #[test]
@@ -252,8 +367,13 @@ pub mod tests {
         let long = format!("{{\"type\":\"A\",\"timestamp\":\"t\",\"pad\":\"{}\"}}", "x".repeat(5000));
         let data = format!("{long}\n{E0}\n");
         let mut sink = Collect::default();
-        let rules =
-            FileRules { dialect: Some(Dialect::CortexSpike), job_dir: "j", max_line_bytes: 1000, settled: true };
+        let rules = FileRules {
+            dialect: Some(Dialect::CortexSpike),
+            job_dir: "j",
+            max_line_bytes: 1000,
+            max_line_memory: 64 << 20,
+            settled: true,
+        };
         let p = index_file(data.as_bytes(), Progress::default(), &rules, &mut sink).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!((sink.corrupt.len(), sink.events.len(), p.lines), (1, 1, 2));
         assert!(sink.corrupt[0].reason.contains("longer than"));

@@ -60,23 +60,98 @@ impl JsonbProblem {
     }
 }
 
+/// The top-level members the indexer reads: what judging a line needs (`type`, `timestamp`) and
+/// every dialect's normalised columns. Only these are recorded while parsing, each in a slot of
+/// its own (the last occurrence wins, as in JavaScript), so a line with millions of members
+/// costs no memory per member; any other member is found by [`Value::get`], which streams.
+pub const KEYS: [&str; 26] = [
+    "type",
+    "timestamp",
+    "job_id",
+    "session_id",
+    "agent_id",
+    "seq",
+    "step_index",
+    "invocation_id",
+    "tool_name",
+    "checkpoint_id",
+    "success",
+    "prompt_tokens",
+    "completion_tokens",
+    "buffer_schema_version",
+    "jobId",
+    "sessionId",
+    "agentId",
+    "sequence",
+    "version",
+    "data",
+    "requestId",
+    "message",
+    "__type__",
+    "__ts__",
+    "__seq__",
+    "uuid",
+];
+
+/// The longest name in [`KEYS`]; an escaped key whose raw text is over six times longer (`\uXXXX`
+/// per character) cannot be one of them and is never unescaped.
+const LONGEST_KEY: usize = 21;
+
+/// The slot of `key` in [`KEYS`].
+fn slot(key: &str) -> Option<usize> {
+    Some(match key {
+        "type" => 0,
+        "timestamp" => 1,
+        "job_id" => 2,
+        "session_id" => 3,
+        "agent_id" => 4,
+        "seq" => 5,
+        "step_index" => 6,
+        "invocation_id" => 7,
+        "tool_name" => 8,
+        "checkpoint_id" => 9,
+        "success" => 10,
+        "prompt_tokens" => 11,
+        "completion_tokens" => 12,
+        "buffer_schema_version" => 13,
+        "jobId" => 14,
+        "sessionId" => 15,
+        "agentId" => 16,
+        "sequence" => 17,
+        "version" => 18,
+        "data" => 19,
+        "requestId" => 20,
+        "message" => 21,
+        "__type__" => 22,
+        "__ts__" => 23,
+        "__seq__" => 24,
+        "uuid" => 25,
+        _ => return None,
+    })
+}
+
 /// A line that `JSON.parse` accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Parsed<'a> {
     pub root: Value<'a>,
-    /// The root object's members in order (duplicates included); empty for other roots.
-    pub members: Vec<(Cow<'a, str>, Value<'a>)>,
+    /// The root object's members named in [`KEYS`], last occurrence winning.
+    slots: [Option<Value<'a>>; KEYS.len()],
     pub jsonb_problem: Option<JsonbProblem>,
+    /// Values and object keys in the document: what converting it to `jsonb` costs.
+    pub tokens: u64,
 }
 
 impl<'a> Parsed<'a> {
     /// The root object's member `key` (the last one, as in JavaScript).
     pub fn get(&self, key: &str) -> Option<Value<'a>> {
-        self.members.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
+        match slot(key) {
+            Some(i) => self.slots.get(i).copied().flatten(),
+            None => self.root.get(key),
+        }
     }
 
     pub fn has(&self, key: &str) -> bool {
-        self.members.iter().any(|(k, _)| k == key)
+        self.get(key).is_some()
     }
 }
 
@@ -270,16 +345,18 @@ impl<'a> Scanner<'a> {
     }
 }
 
-/// Parses `text` (one trimmed line) as `JSON.parse` would.
+/// Parses `text` (one trimmed line) as `JSON.parse` would. Memory: one byte per open container
+/// and a fixed set of member slots, whatever the line holds.
 pub fn parse(text: &str) -> Result<Parsed<'_>, SyntaxError> {
     let mut s = Scanner { b: text.as_bytes(), pos: 0, problem: None };
     // The open containers: true for an object.
     let mut stack: Vec<bool> = Vec::new();
     let mut expect = Expect::Value;
-    let mut members: Vec<(Cow<'_, str>, Value<'_>)> = Vec::with_capacity(16);
+    let mut slots: [Option<Value<'_>>; KEYS.len()] = [None; KEYS.len()];
+    let mut tokens: u64 = 0;
     let root: Value<'_>;
-    // The pending top-level key and where its value starts.
-    let mut key: Option<(usize, usize, bool)> = None;
+    // The slot of the pending top-level key, if it is one of KEYS.
+    let mut key: Option<usize> = None;
     let mut value_start = 0;
 
     loop {
@@ -294,6 +371,9 @@ pub fn parse(text: &str) -> Result<Parsed<'_>, SyntaxError> {
                 // Only the root and the root object's members need their start.
                 if stack.is_empty() || (stack.len() == 1 && stack[0]) {
                     value_start = s.pos;
+                }
+                if c != b']' {
+                    tokens += 1;
                 }
                 match c {
                     b'{' => {
@@ -341,8 +421,16 @@ pub fn parse(text: &str) -> Result<Parsed<'_>, SyntaxError> {
                 if c == b'"' {
                     let start = s.pos;
                     let escaped = s.string()?;
+                    tokens += 1;
                     if stack.len() == 1 {
-                        key = Some((start, s.pos, escaped));
+                        let raw = text.get(start + 1..s.pos - 1).unwrap_or("");
+                        key = if !escaped {
+                            slot(raw)
+                        } else if raw.len() <= 6 * LONGEST_KEY {
+                            slot(&unescape(raw))
+                        } else {
+                            None
+                        };
                     }
                     expect = Expect::Colon;
                 } else if c == b'}' && expect == Expect::KeyOrClose {
@@ -384,16 +472,16 @@ pub fn parse(text: &str) -> Result<Parsed<'_>, SyntaxError> {
         if let Some(kind) = ended {
             // A container that just closed started at `value_start` only if it is the root or
             // a top-level member; scalars always start there.
-            let value = Value { kind, text: &text[value_start.min(s.pos)..s.pos] };
+            let value = Value { kind, text: text.get(value_start.min(s.pos)..s.pos).unwrap_or("") };
             if stack.is_empty() {
-                root = Value { kind, text: &text[..s.pos] };
+                root = Value { kind, text: text.get(..s.pos).unwrap_or("") };
                 break;
             }
             if stack.len() == 1 && stack[0] {
-                if let Some((ks, ke, escaped)) = key.take() {
-                    let raw = &text[ks + 1..ke - 1];
-                    let k = if escaped { Cow::Owned(unescape(raw)) } else { Cow::Borrowed(raw) };
-                    members.push((k, value));
+                if let Some(i) = key.take() {
+                    if let Some(place) = slots.get_mut(i) {
+                        *place = Some(value);
+                    }
                 }
             }
             expect = Expect::CommaOrClose;
@@ -405,7 +493,7 @@ pub fn parse(text: &str) -> Result<Parsed<'_>, SyntaxError> {
     }
     // Leading white space is not part of the root's text.
     let root = Value { kind: root.kind, text: root.text.trim_start_matches([' ', '\t', '\n', '\r']) };
-    Ok(Parsed { root, members, jsonb_problem: s.problem })
+    Ok(Parsed { root, slots, jsonb_problem: s.problem, tokens })
 }
 
 /// The text of a string's contents (without quotes) with escapes resolved; lone surrogates
@@ -415,55 +503,215 @@ pub fn unescape_str(raw: &str) -> String {
 }
 
 fn unescape(raw: &str) -> String {
+    let mut out = Vec::with_capacity(raw.len());
+    unescape_into(raw, &mut out);
+    // Only whole characters were pushed.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn push_char(c: char, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 4];
+    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+}
+
+/// Appends the UTF-8 of a string's contents (without quotes, validated) with escapes resolved;
+/// lone surrogates become U+FFFD. Allocates nothing beyond `out`.
+pub fn unescape_into(raw: &str, out: &mut Vec<u8>) {
     let b = raw.as_bytes();
-    let mut out = String::with_capacity(raw.len());
-    let mut units: Vec<u16> = Vec::new();
     let mut i = 0;
-    let mut clean = 0;
-    let flush_units = |units: &mut Vec<u16>, out: &mut String| {
-        if !units.is_empty() {
-            out.extend(char::decode_utf16(units.drain(..)).map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER)));
-        }
-    };
     while i < b.len() {
-        if b[i] != b'\\' {
-            i += 1;
-            continue;
+        let Some(skip) = memchr::memchr(b'\\', &b[i..]) else {
+            out.extend_from_slice(&b[i..]);
+            return;
+        };
+        out.extend_from_slice(&b[i..i + skip]);
+        i += skip;
+        match b.get(i + 1).copied() {
+            Some(b'u') => {
+                let unit = b.get(i + 2..).and_then(hex4).unwrap_or(0xFFFD);
+                i += 6;
+                let c = match unit {
+                    0xD800..=0xDBFF => {
+                        // A high surrogate pairs only with an escaped low one right after it.
+                        let low = (b.get(i) == Some(&b'\\') && b.get(i + 1) == Some(&b'u'))
+                            .then(|| b.get(i + 2..).and_then(hex4))
+                            .flatten()
+                            .filter(|l| (0xDC00..=0xDFFF).contains(l));
+                        match low {
+                            Some(low) => {
+                                i += 6;
+                                char::from_u32(0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00))
+                            }
+                            None => None,
+                        }
+                    }
+                    _ => char::from_u32(u32::from(unit)),
+                };
+                push_char(c.unwrap_or(char::REPLACEMENT_CHARACTER), out);
+            }
+            e => {
+                out.push(match e {
+                    Some(b'b') => 8,
+                    Some(b'f') => 12,
+                    Some(b'n') => b'\n',
+                    Some(b'r') => b'\r',
+                    Some(b't') => b'\t',
+                    Some(other) => other,
+                    None => b'\\',
+                });
+                i += 2;
+            }
         }
-        if clean < i {
-            flush_units(&mut units, &mut out);
-            out.push_str(&raw[clean..i]);
-        }
-        let e = b.get(i + 1).copied().unwrap_or(b'\\');
-        if e == b'u' {
-            units.push(hex4(&b[i + 2..]).unwrap_or(0xFFFD));
-            i += 6;
-        } else {
-            flush_units(&mut units, &mut out);
-            out.push(match e {
-                b'b' => '\u{8}',
-                b'f' => '\u{c}',
-                b'n' => '\n',
-                b'r' => '\r',
-                b't' => '\t',
-                other => other as char,
-            });
-            i += 2;
-        }
-        clean = i;
     }
-    flush_units(&mut units, &mut out);
-    out.push_str(&raw[clean.min(raw.len())..]);
-    out
+}
+
+/// The byte after a validated string that starts at `at` (its opening quote).
+pub(super) fn string_end(b: &[u8], at: usize) -> usize {
+    let mut i = at + 1;
+    while let Some(k) = b.get(i..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)) {
+        i += k;
+        if b[i] == b'"' {
+            return i + 1;
+        }
+        i += 2;
+    }
+    b.len()
+}
+
+/// The byte after the validated value that starts at `at`.
+fn value_end(b: &[u8], at: usize) -> usize {
+    match b.get(at) {
+        Some(b'"') => string_end(b, at),
+        Some(b'{' | b'[') => {
+            let mut depth = 0usize;
+            let mut i = at;
+            while let Some(&c) = b.get(i) {
+                match c {
+                    b'"' => {
+                        i = string_end(b, i);
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            return i + 1;
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            b.len()
+        }
+        _ => {
+            let mut i = at;
+            while b.get(i).is_some_and(|c| !matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')) {
+                i += 1;
+            }
+            i
+        }
+    }
+}
+
+fn kind_at(b: &[u8], at: usize) -> Kind {
+    match b.get(at) {
+        Some(b'{') => Kind::Object,
+        Some(b'[') => Kind::Array,
+        Some(b'"') => Kind::String,
+        Some(b't' | b'f') => Kind::Bool,
+        Some(b'n') => Kind::Null,
+        _ => Kind::Number,
+    }
+}
+
+pub(super) fn skip_ws_at(b: &[u8], mut i: usize) -> usize {
+    while b.get(i).is_some_and(|c| is_ws(*c)) {
+        i += 1;
+    }
+    i
+}
+
+/// A container's children, read lazily from its validated text: no allocation per child.
+#[derive(Debug, Clone)]
+pub struct Children<'a> {
+    text: &'a str,
+    /// Where the next child (or its separator) starts; `text.len()` when done.
+    pos: usize,
+    object: bool,
+}
+
+impl<'a> Children<'a> {
+    fn of(v: &Value<'a>) -> Children<'a> {
+        let object = v.kind == Kind::Object;
+        let pos = if object || v.kind == Kind::Array { 1 } else { v.text.len() };
+        Children { text: v.text, pos, object }
+    }
+
+    /// The next child: its raw key text (objects; escapes unresolved) and whether the key has
+    /// escapes, and its value.
+    fn next_raw(&mut self) -> Option<(Option<(&'a str, bool)>, Value<'a>)> {
+        let b = self.text.as_bytes();
+        let mut i = skip_ws_at(b, self.pos);
+        if b.get(i) == Some(&b',') {
+            i = skip_ws_at(b, i + 1);
+        }
+        if matches!(b.get(i), None | Some(b'}' | b']')) {
+            self.pos = b.len();
+            return None;
+        }
+        let mut key = None;
+        if self.object {
+            let end = string_end(b, i);
+            let raw = self.text.get(i + 1..end.saturating_sub(1)).unwrap_or("");
+            key = Some((raw, memchr::memchr(b'\\', raw.as_bytes()).is_some()));
+            i = skip_ws_at(b, end);
+            // ':'
+            i = skip_ws_at(b, i + 1);
+        }
+        let end = value_end(b, i);
+        let value = Value { kind: kind_at(b, i), text: self.text.get(i..end).unwrap_or("") };
+        self.pos = end;
+        Some((key, value))
+    }
+}
+
+/// An object's members: key (escapes resolved) and value, in written order, duplicates
+/// included.
+impl<'a> Iterator for Children<'a> {
+    type Item = (Cow<'a, str>, Value<'a>);
+    fn next(&mut self) -> Option<Self::Item> {
+        let (key, value) = self.next_raw()?;
+        let key = match key {
+            None => Cow::Borrowed(""),
+            Some((raw, false)) => Cow::Borrowed(raw),
+            Some((raw, true)) => Cow::Owned(unescape(raw)),
+        };
+        Some((key, value))
+    }
+}
+
+/// Whether a raw key (escapes unresolved) names `key`.
+fn key_is(raw: &str, escaped: bool, key: &str) -> bool {
+    if escaped {
+        raw.len() <= 6 * key.len() && unescape(raw) == key
+    } else {
+        raw == key
+    }
 }
 
 impl<'a> Value<'a> {
+    /// The text between a string's quotes (escapes unresolved).
+    fn raw_string(&self) -> &'a str {
+        self.text.get(1..self.text.len().saturating_sub(1)).unwrap_or("")
+    }
+
     /// A string's contents with escapes resolved (`None` for other kinds).
     pub fn as_str(&self) -> Option<Cow<'a, str>> {
         if self.kind != Kind::String {
             return None;
         }
-        let raw = &self.text[1..self.text.len() - 1];
+        let raw = self.raw_string();
         Some(if raw.contains('\\') { Cow::Owned(unescape(raw)) } else { Cow::Borrowed(raw) })
     }
 
@@ -489,27 +737,44 @@ impl<'a> Value<'a> {
         }
     }
 
-    /// An object's members (empty for other kinds).
-    pub fn members(&self) -> Vec<(Cow<'a, str>, Value<'a>)> {
-        if self.kind != Kind::Object {
-            return Vec::new();
-        }
-        parse(self.text).map(|p| p.members).unwrap_or_default()
+    /// An object's members, read lazily (none for other kinds).
+    pub fn members(&self) -> Children<'a> {
+        Children::of(&Value {
+            kind: if self.kind == Kind::Object { Kind::Object } else { Kind::Null },
+            text: self.text,
+        })
     }
 
-    /// An object's member `key` (the last one).
+    /// An object's member `key` (the last one, as in JavaScript); one pass, no allocation.
     pub fn get(&self, key: &str) -> Option<Value<'a>> {
-        self.members().into_iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
+        let [found] = self.pick([key]);
+        found
     }
 
-    /// An array's items (empty for other kinds).
-    pub fn items(&self) -> Vec<Value<'a>> {
-        if self.kind != Kind::Array {
-            return Vec::new();
+    /// Several members of an object in one pass over it (the last occurrence of each).
+    pub fn pick<const N: usize>(&self, keys: [&str; N]) -> [Option<Value<'a>>; N] {
+        let mut out = [None; N];
+        if self.kind != Kind::Object {
+            return out;
         }
-        // Wrap as an object member to reuse the top-level span recording: parse the items by
-        // scanning the array with a depth counter over the validated text.
-        items_of(self.text)
+        let mut children = Children::of(self);
+        while let Some((Some((raw, escaped)), value)) = children.next_raw() {
+            for (k, slot) in keys.iter().zip(out.iter_mut()) {
+                if key_is(raw, escaped, k) {
+                    *slot = Some(value);
+                }
+            }
+        }
+        out
+    }
+
+    /// An array's items, read lazily (none for other kinds).
+    pub fn items(&self) -> impl Iterator<Item = Value<'a>> {
+        let mut children = Children::of(&Value {
+            kind: if self.kind == Kind::Array { Kind::Array } else { Kind::Null },
+            text: self.text,
+        });
+        std::iter::from_fn(move || children.next_raw().map(|(_, v)| v))
     }
 }
 
@@ -525,87 +790,20 @@ impl<'a> super::node::JsonNode<'a> for Value<'a> {
             Kind::Null => K::Null,
             Kind::Bool => K::Bool(self.text == "true"),
             Kind::Number => K::Number(self.as_f64().unwrap_or(f64::NAN)),
-            Kind::String => K::String(&self.text[1..self.text.len() - 1]),
+            Kind::String => K::String(self.raw_string()),
             Kind::Array => K::Array,
             Kind::Object => K::Object,
         })
     }
 
     fn children(self, out: &mut Vec<(Option<&'a str>, Self)>) -> Result<(), Self::Error> {
-        match self.kind {
-            Kind::Array => out.extend(self.items().into_iter().map(|v| (None, v))),
-            Kind::Object => {
-                let members = self.members();
-                out.extend(members.into_iter().map(|(k, v)| {
-                    let raw: &'a str = match k {
-                        Cow::Borrowed(b) => b,
-                        // A key written with escapes matches no plain name.
-                        Cow::Owned(_) => "",
-                    };
-                    (Some(raw), v)
-                }));
-            }
-            _ => {}
+        let mut children = Children::of(&self);
+        while let Some((key, value)) = children.next_raw() {
+            // A key written with escapes matches no plain name.
+            out.push((key.map(|(raw, escaped)| if escaped { "" } else { raw }), value));
         }
         Ok(())
     }
-}
-
-/// The items of a validated array's text.
-fn items_of<'a>(text: &'a str) -> Vec<Value<'a>> {
-    let b = text.as_bytes();
-    let mut out = Vec::new();
-    let mut depth = 0usize;
-    let mut i = 0;
-    let mut start: Option<usize> = None;
-    let push = |out: &mut Vec<Value<'a>>, s: usize, e: usize| {
-        let t = text[s..e].trim_matches([' ', '\t', '\n', '\r']);
-        if !t.is_empty() {
-            if let Ok(p) = parse(t) {
-                out.push(p.root);
-            }
-        }
-    };
-    while i < b.len() {
-        match b[i] {
-            b'"' => {
-                if depth == 1 && start.is_none() {
-                    start = Some(i);
-                }
-                i += 1;
-                while i < b.len() {
-                    match b[i] {
-                        b'\\' => i += 2,
-                        b'"' => break,
-                        _ => i += 1,
-                    }
-                }
-            }
-            b'[' | b'{' => {
-                depth += 1;
-                if depth == 2 && start.is_none() {
-                    start = Some(i);
-                }
-            }
-            b']' | b'}' => {
-                if depth == 1 {
-                    if let Some(s) = start.take() {
-                        push(&mut out, s, i);
-                    }
-                }
-                depth = depth.saturating_sub(1);
-            }
-            b',' if depth == 1 => {
-                if let Some(s) = start.take() {
-                    push(&mut out, s, i);
-                }
-            }
-            c if depth == 1 && start.is_none() && !is_ws(c) => start = Some(i),
-            _ => {}
-        }
-        i += 1;
-    }
-    out
 }
 
 /// ECMAScript white space and line terminators (what `String.prototype.trim` removes).
@@ -695,30 +893,88 @@ mod tests {
     }
 
     #[test]
-    fn records_the_top_level_members_as_spans() {
+    fn records_the_known_top_level_members_and_finds_the_others_by_streaming() {
         let p = ok(r#"{"type": "TOOL_RESULT", "seq": 12, "data": {"x": [1, 2]}, "ok": true, "n": null, "e\u0041": 1}"#);
         assert_eq!(p.root.kind, Kind::Object);
-        let keys: Vec<&str> = p.members.iter().map(|(k, _)| k.as_ref()).collect();
+        let keys: Vec<String> = p.root.members().map(|(k, _)| k.into_owned()).collect();
         assert_eq!(keys, ["type", "seq", "data", "ok", "n", "eA"]);
         assert_eq!(p.get("type").and_then(|v| v.as_str()).as_deref(), Some("TOOL_RESULT"));
         assert_eq!(p.get("seq").and_then(|v| v.as_i64()), Some(12));
         assert_eq!(p.get("data").map(|v| v.text), Some(r#"{"x": [1, 2]}"#));
-        assert_eq!(p.get("data").and_then(|d| d.get("x")).map(|x| x.items().len()), Some(2));
+        assert_eq!(p.get("data").and_then(|d| d.get("x")).map(|x| x.items().count()), Some(2));
+        // Keys outside KEYS are read from the text.
         assert_eq!(p.get("ok").and_then(|v| v.as_bool()), Some(true));
         assert_eq!(p.get("n").map(|v| v.kind), Some(Kind::Null));
-        // The last duplicate wins, as in JavaScript.
+        assert_eq!(p.get("eA").and_then(|v| v.as_i64()), Some(1));
+        assert!(!p.has("missing"));
+        // The last duplicate wins, as in JavaScript, for recorded and streamed keys alike.
         assert_eq!(ok(r#"{"a":1,"a":2}"#).get("a").and_then(|v| v.as_i64()), Some(2));
+        assert_eq!(ok(r#"{"seq":1,"seq":2}"#).get("seq").and_then(|v| v.as_i64()), Some(2));
+        // An escaped spelling of a known key is that key.
+        assert_eq!(
+            ok(r#"{"typ\u0065":"X","\u0074imestamp":1}"#).get("type").and_then(|v| v.as_str()).as_deref(),
+            Some("X")
+        );
+        assert!(ok(r#"{"\u0074imestamp":1}"#).has("timestamp"));
+        // Only objects have members.
+        assert_eq!(ok("[1]").get("type"), None);
+        assert_eq!(ok("[1]").root.members().count(), 0);
+    }
+
+    #[test]
+    fn every_known_key_has_its_own_slot() {
+        for (i, k) in KEYS.iter().enumerate() {
+            assert_eq!(slot(k), Some(i), "{k}");
+            assert!(k.len() <= LONGEST_KEY, "{k}");
+        }
+        assert_eq!(slot("nope"), None);
+    }
+
+    #[test]
+    fn counts_values_and_keys() {
+        assert_eq!(ok("1").tokens, 1);
+        assert_eq!(ok("[]").tokens, 1);
+        assert_eq!(ok("[1,2,[3]]").tokens, 5);
+        assert_eq!(ok(r#"{"a":{"b":null},"c":[]}"#).tokens, 7);
+    }
+
+    #[test]
+    fn memory_does_not_grow_with_the_number_of_members() {
+        // A million members (duplicates of a known key and distinct unknown keys) are parsed
+        // with no per-member storage: the result is the same size whatever the line holds.
+        let dup = format!("{{{}\"type\":\"last\"}}", "\"type\":1,".repeat(500_000));
+        let p = ok(&dup);
+        assert_eq!(p.get("type").and_then(|v| v.as_str()).as_deref(), Some("last"));
+        assert_eq!(p.tokens, 1 + 2 * 500_001);
+        let distinct: String = (0..500_000).map(|i| format!("\"k{i}\":{i},")).collect();
+        let text = format!("{{{distinct}\"type\":\"x\"}}");
+        let p = ok(&text);
+        assert_eq!(p.get("k499999").and_then(|v| v.as_i64()), Some(499_999));
+        assert_eq!(std::mem::size_of_val(&p), std::mem::size_of::<Parsed<'_>>());
+    }
+
+    #[test]
+    fn picks_several_members_in_one_pass() {
+        let v = ok(r#"{"a":1,"b":{"c":[{"d":"}"}]},"a":"x\"y","e":null}"#).root;
+        let [a, b, e, z] = v.pick(["a", "b", "e", "z"]);
+        assert_eq!(a.and_then(|a| a.as_str()).as_deref(), Some("x\"y"));
+        assert_eq!(b.map(|b| b.text), Some(r#"{"c":[{"d":"}"}]}"#));
+        assert_eq!(e.map(|e| e.kind), Some(Kind::Null));
+        assert_eq!(z, None);
     }
 
     #[test]
     fn reads_array_items_of_every_kind() {
         let p = ok(r#"{"c": [ {"type": "tool_use", "id": "t1"}, "s,]", [1, [2]], 3 , true, null ]}"#);
-        let items = p.get("c").map(|c| c.items()).unwrap_or_default();
+        let items: Vec<Value<'_>> = p.get("c").map(|c| c.items().collect()).unwrap_or_default();
         let kinds: Vec<Kind> = items.iter().map(|v| v.kind).collect();
         assert_eq!(kinds, [Kind::Object, Kind::String, Kind::Array, Kind::Number, Kind::Bool, Kind::Null]);
         assert_eq!(items[0].get("id").and_then(|v| v.as_str()).as_deref(), Some("t1"));
         assert_eq!(items[1].as_str().as_deref(), Some("s,]"));
-        assert!(ok("{\"c\": []}").get("c").map(|c| c.items()).unwrap_or_default().is_empty());
+        assert_eq!(items[2].text, "[1, [2]]");
+        assert_eq!(ok("{\"c\": []}").get("c").map(|c| c.items().count()), Some(0));
+        assert_eq!(ok("{\"c\": [ ]}").get("c").map(|c| c.items().count()), Some(0));
+        assert_eq!(ok("\"s\"").root.items().count(), 0);
     }
 
     #[test]
@@ -726,6 +982,9 @@ mod tests {
         let v = ok(r#""a\"b\\c\/d\u00e9\ud83d\ude00\n""#).root;
         assert_eq!(v.as_str().as_deref(), Some("a\"b\\c/dé😀\n"));
         assert_eq!(ok(r#""\ud800x""#).root.as_str().as_deref(), Some("\u{fffd}x"));
+        assert_eq!(ok(r#""\udc00\ud800""#).root.as_str().as_deref(), Some("\u{fffd}\u{fffd}"));
+        assert_eq!(ok(r#""\ud800\ud83d\ude00""#).root.as_str().as_deref(), Some("\u{fffd}😀"));
+        assert_eq!(ok(r#""\u0000""#).root.as_str().as_deref(), Some("\0"));
     }
 
     #[test]
@@ -751,7 +1010,7 @@ mod tests {
         let unclosed = "[".repeat(100_000);
         assert!(parse(&unclosed).is_err());
         let objects = format!("{}1{}", "{\"a\":".repeat(100_000), "}".repeat(100_000));
-        assert_eq!(ok(&objects).members.len(), 1);
+        assert_eq!(ok(&objects).root.members().count(), 1);
     }
 
     /// Random token soup: acceptance must match serde_json's (a strict RFC 8259 parser) on

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use crate::buffer::scan::Problem;
+use crate::buffer::discovery::Problem;
 
 /// Why the worker is not indexing right now.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,52 +4,12 @@
 
 use std::fs::{self, File, Metadata};
 use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-use super::discovery::{classify, descend_into, Layout};
-use crate::error::{CbError, SqlState};
-
-/// What identifies a file's current state on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileStat {
-    pub size: u64,
-    /// Modification time, microseconds since the Unix epoch.
-    pub mtime_us: i64,
-    pub device: u64,
-    pub inode: u64,
-}
-
-impl FileStat {
-    pub fn of(meta: &Metadata) -> FileStat {
-        let mtime_us = meta.mtime().saturating_mul(1_000_000).saturating_add(meta.mtime_nsec() / 1_000);
-        FileStat { size: meta.len(), mtime_us, device: meta.dev(), inode: meta.ino() }
-    }
-
-    /// Same file (device and inode) as `other`.
-    pub fn same_identity(&self, other: &FileStat) -> bool {
-        self.device == other.device && self.inode == other.inode
-    }
-}
-
-/// A session file selected by the discovery rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
-    /// Absolute path: the canonical root joined with the components below it.
-    pub path: String,
-    /// First component below the root: the job directory (or Claude Code project directory).
-    pub job_dir: String,
-    pub file_name: String,
-    pub layout: Layout,
-    pub stat: FileStat,
-}
-
-/// An entry the walk had to skip, with a reason fit for a log line.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Problem {
-    pub path: String,
-    pub reason: String,
-}
+use cortex_buffer_core::buffer::discovery::{classify, descend_into};
+pub use cortex_buffer_core::buffer::discovery::{FileStat, Found, Problem};
+use cortex_buffer_core::error::{CbError, SqlState};
 
 #[derive(Debug, Default)]
 pub struct Scan {
@@ -248,6 +208,7 @@ pub fn is_gone(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cortex_buffer_core::buffer::discovery::Layout;
     use std::os::unix::fs::{symlink, PermissionsExt};
 
     const SID: &str = "ef958aa1-0e93-49f0-bb71-150f63befcd1";

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use super::dialect::Dialect;
+use super::discovery::{FileStat, Found};
 use super::index_plan::IndexState;
-use super::scan::{FileStat, Found};
 
 /// Unchanged files get their `last_seen` refreshed at most this often, so an idle pass over
 /// thousands of files writes nothing.

@@ -1,0 +1,3 @@
+//! Jobs, pure: the column contract a bound job table must meet.
+
+pub mod contract;

@@ -1,0 +1,20 @@
+//! cortex_buffer's pure core: everything that decides, parses, judges or computes, with no
+//! PostgreSQL symbols and no `unsafe` (the compiler enforces both: this crate does not depend on
+//! pgrx, and `unsafe_code` is forbidden). The extension crate maps SQL to these functions and
+//! does the SPI; `cortex_buffer_watch` does the file-system work.
+//!
+//! Modules keep the layout of the capabilities they serve: `json` (JavaScript-compatible JSON,
+//! binary jsonb), `buffer` (session-file lines, dialects, integrity, what to index), `checkpoint`
+//! (canonical JSON CRC, identity and fencing rules), `lifecycle` (retry and breaker rules),
+//! `spend` (exact decimals, usage spellings, prices, budgets), `job` (the bound table's
+//! column contract), `readiness` (when the worker may index), `error` (errors with SQLSTATE
+//! and HINT).
+
+pub mod buffer;
+pub mod checkpoint;
+pub mod error;
+pub mod job;
+pub mod json;
+pub mod lifecycle;
+pub mod readiness;
+pub mod spend;

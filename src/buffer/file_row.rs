@@ -1,0 +1,230 @@
+//! The `session_file` row of a file being indexed, read and written by column name: the claim
+//! (a row lock that says where indexing stands), the compare-and-set that records the new
+//! state, the failure count. Timestamps travel as `timestamptz` values, never as arithmetic in
+//! SQL, and every operator is schema-qualified.
+
+use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
+use pgrx::prelude::*;
+use pgrx::spi::{SpiClient, SpiHeapTupleData};
+use pgrx::{PgBuiltInOids, PgOid};
+
+use super::catalog::{from_i64, to_i64};
+use super::dialect::Dialect;
+use super::index_plan::IndexState;
+use super::integrity::Integrity;
+use super::pipeline::i64_of;
+use super::timestamp::POSTGRES_EPOCH_OFFSET_US;
+use crate::error::CbError;
+use crate::pg::spi_util::{prepared, spi};
+
+/// Microseconds since the Unix epoch as a `timestamptz`.
+pub fn timestamptz(unix_us: Option<i64>) -> Option<TimestampWithTimeZone> {
+    let pg = unix_us?.checked_sub(POSTGRES_EPOCH_OFFSET_US)?;
+    TimestampWithTimeZone::try_from(pg).ok()
+}
+
+/// A finite `timestamptz` as microseconds since the Unix epoch.
+pub fn unix_us(t: Option<TimestampWithTimeZone>) -> Option<i64> {
+    let t = t?;
+    if t.is_infinity() || t.is_neg_infinity() {
+        return None;
+    }
+    t.into_inner().checked_add(POSTGRES_EPOCH_OFFSET_US)
+}
+
+/// The claimed row: the index state and the integrity accumulated so far.
+pub struct Claimed {
+    pub state: IndexState,
+    pub integrity: Integrity,
+    pub gone: bool,
+}
+
+const CLAIM_SQL: &str = "
+    SELECT indexed_offset, indexed_lines, generation, indexed_device, indexed_inode, indexed_mtime,
+           fingerprint_len, fingerprint, indexed_dialect, tail_unterminated, tail_pending,
+           quarantined_at IS NOT NULL AS quarantined,
+           total_lines, valid_lines, corrupt_lines, blank_lines, last_failed_parse,
+           last_seq, seq_gaps, seq_first_missing, seq_resets, first_ts, last_ts,
+           session_start_seen, session_end_seen, schema_version, gone_at IS NOT NULL AS gone
+      FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) $1
+       FOR UPDATE SKIP LOCKED";
+
+/// A row read by column name.
+struct Named<'r>(&'r SpiHeapTupleData<'r>);
+
+impl Named<'_> {
+    fn get<T: IntoDatum + FromDatum>(&self, name: &str) -> Result<Option<T>, CbError> {
+        self.0.get_by_name::<T, _>(name).map_err(spi)
+    }
+    fn int8(&self, name: &str) -> Result<Option<i64>, CbError> {
+        self.get::<i64>(name)
+    }
+    fn count(&self, name: &str) -> Result<u64, CbError> {
+        Ok(u64::try_from(self.int8(name)?.unwrap_or(0)).unwrap_or(0))
+    }
+    fn flag(&self, name: &str) -> Result<bool, CbError> {
+        Ok(self.get::<bool>(name)?.unwrap_or(false))
+    }
+    fn time(&self, name: &str) -> Result<Option<i64>, CbError> {
+        Ok(unix_us(self.get::<TimestampWithTimeZone>(name)?))
+    }
+}
+
+/// Locks the file's row, or `None` when another indexer holds it.
+pub fn claim(client: &mut SpiClient<'_>, file_id: i64) -> Result<Option<Claimed>, CbError> {
+    let stmt = prepared(client, "buffer.claim", || CLAIM_SQL.to_owned(), &[PgOid::BuiltIn(PgBuiltInOids::INT8OID)])?;
+    let rows = client.update(&*stmt, Some(1), &[file_id.into()]).map_err(spi)?;
+    let Some(row) = rows.into_iter().next() else { return Ok(None) };
+    let r = Named(&row);
+    let state = IndexState {
+        offset: r.count("indexed_offset")?,
+        lines: r.count("indexed_lines")?,
+        generation: r.get::<i32>("generation")?.unwrap_or(0),
+        device: from_i64(r.int8("indexed_device")?.unwrap_or(0)),
+        inode: from_i64(r.int8("indexed_inode")?.unwrap_or(0)),
+        mtime_us: r.time("indexed_mtime")?.unwrap_or(0),
+        fingerprint_len: u64::try_from(r.get::<i32>("fingerprint_len")?.unwrap_or(0)).unwrap_or(0),
+        fingerprint: u32::try_from(r.int8("fingerprint")?.unwrap_or(0)).unwrap_or(0),
+        dialect: r.get::<String>("indexed_dialect")?.as_deref().and_then(Dialect::from_label),
+        tail_unterminated: r.flag("tail_unterminated")?,
+        tail_pending: r.flag("tail_pending")?,
+        quarantined: r.flag("quarantined")?,
+    };
+    let integrity = Integrity {
+        total_lines: r.int8("total_lines")?.unwrap_or(0),
+        valid_lines: r.int8("valid_lines")?.unwrap_or(0),
+        corrupt_lines: r.int8("corrupt_lines")?.unwrap_or(0),
+        blank_lines: r.int8("blank_lines")?.unwrap_or(0),
+        last_failed_parse: r.flag("last_failed_parse")?,
+        last_seq: r.int8("last_seq")?,
+        seq_gaps: r.int8("seq_gaps")?.unwrap_or(0),
+        seq_first_missing: r.int8("seq_first_missing")?,
+        seq_resets: r.int8("seq_resets")?.unwrap_or(0),
+        first_ts_us: r.time("first_ts")?,
+        last_ts_us: r.time("last_ts")?,
+        session_start_seen: r.flag("session_start_seen")?,
+        session_end_seen: r.flag("session_end_seen")?,
+        schema_version: r.get::<String>("schema_version")?,
+    };
+    Ok(Some(Claimed { state, integrity, gone: r.flag("gone")? }))
+}
+
+/// The values the finish statement sets, by column.
+fn finish_values(state: &IndexState, i: &Integrity, trusted: bool) -> Vec<(&'static str, DatumWithOid<'static>)> {
+    vec![
+        ("indexed_offset", i64_of(state.offset).into()),
+        ("indexed_lines", i64_of(state.lines).into()),
+        ("generation", state.generation.into()),
+        ("indexed_device", to_i64(state.device).into()),
+        ("indexed_inode", to_i64(state.inode).into()),
+        ("indexed_mtime", timestamptz(Some(state.mtime_us)).into()),
+        ("fingerprint_len", i32::try_from(state.fingerprint_len).unwrap_or(0).into()),
+        ("fingerprint", i64::from(state.fingerprint).into()),
+        ("indexed_dialect", state.dialect.map(|d| d.label()).into()),
+        ("tail_unterminated", state.tail_unterminated.into()),
+        ("tail_pending", state.tail_pending.into()),
+        ("total_lines", i.total_lines.into()),
+        ("valid_lines", i.valid_lines.into()),
+        ("corrupt_lines", i.corrupt_lines.into()),
+        ("blank_lines", i.blank_lines.into()),
+        ("last_failed_parse", i.last_failed_parse.into()),
+        ("last_seq", i.last_seq.into()),
+        ("seq_gaps", i.seq_gaps.into()),
+        ("seq_first_missing", i.seq_first_missing.into()),
+        ("seq_resets", i.seq_resets.into()),
+        ("first_ts", timestamptz(i.first_ts_us).into()),
+        ("last_ts", timestamptz(i.last_ts_us).into()),
+        ("session_start_seen", i.session_start_seen.into()),
+        ("session_end_seen", i.session_end_seen.into()),
+        ("schema_version", i.schema_version.clone().into()),
+        ("trusted", trusted.into()),
+    ]
+}
+
+/// `UPDATE ... SET <each column> = $4 ... WHERE` the row still has the claimed offset and
+/// generation (`$1` file id, `$2` offset, `$3` generation).
+fn finish_sql(columns: &[&str]) -> String {
+    let sets: Vec<String> = columns.iter().enumerate().map(|(k, c)| format!("{c} = ${}", k + 4)).collect();
+    format!(
+        "UPDATE cortex_buffer.session_file SET {},
+                indexed_at = pg_catalog.now(), failures = 0, last_error = NULL, last_error_at = NULL,
+                quarantined_at = NULL
+          WHERE file_id OPERATOR(pg_catalog.=) $1 AND indexed_offset OPERATOR(pg_catalog.=) $2
+            AND generation OPERATOR(pg_catalog.=) $3",
+        sets.join(", ")
+    )
+}
+
+/// Records the new state if the row still holds `old`'s offset and generation; false if not
+/// (which, under the claim's lock, means a bug).
+pub fn finish(
+    client: &mut SpiClient<'_>,
+    file_id: i64,
+    old: &IndexState,
+    state: &IndexState,
+    integrity: &Integrity,
+    trusted: bool,
+) -> Result<bool, CbError> {
+    let values = finish_values(state, integrity, trusted);
+    let mut args: Vec<DatumWithOid<'static>> = vec![file_id.into(), i64_of(old.offset).into(), old.generation.into()];
+    let columns: Vec<&str> = values.iter().map(|(c, _)| *c).collect();
+    args.extend(values.into_iter().map(|(_, v)| v));
+    let types: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
+    let stmt = prepared(client, "buffer.finish", || finish_sql(&columns), &types)?;
+    Ok(client.update(&*stmt, None, &args).map_err(spi)?.len() == 1)
+}
+
+/// Deletes the rows of `file_id` at or after byte `from` (never committed, or replaced by a
+/// new generation).
+pub fn delete_rows_from(client: &mut SpiClient<'_>, file_id: i64, from: u64) -> Result<(), CbError> {
+    let args = [PgOid::BuiltIn(PgBuiltInOids::INT8OID), PgOid::BuiltIn(PgBuiltInOids::INT8OID)];
+    for (key, table) in [("buffer.delete_events", "event"), ("buffer.delete_corrupt", "corrupt_line")] {
+        let stmt = prepared(
+            client,
+            key,
+            || {
+                format!(
+                    "DELETE FROM cortex_buffer.{table}
+                      WHERE file_id OPERATOR(pg_catalog.=) $1 AND byte_offset OPERATOR(pg_catalog.>=) $2"
+                )
+            },
+            &args,
+        )?;
+        client.update(&*stmt, None, &[file_id.into(), i64_of(from).into()]).map_err(spi)?;
+    }
+    Ok(())
+}
+
+/// Counts a failed attempt in its own (sub)transaction; quarantines the file after
+/// `quarantine_after` consecutive failures. Returns whether it is now quarantined.
+pub fn record_failure(file_id: i64, error: &str, quarantine_after: i32) -> Result<bool, CbError> {
+    Spi::connect_mut(|client| {
+        let rows = client
+            .update(
+                "UPDATE cortex_buffer.session_file
+                    SET failures = failures OPERATOR(pg_catalog.+) 1, last_error = $2, last_error_at = pg_catalog.now(),
+                        quarantined_at = CASE WHEN failures OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.>=) $3
+                                              THEN coalesce(quarantined_at, pg_catalog.now()) END
+                  WHERE file_id OPERATOR(pg_catalog.=) $1
+              RETURNING quarantined_at IS NOT NULL",
+                Some(1),
+                &[file_id.into(), error.replace('\0', "\u{fffd}").into(), quarantine_after.into()],
+            )
+            .map_err(spi)?;
+        Ok(rows.into_iter().next().and_then(|r| r.get::<bool>(1).ok().flatten()).unwrap_or(false))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_finish_statement_sets_every_column_by_name_and_fences_on_offset_and_generation() {
+        // (A column named twice would make PostgreSQL refuse the statement on every index.)
+        let sql = finish_sql(&["indexed_offset", "trusted"]);
+        assert!(sql.contains("SET indexed_offset = $4, trusted = $5,"));
+        assert!(sql.contains("indexed_offset OPERATOR(pg_catalog.=) $2"));
+        assert!(sql.contains("generation OPERATOR(pg_catalog.=) $3"));
+    }
+}
