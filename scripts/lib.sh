@@ -40,6 +40,17 @@ ensure_cargo_pgrx() {
     fi
 }
 
+PGSPOT_VERSION=0.9.4
+
+# pgspot (PyPI) checks the install and upgrade scripts for search-path hazards.
+ensure_pgspot() {
+    if [ "$(pgspot --version 2>/dev/null)" != "pgspot ${PGSPOT_VERSION}" ]; then
+        say "installing pgspot ${PGSPOT_VERSION}"
+        python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "pgspot==${PGSPOT_VERSION}"
+        hash -r
+    fi
+}
+
 ensure_toolchain() {
     ensure_apt_packages
     ensure_cargo_pgrx

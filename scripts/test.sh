@@ -23,6 +23,19 @@ cargo pgrx test pg${PG_MAJOR} --runas postgres --pgdata "${PGTEST_DIR}/data"
 # real one.
 install_extension
 
+say "pgspot over the install and upgrade scripts"
+ensure_pgspot
+CURRENT="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
+EXTDIR="$("${PG_CONFIG}" --sharedir)/extension"
+# The current version's install script and the upgrade to it: no warnings at all.
+pgspot "${EXTDIR}/cortex_buffer--${CURRENT}.sql" sql/cortex_buffer--*--"${CURRENT}".sql | tee "${WORK}/pgspot.txt"
+if grep -Eq "(Errors|Warnings|Unknown): [1-9]" "${WORK}/pgspot.txt"; then die "pgspot found problems (above)"; fi
+# Released upgrade scripts never change; what pgspot says of them is explained in UPDATING.md.
+for f in sql/cortex_buffer--*--*.sql; do
+    case "$f" in *"--${CURRENT}.sql") continue ;; esac
+    printf '%s: %s\n' "$f" "$(pgspot --summary-only "$f" | tail -1)"
+done
+
 say "end-to-end tests (pgrx-tests/)"
 E2E_DIR="${WORK}/e2e"
 rm -rf "${E2E_DIR}"

@@ -23,9 +23,13 @@ pub mod worker;
 #[cfg(any(test, feature = "pg_test"))]
 mod schema_tests;
 #[cfg(any(test, feature = "pg_test"))]
+mod security_pg_tests;
+#[cfg(any(test, feature = "pg_test"))]
 pub mod testing;
 
 extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
+// Grants and revokes of every object, once all exist.
+extension_sql_file!("../sql/privileges.sql", name = "privileges", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
@@ -45,6 +49,11 @@ pub mod pg_test {
     pub fn postgresql_conf_options() -> Vec<&'static str> {
         // Preload like production; keep the worker idle so it never races the tests' own
         // index_sessions() calls (the end-to-end suite in pgrx-tests/ exercises it).
-        vec!["shared_preload_libraries = 'cortex_buffer'", "cortex_buffer.worker_enabled = off"]
+        vec![
+            "shared_preload_libraries = 'cortex_buffer'",
+            "cortex_buffer.worker_enabled = off",
+            // Tests that run as non-superusers (who may not pass dir) index this directory.
+            "cortex_buffer.sessions_dir = '/tmp/cortex_buffer-pgtest-sessions'",
+        ]
     }
 }

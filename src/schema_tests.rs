@@ -41,99 +41,133 @@ mod tests {
         assert_eq!(missing.ok().flatten(), None, "objects without COMMENT");
     }
 
-    /// The grants the README's *Privileges* section lists, verbatim, for `cb_plane`.
-    const README_GRANTS: &str = "GRANT SELECT, UPDATE ON cortex_buffer.job TO cb_plane;
-GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_history, cortex_buffer.job_wait TO cb_plane;
-GRANT SELECT, INSERT ON cortex_buffer.crash, cortex_buffer.usage_ledger TO cb_plane;
-GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.crash_seq,
-      cortex_buffer.usage_ledger_seq TO cb_plane;
-GRANT SELECT ON cortex_buffer.circuit_config, cortex_buffer.agent_budget TO cb_plane;
-GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job_usage TO cb_plane;
-GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.circuit, cortex_buffer.circuit_admission,
-      cortex_buffer.circuit_outcome, cortex_buffer.budget_reservation TO cb_plane;";
+    /// The README's *Privileges* section grants the three roles to login roles; these lines
+    /// are in it verbatim.
+    const README_GRANTS: &str = "GRANT cortex_buffer_agent TO agent_app;
+GRANT cortex_buffer_control_plane TO control_plane_app;
+GRANT cortex_buffer_operator TO operator_app;";
 
-    /// Every job, liveness and spend function works for a role with exactly the documented
-    /// grants, and none for a role without them.
+    /// Runs `sql` as `role` and returns its SQLSTATE ("00000" when it worked).
+    fn as_role(role: &str, sql: &str) -> String {
+        use crate::testing::{run, sqlstate_of};
+        run(&format!("SET ROLE {role}"));
+        let (state, _) = sqlstate_of(sql);
+        run("RESET ROLE");
+        state
+    }
+
+    /// Each role does its whole job with exactly the grants the README gives it, and cannot do
+    /// the next role's: the agent not the control plane's, the control plane not the
+    /// operator's, the operator not the agent's. A role with no grants can do none of it.
     #[pg_test]
-    fn the_documented_grants_suffice_and_a_role_without_them_is_refused() {
-        use crate::testing::{new_job, new_job_with, one, run, sqlstate_of};
+    fn each_role_does_its_job_and_not_the_next_ones() {
+        use crate::testing::{new_job, new_job_with, one, run, TempRoot};
 
-        let readme = include_str!("../README.md").replace("control_plane;", "cb_plane;");
-        assert!(readme.contains(README_GRANTS), "the README's grants changed: update README_GRANTS");
-        run("CREATE ROLE cb_plane NOLOGIN; CREATE ROLE cb_stranger NOLOGIN");
+        assert!(include_str!("../README.md").contains(README_GRANTS), "the README's grants changed: update README_GRANTS");
+        run("CREATE ROLE agent_app NOLOGIN; CREATE ROLE control_plane_app NOLOGIN; CREATE ROLE operator_app NOLOGIN");
+        run("CREATE ROLE stranger NOLOGIN");
         run(README_GRANTS);
+        run("SET cortex_buffer.settle_period = 0");
+        // The cluster's sessions_dir (lib.rs: pg_test): a non-superuser indexes only there.
+        let root = TempRoot::at("/tmp/cortex_buffer-pgtest-sessions");
+        root.put("0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f/session-001.jsonl", "{\"type\":\"A\",\"timestamp\":\"t\"}\n");
+
         let job = new_job("cortex_buffer.job", "RUNNING");
         let stale = new_job_with("cortex_buffer.job", "RUNNING", "heartbeat_at", "now() - interval '1 hour'");
         let paused = new_job("cortex_buffer.job", "WAITING_FOR_APPROVAL");
         let agent = one(&format!("SELECT agent_id::text FROM cortex_buffer.job WHERE id = '{job}'"));
-        // Budgets are the operator's (INSERT, UPDATE on agent_budget).
-        run(&format!("SELECT cortex_buffer.set_budget('{agent}', 1000000, 10)"));
         let sonnet = "claude-sonnet-4-5-20250929";
         let usage = r#"{"input_tokens": 1000}"#;
+        let file = root.path("0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f/session-001.jsonl");
 
-        run("SET ROLE cb_plane");
-        let reservation = one(&format!(
-            "SELECT reservation_id::text FROM cortex_buffer.reserve_budget('{job}', '{usage}', '{sonnet}')"
-        ));
-        let calls = [
-            format!("SELECT cortex_buffer.heartbeat('{job}')::text"),
-            format!("SELECT cortex_buffer.heartbeat('{paused}')::text"),
-            format!("SELECT step_index::text FROM cortex_buffer.write_checkpoint('{job}', '{{\"step_index\": 1}}')"),
-            format!("SELECT source FROM cortex_buffer.read_checkpoint('{job}')"),
-            "SELECT count(*)::text FROM cortex_buffer.verify_checkpoints()".to_owned(),
-            format!("SELECT (cortex_buffer.record_crash('{job}', 137, 'OOMKilled') > 0)::text"),
-            format!("SELECT strategy FROM cortex_buffer.retry_decision('{job}')"),
-            "SELECT string_agg(new_status, ',') FROM cortex_buffer.reap_zombies('5 minutes')".to_owned(),
-            "SELECT count(*)::text FROM cortex_buffer.idle_paused_jobs('1 hour')".to_owned(),
-            format!("SELECT cortex_buffer.admit_job('{agent}', '{job}')::text"),
-            format!("SELECT state FROM cortex_buffer.record_outcome('{agent}', '{job}', false)"),
-            format!("SELECT state FROM cortex_buffer.circuit_state('{agent}')"),
-            format!("SELECT cortex_buffer.llm_cost('{usage}', '{sonnet}')::text"),
-            format!("SELECT llm_calls::text FROM cortex_buffer.record_usage('{job}', '{sonnet}', '{usage}', 'r1')"),
-            format!("SELECT reason FROM cortex_buffer.check_token_budget('{job}')"),
-            format!("SELECT reason FROM cortex_buffer.reserve_budget('{job}', '{usage}', '{sonnet}')"),
-            format!("SELECT llm_calls::text FROM cortex_buffer.settle_usage('{reservation}', '{usage}')"),
-            format!("SELECT cortex_buffer.release_reservation('{reservation}')::text"),
+        // The operator: budgets, prices, breaker configuration, files and transcripts.
+        let operator_job = [
+            format!("SELECT cortex_buffer.set_budget('{agent}', 1000000, 10)"),
+            "INSERT INTO cortex_buffer.model_price (model, effective_from, input_per_mtok, output_per_mtok, cache_write_per_mtok, cache_write_1h_per_mtok, cache_read_per_mtok) VALUES ('m-test', now(), 1, 2, 3, 4, 5)".to_owned(),
+            format!("INSERT INTO cortex_buffer.circuit_config (agent_id, failure_threshold) VALUES ('{agent}', 5)"),
+            "SELECT count(*) FROM cortex_buffer.index_sessions()".to_owned(),
+            format!("SELECT * FROM cortex_buffer.file_integrity('{file}')"),
+            "SELECT count(*) FROM cortex_buffer.event".to_owned(),
+            "SELECT count(*) FROM cortex_buffer.verify_checkpoints()".to_owned(),
+            "SELECT cortex_buffer.reaper_index_sql()".to_owned(),
+            "SELECT * FROM cortex_buffer.indexer_status".to_owned(),
         ];
-        let got: Vec<String> = calls.iter().map(|c| one(c)).collect();
-        run("RESET ROLE");
-        assert_eq!(
-            got,
-            [
-                "true",
-                "true",
-                "1",
-                "current",
-                "0",
-                "true",
-                "reduced_footprint",
-                "RETRYING",
-                "0",
-                "true",
-                "closed",
-                "closed",
-                "0.003",
-                "1",
-                "within_budget",
-                "within_budget",
-                "2",
-                "false"
-            ]
-        );
-        assert_eq!(one(&format!("SELECT status::text FROM cortex_buffer.job WHERE id = '{stale}'")), "RETRYING");
-        assert_eq!(
-            sqlstate_of(&format!("SET ROLE cb_plane; SELECT cortex_buffer.set_budget('{agent}', 1)")).0,
-            "42501"
-        );
-        run("RESET ROLE");
-
-        run("SET ROLE cb_stranger");
-        for c in &calls {
-            let (state, _) = sqlstate_of(c);
-            // Prices are reference data: model_price is readable by everyone.
-            let expected = if c.contains("llm_cost") { "00000" } else { "42501" };
-            assert_eq!(state, expected, "{c} without grants");
+        // The agent: its job's heartbeat, checkpoints, spend and recovery.
+        let agent_job = [
+            format!("SELECT cortex_buffer.heartbeat('{job}')"),
+            format!("SELECT cortex_buffer.heartbeat('{paused}')"),
+            format!("SELECT * FROM cortex_buffer.write_checkpoint('{job}', '{{\"step_index\": 1}}')"),
+            format!("SELECT * FROM cortex_buffer.read_checkpoint('{job}')"),
+            format!("SELECT * FROM cortex_buffer.record_usage('{job}', '{sonnet}', '{usage}', 'r1')"),
+            format!("SELECT * FROM cortex_buffer.check_token_budget('{job}')"),
+            format!(
+                "SELECT cortex_buffer.settle_usage(reservation_id, '{usage}') FROM cortex_buffer.reserve_budget('{job}', '{usage}', '{sonnet}')"
+            ),
+            format!(
+                "SELECT cortex_buffer.release_reservation(reservation_id) FROM cortex_buffer.reserve_budget('{job}', '{usage}', '{sonnet}')"
+            ),
+            format!("SELECT count(*) FROM cortex_buffer.job_events('{job}')"),
+        ];
+        // The control plane: dispatching, reaping, retry decisions, breaker admission.
+        let control_plane_job = [
+            "INSERT INTO cortex_buffer.job (agent_id) VALUES (gen_random_uuid())".to_owned(),
+            format!("SELECT cortex_buffer.record_crash('{job}', 137, 'OOMKilled')"),
+            format!("SELECT * FROM cortex_buffer.retry_decision('{job}')"),
+            "SELECT * FROM cortex_buffer.reap_zombies('5 minutes')".to_owned(),
+            "SELECT * FROM cortex_buffer.idle_paused_jobs('1 hour')".to_owned(),
+            format!("SELECT cortex_buffer.admit_job('{agent}', '{job}')"),
+            format!("SELECT * FROM cortex_buffer.record_outcome('{agent}', '{job}', false)"),
+            format!("SELECT * FROM cortex_buffer.circuit_state('{agent}')"),
+            "SELECT cortex_buffer.index_now()".to_owned(),
+        ];
+        for (role, work) in [("operator_app", &operator_job), ("agent_app", &agent_job), ("control_plane_app", &control_plane_job)] {
+            for sql in work.iter() {
+                assert_eq!(as_role(role, sql), "00000", "{role} must be able to: {sql}");
+            }
         }
-        run("RESET ROLE");
+        assert_eq!(one(&format!("SELECT status::text FROM cortex_buffer.job WHERE id = '{stale}'")), "RETRYING");
+        assert_eq!(one(&format!("SELECT llm_calls::text FROM cortex_buffer.job_usage WHERE job_id = '{job}'")), "2");
+
+        // Nobody does the next role's job, nor writes the controls it is governed by.
+        let not_the_agent = control_plane_job.iter().filter(|s| !s.contains("index_now")).cloned().chain([
+            format!("UPDATE cortex_buffer.job_usage SET cost_usd = 0 WHERE job_id = '{job}'"),
+            format!("INSERT INTO cortex_buffer.crash (job_id, reason) VALUES ('{job}', 'crash')"),
+            format!("DELETE FROM cortex_buffer.checkpoint_history WHERE job_id = '{job}'"),
+            format!("UPDATE cortex_buffer.circuit SET open = false WHERE agent_id = '{agent}'"),
+            "SELECT count(*) FROM cortex_buffer.event".to_owned(),
+            "SELECT count(*) FROM cortex_buffer.session_file".to_owned(),
+            format!("UPDATE cortex_buffer.job SET status = 'COMPLETED' WHERE id = '{job}'"),
+        ]);
+        let not_the_control_plane = operator_job.iter().cloned().chain([
+            format!("UPDATE cortex_buffer.job_usage SET cost_usd = 0 WHERE job_id = '{job}'"),
+            format!("UPDATE cortex_buffer.circuit SET open = false WHERE agent_id = '{agent}'"),
+            format!("INSERT INTO cortex_buffer.crash (job_id, reason) VALUES ('{job}', 'crash')"),
+        ]);
+        // (Reading a job's events is the operator's too: it inspects transcripts.)
+        let not_the_operator = agent_job.iter().filter(|s| !s.contains("job_events")).cloned().chain([
+            format!("UPDATE cortex_buffer.job_usage SET cost_usd = 0 WHERE job_id = '{job}'"),
+            format!("UPDATE cortex_buffer.circuit SET open = false WHERE agent_id = '{agent}'"),
+            format!("DELETE FROM cortex_buffer.checkpoint_history WHERE job_id = '{job}'"),
+        ]);
+        for (role, refused) in [
+            ("agent_app", not_the_agent.collect::<Vec<_>>()),
+            ("control_plane_app", not_the_control_plane.collect()),
+            ("operator_app", not_the_operator.collect()),
+        ] {
+            for sql in refused {
+                assert_eq!(as_role(role, &sql), "42501", "{role} must not be able to: {sql}");
+            }
+        }
+        for sql in operator_job.iter().chain(&agent_job).chain(&control_plane_job) {
+            assert_eq!(as_role("stranger", sql), "42501", "a role without grants: {sql}");
+        }
+        // Pure functions and prices are everyone's.
+        for sql in [
+            "SELECT cortex_buffer.checkpoint_crc('{}')".to_owned(),
+            format!("SELECT cortex_buffer.llm_cost('{usage}', '{sonnet}')"),
+            "SELECT count(*) FROM cortex_buffer.model_price".to_owned(),
+        ] {
+            assert_eq!(as_role("stranger", &sql), "00000", "{sql}");
+        }
     }
 }

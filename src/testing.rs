@@ -77,7 +77,12 @@ pub struct TempRoot(pub std::path::PathBuf);
 
 impl TempRoot {
     pub fn new(tag: &str) -> TempRoot {
-        let p = std::env::temp_dir().join(format!("cb-pgtest-{tag}-{}", std::process::id()));
+        Self::at(std::env::temp_dir().join(format!("cb-pgtest-{tag}-{}", std::process::id())))
+    }
+
+    /// A fresh, empty directory at `path`.
+    pub fn at(path: impl Into<std::path::PathBuf>) -> TempRoot {
+        let p: std::path::PathBuf = path.into();
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap_or_else(|e| panic!("{e}"));
         TempRoot(std::fs::canonicalize(&p).unwrap_or(p))

@@ -309,7 +309,7 @@ pub const CONTROL_PLANE_FIXTURE: &str = include_str!("../fixtures/control_plane_
 /// triggers, types, extension members and configuration tables.
 pub const SCHEMA_FINGERPRINT_SQL: &str = "
 SELECT line FROM (
-  SELECT 'function ' || p.oid::regprocedure::text || ' def=' || md5(pg_get_functiondef(p.oid))
+  SELECT 'function ' || p.oid::regprocedure::text || ' owner=' || p.proowner::regrole::text || ' def=' || md5(pg_get_functiondef(p.oid))
          || ' acl=' || coalesce(p.proacl::text, '') || ' comment=' || coalesce(obj_description(p.oid, 'pg_proc'), '') AS line
     FROM pg_proc p WHERE p.pronamespace = 'cortex_buffer'::regnamespace
   UNION ALL

@@ -115,7 +115,7 @@ fn hostile_files_are_recorded_or_skipped_and_the_worker_carries_on() {
         "SELECT string_agg(e.line_no || ':' || e.type || ':' || coalesce(e.payload_problem, 'stored'), ',' ORDER BY e.line_no)
            FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id) WHERE f.path LIKE '%/{JOB}/session-001.jsonl'"
     ));
-    assert_eq!(events, "1:TOOL_RESULT:stored,5:DEEP:nested deeper than jsonb is trusted with (1000 levels),7:UTF8:stored,8:TOOL_RESULT:stored");
+    assert_eq!(events, "1:TOOL_RESULT:stored,5:DEEP:nested deeper than jsonb is trusted with (1000 levels),7:UTF8:invalid UTF-8 replaced by U+FFFD,8:TOOL_RESULT:stored");
     let corrupt = c.psql(&format!(
         "SELECT string_agg(c.line_no || ':' || split_part(c.reason, ' ', 1), ',' ORDER BY c.line_no)
            FROM cortex_buffer.corrupt_line c JOIN cortex_buffer.session_file f USING (file_id) WHERE f.path LIKE '%/{JOB}/session-001.jsonl'"

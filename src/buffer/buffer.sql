@@ -1,19 +1,10 @@
--- Functions that read server files: not for PUBLIC. pg_read_server_files is the built-in role
--- for exactly this kind of access.
-REVOKE ALL ON FUNCTION cortex_buffer.index_sessions(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION cortex_buffer.index_sessions(text) TO pg_read_server_files;
-REVOKE ALL ON FUNCTION cortex_buffer.index_now() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION cortex_buffer.index_now() TO pg_read_server_files;
-
+-- Grants of these functions: sql/privileges.sql.
 COMMENT ON FUNCTION cortex_buffer.index_sessions(text) IS
-'One synchronous pass of the background worker''s own code over cortex_buffer.sessions_dir, or over dir (superusers only): discovers session files and indexes their new lines into event and corrupt_line (each file in a subtransaction of its own). Returns each file found, gone or skipped, with the action taken, events and corrupt lines added, and indexing notes. Granted to pg_read_server_files.';
+'One synchronous pass of the background worker''s own code over cortex_buffer.sessions_dir, or over dir (superusers only): discovers session files and indexes their new lines into event and corrupt_line (each file in a subtransaction of its own). Returns each file found, gone or skipped, with the action taken, events and corrupt lines added, and indexing notes. Granted to cortex_buffer_operator.';
 COMMENT ON FUNCTION cortex_buffer.index_now() IS
-'Wakes the background worker for an immediate pass. Returns false, with a NOTICE saying why, when no enabled worker is running. Granted to pg_read_server_files.';
-
-REVOKE ALL ON FUNCTION cortex_buffer.file_integrity(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION cortex_buffer.file_integrity(text) TO pg_read_server_files;
+'Wakes the background worker for an immediate pass. Returns false, with a NOTICE saying why, when no enabled worker is running. Reads no file. Granted to cortex_buffer_control_plane and cortex_buffer_operator.';
 COMMENT ON FUNCTION cortex_buffer.file_integrity(text) IS
-'Judges a session file''s current bytes as the control plane''s scanBuffer does (lossy UTF-8, JavaScript trimming and JSON.parse, type and timestamp keys for the cortex dialects) and reports lines, truncated or pending tail, corruption ratio, severity (none, truncated_tail, corrupt_interior, unreadable), trust for recovery and seq gaps. Indexes nothing. Files outside sessions_dir: superusers only. Granted to pg_read_server_files.';
+'Judges a session file''s current bytes as the control plane''s scanBuffer does (lossy UTF-8, JavaScript trimming and JSON.parse, type and timestamp keys for the cortex dialects) and reports lines, truncated or pending tail, corruption ratio, severity (none, truncated_tail, corrupt_interior, unreadable), trust for recovery and seq gaps. Indexes nothing. Paths are opened beneath sessions_dir; files elsewhere: superusers only. Granted to cortex_buffer_operator.';
 COMMENT ON FUNCTION cortex_buffer.indexer_worker() IS
 'The background worker''s figures from shared memory: pid, state, last pass and its duration, passes, events indexed and files failed since the server started.';
 
@@ -24,23 +15,24 @@ SELECT w.worker_pid, w.worker_state, w.last_pass_at, w.last_pass_ms, w.passes,
        f.files_pending_tail, f.files_untrusted, f.files_failing, f.files_quarantined, f.last_error, f.last_error_at,
        w.errors AS worker_errors
   FROM cortex_buffer.indexer_worker() AS w,
-       (SELECT count(*) FILTER (WHERE gone_at IS NULL) AS files_tracked,
-               count(*) FILTER (WHERE gone_at IS NOT NULL) AS files_gone,
-               coalesce(sum(indexed_offset), 0)::bigint AS bytes_indexed,
-               coalesce(sum(greatest(size_bytes - indexed_offset, 0)) FILTER (WHERE gone_at IS NULL), 0)::bigint AS bytes_pending,
-               coalesce(sum(valid_lines), 0)::bigint AS events_indexed,
-               coalesce(sum(corrupt_lines), 0)::bigint AS corrupt_lines,
-               count(*) FILTER (WHERE tail_pending AND gone_at IS NULL) AS files_pending_tail,
-               count(*) FILTER (WHERE NOT trusted AND generation > 0) AS files_untrusted,
-               count(*) FILTER (WHERE failures > 0) AS files_failing,
-               count(*) FILTER (WHERE quarantined_at IS NOT NULL) AS files_quarantined,
-               (array_agg(last_error ORDER BY last_error_at DESC) FILTER (WHERE last_error IS NOT NULL))[1] AS last_error,
-               max(last_error_at) AS last_error_at
+       (SELECT pg_catalog.count(*) FILTER (WHERE gone_at IS NULL) AS files_tracked,
+               pg_catalog.count(*) FILTER (WHERE gone_at IS NOT NULL) AS files_gone,
+               coalesce(pg_catalog.sum(indexed_offset), 0)::pg_catalog.int8 AS bytes_indexed,
+               coalesce(pg_catalog.sum(greatest(size_bytes OPERATOR(pg_catalog.-) indexed_offset, 0))
+                        FILTER (WHERE gone_at IS NULL), 0)::pg_catalog.int8 AS bytes_pending,
+               coalesce(pg_catalog.sum(valid_lines), 0)::pg_catalog.int8 AS events_indexed,
+               coalesce(pg_catalog.sum(corrupt_lines), 0)::pg_catalog.int8 AS corrupt_lines,
+               pg_catalog.count(*) FILTER (WHERE tail_pending AND gone_at IS NULL) AS files_pending_tail,
+               pg_catalog.count(*) FILTER (WHERE NOT trusted AND generation OPERATOR(pg_catalog.>) 0) AS files_untrusted,
+               pg_catalog.count(*) FILTER (WHERE failures OPERATOR(pg_catalog.>) 0) AS files_failing,
+               pg_catalog.count(*) FILTER (WHERE quarantined_at IS NOT NULL) AS files_quarantined,
+               (pg_catalog.array_agg(last_error ORDER BY last_error_at DESC) FILTER (WHERE last_error IS NOT NULL))[1] AS last_error,
+               pg_catalog.max(last_error_at) AS last_error_at
           FROM cortex_buffer.session_file) AS f;
 REVOKE ALL ON cortex_buffer.indexer_status FROM PUBLIC;
-GRANT SELECT ON cortex_buffer.indexer_status TO pg_monitor, pg_read_server_files;
+GRANT SELECT ON cortex_buffer.indexer_status TO pg_monitor, cortex_buffer_operator;
 COMMENT ON VIEW cortex_buffer.indexer_status IS
-'The indexer at a glance: worker state and last pass, files tracked, bytes indexed and pending (lag), events and corrupt lines indexed, files with a pending tail, untrusted, failing or quarantined, the latest error. Granted to pg_monitor and pg_read_server_files.';
+'The indexer at a glance: worker state and last pass, files tracked, bytes indexed and pending (lag), events and corrupt lines indexed, files with a pending tail, untrusted, failing or quarantined, the latest error. Granted to pg_monitor and cortex_buffer_operator.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.worker_pid IS 'The worker''s pid (NULL when not running).';
 COMMENT ON COLUMN cortex_buffer.indexer_status.worker_state IS 'indexing, waiting, disabled, not running or not preloaded.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.last_pass_at IS 'When the worker''s last pass started.';
@@ -62,14 +54,20 @@ COMMENT ON COLUMN cortex_buffer.indexer_status.worker_errors IS 'Files the worke
 
 -- A job's events in order, through its session files: the recovery lookup. (event has no
 -- index on job_id: every event row would pay for it; a job's files are few and their events
--- are contiguous in event's primary key.)
+-- are contiguous in event's primary key.) A definer function, owned by cortex_buffer_definer:
+-- a caller reads one job's transcript without SELECT on event. Only lines that do not name
+-- another job than their directory's count as the job's.
 CREATE FUNCTION cortex_buffer.job_events(job uuid, since timestamptz DEFAULT NULL)
-RETURNS SETOF cortex_buffer.event LANGUAGE sql STABLE PARALLEL SAFE AS $$
+RETURNS SETOF cortex_buffer.event LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
     SELECT e.*
       FROM cortex_buffer.session_file f
-      JOIN cortex_buffer.event e ON e.file_id = f.file_id
-     WHERE f.job_id = job AND (since IS NULL OR e.ts >= since)
+      JOIN cortex_buffer.event e ON e.file_id OPERATOR(pg_catalog.=) f.file_id
+     WHERE f.job_id OPERATOR(pg_catalog.=) job
+       AND (e.job_id IS NULL OR e.job_id OPERATOR(pg_catalog.=) f.job_id)
+       AND (since IS NULL OR e.ts OPERATOR(pg_catalog.>=) since)
      ORDER BY f.session_ordinal NULLS FIRST, f.file_id, e.byte_offset
 $$;
+ALTER FUNCTION cortex_buffer.job_events(uuid, timestamptz) OWNER TO cortex_buffer_definer;
 COMMENT ON FUNCTION cortex_buffer.job_events(uuid, timestamptz) IS
-'A job''s events (optionally those at or after since), in order: session files by session_ordinal, then byte offset. Uses session_file''s job index and event''s primary key. Needs SELECT on session_file and event.';
+'A job''s events (optionally those at or after since), in order: session files by session_ordinal, then byte offset; lines naming another job than their directory''s are left out. Uses session_file''s job index and event''s primary key. Runs as cortex_buffer_definer: callers need EXECUTE only (granted to cortex_buffer_agent and cortex_buffer_operator).';

@@ -3,49 +3,49 @@
 
 use std::collections::HashMap;
 
+use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
 use super::dialect::Dialect;
+use super::file_row::{timestamptz, unix_us};
 use super::index_plan::IndexState;
 use super::pass::{Catalog, Row};
 use super::reconcile::Known;
 use super::scan::FileStat;
 use crate::error::CbError;
+use crate::pg::privilege::as_definer;
 use crate::pg::spi_util::spi;
 
 const LOAD_SQL: &str = "
-    SELECT path, size_bytes,
-           (extract(epoch FROM mtime) * 1000000)::int8,
-           device, inode, dialect,
-           (extract(epoch FROM last_seen) * 1000000)::int8,
-           gone_at IS NOT NULL,
-           file_id, job_dir,
-           indexed_offset, indexed_lines, generation, indexed_device, indexed_inode,
-           (extract(epoch FROM indexed_mtime) * 1000000)::int8, fingerprint_len, fingerprint,
-           indexed_dialect, tail_unterminated, tail_pending, quarantined_at IS NOT NULL
+    SELECT path, size_bytes, mtime, device, inode, dialect, last_seen, gone_at IS NOT NULL AS gone,
+           file_id, job_dir, indexed_offset, indexed_lines, generation, indexed_device, indexed_inode,
+           indexed_mtime, fingerprint_len, fingerprint, indexed_dialect, tail_unterminated, tail_pending,
+           quarantined_at IS NOT NULL AS quarantined
       FROM cortex_buffer.session_file
-     WHERE starts_with(path, $1)";
+     WHERE pg_catalog.starts_with(path, $1)";
 
 const UPSERT_SQL: &str = "
     INSERT INTO cortex_buffer.session_file AS f
            (path, job_dir, dialect, size_bytes, mtime, device, inode, session_ordinal, job_id)
-    SELECT u.path, u.job_dir, u.dialect, u.size_bytes,
-           timestamptz 'epoch' + u.mtime_us * interval '1 microsecond', u.device, u.inode, u.ordinal, u.job_id
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::uuid[])
-           AS u(path, job_dir, dialect, size_bytes, mtime_us, device, inode, ordinal, job_id)
+    SELECT u.path, u.job_dir, u.dialect, u.size_bytes, u.mtime, u.device, u.inode, u.ordinal, u.job_id
+      FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[]), pg_catalog.unnest($3::pg_catalog.text[]), pg_catalog.unnest($4::pg_catalog.int8[]), pg_catalog.unnest($5::pg_catalog.timestamptz[]), pg_catalog.unnest($6::pg_catalog.int8[]), pg_catalog.unnest($7::pg_catalog.int8[]), pg_catalog.unnest($8::pg_catalog.int8[]), pg_catalog.unnest($9::pg_catalog.uuid[]))
+           AS u(path, job_dir, dialect, size_bytes, mtime, device, inode, ordinal, job_id)
     ON CONFLICT (path) DO UPDATE
        SET -- A different file at the path ends its predecessor's quarantine.
-           failures = CASE WHEN (f.device, f.inode) IS DISTINCT FROM (excluded.device, excluded.inode) THEN 0 ELSE f.failures END,
-           quarantined_at = CASE WHEN (f.device, f.inode) IS DISTINCT FROM (excluded.device, excluded.inode)
+           failures = CASE WHEN f.device OPERATOR(pg_catalog.<>) excluded.device
+                             OR f.inode OPERATOR(pg_catalog.<>) excluded.inode THEN 0 ELSE f.failures END,
+           quarantined_at = CASE WHEN f.device OPERATOR(pg_catalog.<>) excluded.device
+                                   OR f.inode OPERATOR(pg_catalog.<>) excluded.inode
                                  THEN NULL ELSE f.quarantined_at END,
-           job_dir = excluded.job_dir, session_ordinal = excluded.session_ordinal, job_id = excluded.job_id, dialect = excluded.dialect, size_bytes = excluded.size_bytes,
+           job_dir = excluded.job_dir, session_ordinal = excluded.session_ordinal, job_id = excluded.job_id,
+           dialect = excluded.dialect, size_bytes = excluded.size_bytes,
            mtime = excluded.mtime, device = excluded.device, inode = excluded.inode,
-           last_seen = now(), gone_at = NULL
+           last_seen = pg_catalog.now(), gone_at = NULL
     RETURNING path, file_id";
 
 const GONE_SQL: &str = "
-    UPDATE cortex_buffer.session_file SET gone_at = now()
-     WHERE path = ANY($1::text[]) AND gone_at IS NULL";
+    UPDATE cortex_buffer.session_file SET gone_at = pg_catalog.now()
+     WHERE path OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]) AND gone_at IS NULL";
 
 /// Device and inode numbers are unsigned 64-bit; `bigint` stores their bit pattern.
 pub fn to_i64(v: u64) -> i64 {
@@ -62,39 +62,46 @@ pub fn load(root_prefix: &str) -> Result<HashMap<String, Known>, CbError> {
         let table = client.select(LOAD_SQL, None, &[root_prefix.into()]).map_err(spi)?;
         let mut known = HashMap::with_capacity(table.len());
         for row in table {
-            let path: Option<String> = row.get(1).map_err(spi)?;
-            let Some(path) = path else { continue };
-            let dialect: Option<String> = row.get(6).map_err(spi)?;
-            let stat = FileStat {
-                size: u64::try_from(row.get::<i64>(2).map_err(spi)?.unwrap_or(0)).unwrap_or(0),
-                mtime_us: row.get::<i64>(3).map_err(spi)?.unwrap_or(0),
-                device: from_i64(row.get::<i64>(4).map_err(spi)?.unwrap_or(0)),
-                inode: from_i64(row.get::<i64>(5).map_err(spi)?.unwrap_or(0)),
+            let r = |name: &str| -> Result<Option<i64>, CbError> { row.get_by_name::<i64, _>(name).map_err(spi) };
+            let flag = |name: &str| -> Result<bool, CbError> {
+                Ok(row.get_by_name::<bool, _>(name).map_err(spi)?.unwrap_or(false))
             };
-            let n = |i: usize| -> Result<i64, CbError> { Ok(row.get::<i64>(i).map_err(spi)?.unwrap_or(0)) };
+            let time = |name: &str| -> Result<Option<i64>, CbError> {
+                Ok(unix_us(row.get_by_name::<TimestampWithTimeZone, _>(name).map_err(spi)?))
+            };
+            let text = |name: &str| -> Result<Option<String>, CbError> { row.get_by_name::<String, _>(name).map_err(spi) };
+            let Some(path) = text("path")? else { continue };
+            let count = |name: &str| -> Result<u64, CbError> { Ok(u64::try_from(r(name)?.unwrap_or(0)).unwrap_or(0)) };
+            let stat = FileStat {
+                size: count("size_bytes")?,
+                mtime_us: time("mtime")?.unwrap_or(0),
+                device: from_i64(r("device")?.unwrap_or(0)),
+                inode: from_i64(r("inode")?.unwrap_or(0)),
+            };
             let index = IndexState {
-                offset: u64::try_from(n(11)?).unwrap_or(0),
-                lines: u64::try_from(n(12)?).unwrap_or(0),
-                generation: row.get::<i32>(13).map_err(spi)?.unwrap_or(0),
-                device: from_i64(n(14)?),
-                inode: from_i64(n(15)?),
-                mtime_us: n(16)?,
-                fingerprint_len: u64::try_from(row.get::<i32>(17).map_err(spi)?.unwrap_or(0)).unwrap_or(0),
-                fingerprint: u32::try_from(n(18)?).unwrap_or(0),
-                dialect: row.get::<String>(19).map_err(spi)?.as_deref().and_then(Dialect::from_label),
-                tail_unterminated: row.get::<bool>(20).map_err(spi)?.unwrap_or(false),
-                tail_pending: row.get::<bool>(21).map_err(spi)?.unwrap_or(false),
-                quarantined: row.get::<bool>(22).map_err(spi)?.unwrap_or(false),
+                offset: count("indexed_offset")?,
+                lines: count("indexed_lines")?,
+                generation: row.get_by_name::<i32, _>("generation").map_err(spi)?.unwrap_or(0),
+                device: from_i64(r("indexed_device")?.unwrap_or(0)),
+                inode: from_i64(r("indexed_inode")?.unwrap_or(0)),
+                mtime_us: time("indexed_mtime")?.unwrap_or(0),
+                fingerprint_len: u64::try_from(row.get_by_name::<i32, _>("fingerprint_len").map_err(spi)?.unwrap_or(0))
+                    .unwrap_or(0),
+                fingerprint: u32::try_from(r("fingerprint")?.unwrap_or(0)).unwrap_or(0),
+                dialect: text("indexed_dialect")?.as_deref().and_then(Dialect::from_label),
+                tail_unterminated: flag("tail_unterminated")?,
+                tail_pending: flag("tail_pending")?,
+                quarantined: flag("quarantined")?,
             };
             known.insert(
                 path,
                 Known {
-                    file_id: n(9)?,
-                    job_dir: row.get::<String>(10).map_err(spi)?.unwrap_or_default(),
+                    file_id: r("file_id")?.unwrap_or(0),
+                    job_dir: text("job_dir")?.unwrap_or_default(),
                     stat,
-                    dialect: dialect.as_deref().and_then(Dialect::from_label),
-                    last_seen_us: n(7)?,
-                    gone: row.get::<bool>(8).map_err(spi)?.unwrap_or(false),
+                    dialect: text("dialect")?.as_deref().and_then(Dialect::from_label),
+                    last_seen_us: time("last_seen")?.unwrap_or(0),
+                    gone: flag("gone")?,
                     index,
                 },
             );
@@ -112,7 +119,7 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbErro
             let job_dirs: Vec<String> = rows.iter().map(|r| r.job_dir.clone()).collect();
             let dialects: Vec<Option<String>> = rows.iter().map(|r| r.dialect.map(|d| d.label().to_owned())).collect();
             let sizes: Vec<i64> = rows.iter().map(|r| i64::try_from(r.stat.size).unwrap_or(i64::MAX)).collect();
-            let mtimes: Vec<i64> = rows.iter().map(|r| r.stat.mtime_us).collect();
+            let mtimes: Vec<Option<TimestampWithTimeZone>> = rows.iter().map(|r| timestamptz(Some(r.stat.mtime_us))).collect();
             let devices: Vec<i64> = rows.iter().map(|r| to_i64(r.stat.device)).collect();
             let inodes: Vec<i64> = rows.iter().map(|r| to_i64(r.stat.inode)).collect();
             let ordinals: Vec<Option<i64>> = rows.iter().map(|r| r.ordinal).collect();
@@ -153,10 +160,10 @@ pub struct InTransaction;
 impl Catalog for InTransaction {
     type Error = CbError;
     fn load(&mut self, root_prefix: &str) -> Result<HashMap<String, Known>, CbError> {
-        load(root_prefix)
+        as_definer(|| load(root_prefix))
     }
     fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbError> {
-        store(rows, gone)
+        as_definer(|| store(rows, gone))
     }
 }
 

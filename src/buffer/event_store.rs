@@ -20,7 +20,8 @@ use super::index_plan::{decide, fingerprint_len, IndexState, Now, Work};
 use super::indexer::{CorruptRow, FileRules, Progress};
 use super::pass::{FileOutcome, FileRef};
 use super::pipeline::{self, i64_of, Limits, OwnedEvent, PipelineError, Rows};
-use super::scan::{open_regular, FileStat};
+use super::scan::{relative, FileStat};
+use super::volume::Volume;
 use crate::error::CbError;
 use crate::pg::guc;
 use crate::pg::jsonb::RawJsonb;
@@ -277,7 +278,7 @@ fn io_error(action: &str, path: &str, e: &std::io::Error) -> CbError {
 
 /// Indexes `file` in the current transaction. Errors leave the transaction to be rolled back
 /// by the caller (who then records the failure with [`record_failure`]).
-pub fn index_one(file: &FileRef, settings: &Settings, now_us: i64) -> Result<FileOutcome, CbError> {
+pub fn index_one(file: &FileRef, volume: &Volume, settings: &Settings, now_us: i64) -> Result<FileOutcome, CbError> {
     Spi::connect_mut(|client| {
         let Some(claimed) = claim(client, file.file_id)? else {
             return Ok(FileOutcome::Skipped("being indexed by another session".into()));
@@ -285,15 +286,23 @@ pub fn index_one(file: &FileRef, settings: &Settings, now_us: i64) -> Result<Fil
         if claimed.gone {
             return Ok(FileOutcome::Skipped("gone".into()));
         }
-        let handle = match open_regular(std::path::Path::new(&file.path)) {
+        // Opened beneath the sessions directory's handle, and only if it is still the file
+        // the pass saw: a path swapped for a link (or another file) since is not read.
+        let handle = match relative(volume, &file.path).and_then(|rel| volume.open_file(&rel)) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(FileOutcome::Skipped("removed before it could be read".into()));
+            }
+            Err(e) if super::volume::leaves_volume(&e) => {
+                return Ok(FileOutcome::Skipped("it became a link leading outside the sessions directory".into()));
             }
             Err(e) => return Err(io_error("open", &file.path, &e)),
         };
         let meta = handle.metadata().map_err(|e| io_error("stat", &file.path, &e))?;
         let stat = FileStat::of(&meta);
+        if (stat.device, stat.inode) != (file.device, file.inode) {
+            return Ok(FileOutcome::Skipped("replaced since it was scanned; looked at again next pass".into()));
+        }
         let old = claimed.state;
         let fingerprint = if old.generation > 0 && old.fingerprint_len > 0 && stat.size >= old.fingerprint_len {
             Some(crc_of_prefix(&handle, old.fingerprint_len).map_err(|e| io_error("read", &file.path, &e))?)

@@ -13,24 +13,10 @@ use super::dialect::Dialect;
 use super::index_plan::IndexState;
 use super::integrity::Integrity;
 use super::pipeline::i64_of;
-use super::timestamp::POSTGRES_EPOCH_OFFSET_US;
 use crate::error::CbError;
 use crate::pg::spi_util::{prepared, spi};
 
-/// Microseconds since the Unix epoch as a `timestamptz`.
-pub fn timestamptz(unix_us: Option<i64>) -> Option<TimestampWithTimeZone> {
-    let pg = unix_us?.checked_sub(POSTGRES_EPOCH_OFFSET_US)?;
-    TimestampWithTimeZone::try_from(pg).ok()
-}
-
-/// A finite `timestamptz` as microseconds since the Unix epoch.
-pub fn unix_us(t: Option<TimestampWithTimeZone>) -> Option<i64> {
-    let t = t?;
-    if t.is_infinity() || t.is_neg_infinity() {
-        return None;
-    }
-    t.into_inner().checked_add(POSTGRES_EPOCH_OFFSET_US)
-}
+pub use crate::pg::time::{timestamptz, unix_us};
 
 /// The claimed row: the index state and the integrity accumulated so far.
 pub struct Claimed {
@@ -45,7 +31,7 @@ const CLAIM_SQL: &str = "
            quarantined_at IS NOT NULL AS quarantined,
            total_lines, valid_lines, corrupt_lines, blank_lines, last_failed_parse,
            last_seq, seq_gaps, seq_first_missing, seq_resets, first_ts, last_ts,
-           session_start_seen, session_end_seen, schema_version, gone_at IS NOT NULL AS gone
+           session_start_seen, session_end_seen, schema_version, foreign_job_lines, gone_at IS NOT NULL AS gone
       FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) $1
        FOR UPDATE SKIP LOCKED";
 
@@ -105,6 +91,7 @@ pub fn claim(client: &mut SpiClient<'_>, file_id: i64) -> Result<Option<Claimed>
         session_start_seen: r.flag("session_start_seen")?,
         session_end_seen: r.flag("session_end_seen")?,
         schema_version: r.get::<String>("schema_version")?,
+        foreign_job_lines: r.int8("foreign_job_lines")?.unwrap_or(0),
     };
     Ok(Some(Claimed { state, integrity, gone: r.flag("gone")? }))
 }
@@ -137,6 +124,7 @@ fn finish_values(state: &IndexState, i: &Integrity, trusted: bool) -> Vec<(&'sta
         ("session_start_seen", i.session_start_seen.into()),
         ("session_end_seen", i.session_end_seen.into()),
         ("schema_version", i.schema_version.clone().into()),
+        ("foreign_job_lines", i.foreign_job_lines.into()),
         ("trusted", trusted.into()),
     ]
 }

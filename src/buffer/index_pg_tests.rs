@@ -224,7 +224,8 @@ mod tests {
         assert_eq!(
             one(&format!(
                 "SELECT string_agg(type || ':' || (payload IS NULL)::text || ':' || coalesce(payload_problem, '-'), ',' ORDER BY byte_offset)
-                   FROM cortex_buffer.event WHERE job_id = '{JOB}'"
+                   FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id) WHERE f.path = '{}'",
+                root.path(SPIKE)
             )),
             "A:false:-,N:true:jsonb cannot store \\u0000,S:true:jsonb cannot store a lone surrogate escape,\
              D:true:nested deeper than jsonb is trusted with (1000 levels),E:false:-,BOM:false:-"
@@ -461,15 +462,25 @@ mod tests {
     #[pg_test]
     fn a_trigger_on_event_is_honoured_by_inserting_through_sql() {
         run("SET cortex_buffer.settle_period = 0");
-        run("CREATE TABLE public.seen (line_no bigint, payload_type text)");
+        run("CREATE TABLE public.seen (line_no bigint, payload_type text, by_role text)");
         run("CREATE FUNCTION public.note_event() RETURNS trigger LANGUAGE plpgsql AS $$
-             BEGIN INSERT INTO public.seen VALUES (NEW.line_no, NEW.payload->>'type'); RETURN NEW; END $$");
+             BEGIN INSERT INTO public.seen VALUES (NEW.line_no, NEW.payload->>'type', current_user); RETURN NEW; END $$");
         run(
             "CREATE TRIGGER note AFTER INSERT ON cortex_buffer.event FOR EACH ROW EXECUTE FUNCTION public.note_event()",
         );
         let root = TempRoot::new("ix-trigger");
         root.put(SPIKE, format!("{}\n{}\nnot json\n", spike_line(0, "A", ""), spike_line(1, "B", r#","x":1.50"#)));
+        // The trigger runs as cortex_buffer_definer, never as a superuser: without a grant of
+        // its own it may not write its table, and the file fails as an INSERT would.
+        let refused = one(&format!(
+            "SELECT detail FROM cortex_buffer.index_sessions('{}') WHERE path = '{}'",
+            root.dir(),
+            root.path(SPIKE)
+        ));
+        assert!(refused.contains("permission denied for table seen"), "{refused}");
+        run("GRANT INSERT ON public.seen TO cortex_buffer_definer");
         assert_eq!(index(&root, SPIKE), "2/1");
+        assert_eq!(one("SELECT string_agg(DISTINCT by_role, ',') FROM public.seen"), "cortex_buffer_definer");
         assert_eq!(
             one("SELECT string_agg(line_no || ':' || payload_type, ',' ORDER BY line_no) FROM public.seen"),
             "1:A,2:B"
@@ -534,7 +545,14 @@ mod tests {
         assert!(by_file_offset.contains("event_pkey"), "{by_file_offset}");
         let by_invocation = plan("SELECT * FROM cortex_buffer.event WHERE invocation_id = 'toolu_01'");
         assert!(by_invocation.contains("event_invocation_idx"), "{by_invocation}");
-        let job_events = plan(&format!("SELECT * FROM cortex_buffer.job_events('{JOB}', now())"));
+        // job_events() is a definer function (never inlined): its own query is planned here.
+        run(
+            "DO $$ BEGIN EXECUTE 'PREPARE job_events_body(uuid, timestamptz) AS ' || regexp_replace(regexp_replace(
+                (SELECT prosrc FROM pg_proc WHERE oid = 'cortex_buffer.job_events(uuid, timestamptz)'::regprocedure),
+                '\\mjob\\M', '$1', 'g'), '\\msince\\M', '$2', 'g'); END $$",
+        );
+        let job_events = plan(&format!("EXECUTE job_events_body('{JOB}', now())"));
+        run("DEALLOCATE job_events_body");
         assert!(job_events.contains("session_file_job_order_idx") && job_events.contains("event_pkey"), "{job_events}");
     }
 }

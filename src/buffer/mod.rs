@@ -7,7 +7,7 @@
 pub use cortex_buffer_core::buffer::{
     dialect, discovery, event_columns, index_plan, indexer, integrity, judge, lines, normalize, reconcile, timestamp,
 };
-pub use cortex_buffer_watch::{pass, pipeline, scan};
+pub use cortex_buffer_watch::{pass, pipeline, scan, volume};
 
 pub mod catalog;
 mod direct_insert;

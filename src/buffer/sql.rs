@@ -9,8 +9,10 @@ use super::catalog::InTransaction;
 use super::event_store::{self, Settings};
 use super::pass::{index_pass, now_us, run_pass, FileIndexer, FileOutcome, FileRef, KnownCache, PassError};
 use super::scan::resolve_root;
+use super::volume::Volume;
 use crate::error::{CbError, SqlState};
 use crate::pg::guc;
+use crate::pg::privilege::{as_definer, caller_is_superuser};
 use crate::pg::raise::{notice, raise};
 use crate::pg::xact::subtransaction;
 use crate::pg::OrRaise;
@@ -20,19 +22,21 @@ type IndexRow = (String, Option<String>, Option<String>, Option<i64>, String, Op
 
 /// Indexes each file in a subtransaction of the caller's transaction, so one bad file rolls
 /// back alone and is counted.
-struct SubtransactionIndexer {
+struct SubtransactionIndexer<'v> {
+    volume: &'v Volume,
     settings: Settings,
     now_us: i64,
 }
 
-impl FileIndexer for SubtransactionIndexer {
+impl FileIndexer for SubtransactionIndexer<'_> {
     fn index(&mut self, file: &FileRef) -> FileOutcome {
-        match subtransaction(|| event_store::index_one(file, &self.settings, self.now_us)) {
+        let index = || as_definer(|| event_store::index_one(file, self.volume, &self.settings, self.now_us));
+        match subtransaction(index) {
             Ok(outcome) => outcome,
             Err(failure) => {
                 let error = failure.to_string();
                 let quarantined = subtransaction(|| {
-                    event_store::record_failure(file.file_id, &error, self.settings.quarantine_after)
+                    as_definer(|| event_store::record_failure(file.file_id, &error, self.settings.quarantine_after))
                 })
                 .unwrap_or(false);
                 FileOutcome::Failed { error, quarantined }
@@ -71,7 +75,7 @@ fn index_sessions(
 
 /// One synchronous pass: discovery and indexing, as the worker does it.
 #[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
-#[pg_extern(name = "index_sessions", volatile, security_definer)]
+#[pg_extern(name = "index_sessions", volatile)]
 #[search_path(pg_catalog, pg_temp)]
 fn index_sessions_and_events(
     dir: default!(Option<&str>, "NULL"),
@@ -90,8 +94,7 @@ fn index_sessions_and_events(
 > {
     let dir = match dir {
         Some(d) => {
-            // SECURITY DEFINER runs as the owner; the privilege that matters is the caller's.
-            if !unsafe { pg_sys::superuser_arg(pg_sys::GetOuterUserId()) } {
+            if !caller_is_superuser() {
                 raise(
                     CbError::new(SqlState::InsufficientPrivilege, "only superusers may pass dir to index_sessions()")
                         .with_hint(
@@ -103,15 +106,15 @@ fn index_sessions_and_events(
         }
         None => guc::sessions_dir(),
     };
-    let root = resolve_root(&dir).or_raise();
+    let volume = resolve_root(&dir).or_raise();
     let mut cache = KnownCache::default();
     let now = now_us();
-    let report = match run_pass(&root, &mut InTransaction, &mut cache, Duration::ZERO, now) {
+    let report = match run_pass(&volume, &mut InTransaction, &mut cache, Duration::ZERO, now) {
         Ok(r) => r,
         Err(PassError::Root(e) | PassError::Catalog(e)) => raise(e),
     };
     let settings = Settings::current();
-    let mut indexer = SubtransactionIndexer { settings, now_us: now };
+    let mut indexer = SubtransactionIndexer { volume: &volume, settings, now_us: now };
     let outcomes: std::collections::HashMap<String, FileOutcome> =
         index_pass(&mut cache, &mut indexer, now, settings.settle_us).into_iter().collect();
     let rows: Vec<IndexRow> = report
@@ -319,7 +322,7 @@ mod tests {
     #[pg_test]
     fn index_sessions_dir_is_superuser_only_and_both_functions_are_revoked_from_public() {
         Spi::run(
-            "CREATE ROLE cb_reader NOLOGIN; GRANT pg_read_server_files TO cb_reader; CREATE ROLE cb_nobody NOLOGIN",
+            "CREATE ROLE cb_reader NOLOGIN; GRANT cortex_buffer_operator TO cb_reader; CREATE ROLE cb_nobody NOLOGIN",
         )
         .unwrap_or_else(|e| panic!("{e}"));
         Spi::run("SET ROLE cb_reader").unwrap_or_else(|e| panic!("{e}"));
@@ -330,6 +333,11 @@ mod tests {
         assert_eq!(sqlstate_of("SELECT * FROM cortex_buffer.index_sessions()").0, "42501");
         assert_eq!(sqlstate_of("SELECT cortex_buffer.index_now()").0, "42501");
         assert_eq!(sqlstate_of("SELECT count(*) FROM cortex_buffer.session_file").0, "42501");
+        Spi::run("RESET ROLE").unwrap_or_else(|e| panic!("{e}"));
+        // pg_read_server_files no longer opens them: the operator role does.
+        Spi::run("CREATE ROLE cb_files NOLOGIN; GRANT pg_read_server_files TO cb_files; SET ROLE cb_files")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sqlstate_of("SELECT * FROM cortex_buffer.index_sessions()").0, "42501");
         Spi::run("RESET ROLE").unwrap_or_else(|e| panic!("{e}"));
     }
 

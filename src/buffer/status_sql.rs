@@ -2,7 +2,7 @@
 //! bytes on demand (the control plane's `scanBuffer`, server-side), `indexer_worker()` feeds
 //! the `indexer_status` view.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -13,13 +13,25 @@ use super::event_store::Settings;
 use super::indexer::{index_file, CorruptRow, EventRow, FileRules, IndexError, Progress, Sink};
 use super::integrity::Severity;
 use super::pass::now_us;
-use super::scan::{open_regular, read_prefix, resolve_root, FileStat};
+use super::scan::{resolve_root, FileStat};
+use super::volume::{leaves_volume, Volume};
 use super::timestamp::POSTGRES_EPOCH_OFFSET_US;
 use crate::error::{CbError, SqlState};
 use crate::pg::guc;
+use crate::pg::privilege::{as_definer, caller_is_superuser};
 use crate::pg::raise::{notice, raise};
 use crate::pg::spi_util::spi;
 use crate::worker::shared;
+
+/// A superuser's file elsewhere: a regular file, opened without blocking.
+fn open_anywhere(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::File::options().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
 
 /// Counts only: `file_integrity()` stores nothing.
 struct Discard;
@@ -34,48 +46,87 @@ impl Sink for Discard {
     }
 }
 
-/// The path, canonical, after checking the caller may read it: inside `sessions_dir`, unless
-/// the caller is a superuser.
-fn checked_path(path: &str) -> (std::path::PathBuf, Option<std::path::PathBuf>) {
-    if !Path::new(path).is_absolute() {
+/// Where `file_integrity()` reads a path from.
+enum Target {
+    /// Under `sessions_dir`: opened beneath its handle, as the indexer opens files.
+    Inside { volume: Volume, rel: PathBuf },
+    /// Elsewhere (superusers only): opened by path.
+    Anywhere(PathBuf),
+}
+
+/// Decides how `path` may be read, before touching it: a non-superuser's path must lie
+/// lexically under `sessions_dir` (as configured or canonical), and opening it then never
+/// leaves the directory, so nothing about files elsewhere (whether they exist, whether they
+/// are readable) can be learnt from the answer.
+fn target(path: &str) -> Target {
+    let p = Path::new(path);
+    if !p.is_absolute() {
         raise(
             CbError::new(SqlState::InvalidParameterValue, format!("\"{path}\" is not an absolute path"))
                 .with_hint("Pass the session file's absolute path, as session_file.path holds it."),
         );
     }
-    let root = resolve_root(&guc::sessions_dir()).ok();
-    let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| Path::new(path).to_path_buf());
-    let inside = root.as_ref().is_some_and(|r| canonical.starts_with(r));
-    // SECURITY DEFINER runs as the owner; the privilege that matters is the caller's.
-    if !inside && !unsafe { pg_sys::superuser_arg(pg_sys::GetOuterUserId()) } {
-        raise(
-            CbError::new(
-                SqlState::InsufficientPrivilege,
-                format!("\"{path}\" is not under cortex_buffer.sessions_dir"),
-            )
-            .with_hint("Only superusers may judge files elsewhere."),
-        );
+    let configured = guc::sessions_dir();
+    if let Ok(volume) = resolve_root(&configured) {
+        let rel = Path::new(&configured)
+            .is_absolute()
+            .then(|| p.strip_prefix(&configured).ok())
+            .flatten()
+            .filter(|r| !r.as_os_str().is_empty())
+            .or_else(|| volume.relative(p))
+            .map(Path::to_path_buf);
+        if let Some(rel) = rel {
+            return Target::Inside { volume, rel };
+        }
     }
-    (canonical, root)
+    if caller_is_superuser() {
+        return Target::Anywhere(p.to_path_buf());
+    }
+    raise(outside(path))
+}
+
+fn outside(path: &str) -> CbError {
+    CbError::new(SqlState::InsufficientPrivilege, format!("\"{path}\" is not under cortex_buffer.sessions_dir"))
+        .with_hint("Only superusers may judge files elsewhere; pass a path below cortex_buffer.sessions_dir.")
 }
 
 fn recorded_dialect(path: &str) -> Option<Dialect> {
-    Spi::get_one_with_args::<String>("SELECT dialect FROM cortex_buffer.session_file WHERE path = $1", &[path.into()])
+    as_definer(|| {
+        Spi::get_one_with_args::<String>(
+            "SELECT dialect FROM cortex_buffer.session_file WHERE path OPERATOR(pg_catalog.=) $1",
+            &[path.into()],
+        )
         .map_err(spi)
-        .ok()
-        .flatten()
-        .as_deref()
-        .and_then(Dialect::from_label)
+    })
+    .ok()
+    .flatten()
+    .as_deref()
+    .and_then(Dialect::from_label)
 }
 
-fn layout_of(path: &Path, root: Option<&Path>) -> (Layout, String) {
-    let rel: Vec<String> = root
-        .and_then(|r| path.strip_prefix(r).ok())
-        .map(|p| p.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect())
-        .unwrap_or_default();
-    let parts: Vec<&str> = rel.iter().map(String::as_str).collect();
+fn layout_of(rel: Option<&Path>) -> (Layout, String) {
+    let parts: Vec<String> =
+        rel.map(|p| p.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect()).unwrap_or_default();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     let layout = classify(&parts).unwrap_or(Layout::DirectoryFile);
     (layout, parts.first().map(|s| (*s).to_owned()).unwrap_or_default())
+}
+
+/// The first `max` bytes of an open file (without moving its offset), and whether that was all.
+fn prefix_of(file: &std::fs::File, max: usize) -> std::io::Result<(Vec<u8>, bool)> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; max.saturating_add(1)];
+    let mut read = 0;
+    while read < buf.len() {
+        match file.read_at(&mut buf[read..], read as u64)? {
+            0 => break,
+            k => read += k,
+        }
+    }
+    buf.truncate(read);
+    let whole = buf.len() <= max;
+    buf.truncate(max);
+    Ok((buf, whole))
 }
 
 fn ts(unix_us: Option<i64>) -> Option<TimestampWithTimeZone> {
@@ -87,7 +138,7 @@ fn ts(unix_us: Option<i64>) -> Option<TimestampWithTimeZone> {
 /// Judges a session file's current bytes as the control plane's `scanBuffer` does and reports
 /// its integrity; indexes nothing.
 #[allow(clippy::type_complexity)]
-#[pg_extern(volatile, strict, security_definer)]
+#[pg_extern(volatile, strict)]
 #[search_path(pg_catalog, pg_temp)]
 fn file_integrity(
     path: &str,
@@ -111,11 +162,10 @@ fn file_integrity(
         name!(last_ts, Option<TimestampWithTimeZone>),
     ),
 > {
-    let (canonical, root) = checked_path(path);
+    let target = target(path);
     let settings = Settings::current();
-    let shown = canonical.display().to_string();
     let unreadable = |e: &std::io::Error, dialect: Option<Dialect>| {
-        notice(format!("could not read \"{shown}\": {e}"), Some("The file is unreadable: do not use it for recovery."));
+        notice(format!("could not read \"{path}\": {e}"), Some("The file is unreadable: do not use it for recovery."));
         TableIterator::once((
             0,
             0,
@@ -134,16 +184,27 @@ fn file_integrity(
             None,
         ))
     };
-    let (layout, job_dir) = layout_of(&canonical, root.as_deref());
-    let file_name = canonical.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let dialect = recorded_dialect(&shown).or_else(|| match read_prefix(&canonical, DETECTION_PREFIX_BYTES) {
+    let (opened, rel, recorded_as) = match &target {
+        Target::Inside { volume, rel } => {
+            (volume.open_file(rel), Some(rel.as_path()), volume.path().join(rel).display().to_string())
+        }
+        Target::Anywhere(p) => (open_anywhere(p), None, path.to_owned()),
+    };
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if leaves_volume(&e) && !caller_is_superuser() => raise(outside(path)),
+        Err(e) if leaves_volume(&e) => match open_anywhere(Path::new(path)) {
+            Ok(f) => f,
+            Err(e) => return unreadable(&e, None),
+        },
+        Err(e) => return unreadable(&e, recorded_dialect(&recorded_as)),
+    };
+    let (layout, job_dir) = layout_of(rel);
+    let file_name = Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let dialect = recorded_dialect(&recorded_as).or_else(|| match prefix_of(&file, DETECTION_PREFIX_BYTES) {
         Ok((prefix, whole)) => detect(&file_name, layout, first_object(&prefix, whole).as_ref()),
         Err(_) => None,
     });
-    let file = match open_regular(&canonical) {
-        Ok(f) => f,
-        Err(e) => return unreadable(&e, dialect),
-    };
     let stat = match file.metadata() {
         Ok(m) => FileStat::of(&m),
         Err(e) => return unreadable(&e, dialect),

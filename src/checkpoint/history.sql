@@ -2,14 +2,14 @@
 -- job): the fallback when the job row's checkpoint fails its CRC, and the record of identities.
 CREATE SEQUENCE cortex_buffer.checkpoint_history_seq;
 CREATE TABLE cortex_buffer.checkpoint_history (
-    history_id    bigint PRIMARY KEY DEFAULT nextval('cortex_buffer.checkpoint_history_seq'),
+    history_id    bigint PRIMARY KEY DEFAULT pg_catalog.nextval('cortex_buffer.checkpoint_history_seq'::pg_catalog.regclass),
     job_id        uuid NOT NULL,
     checkpoint_id uuid NOT NULL,
-    step_index    integer NOT NULL CHECK (step_index >= 0),
+    step_index    integer NOT NULL CHECK (step_index OPERATOR(pg_catalog.>=) 0),
     doc           jsonb NOT NULL,
-    crc           bigint NOT NULL CHECK (crc BETWEEN 0 AND 4294967295),
-    size_bytes    integer NOT NULL CHECK (size_bytes >= 0),
-    created_at    timestamptz NOT NULL DEFAULT now()
+    crc           bigint NOT NULL CHECK (crc OPERATOR(pg_catalog.>=) 0 AND crc OPERATOR(pg_catalog.<=) 4294967295),
+    size_bytes    integer NOT NULL CHECK (size_bytes OPERATOR(pg_catalog.>=) 0),
+    created_at    timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 ALTER SEQUENCE cortex_buffer.checkpoint_history_seq OWNED BY cortex_buffer.checkpoint_history.history_id;
 CREATE INDEX checkpoint_history_job_idx ON cortex_buffer.checkpoint_history (job_id, history_id DESC);

@@ -14,6 +14,7 @@ use crate::job::binding::{self, Access, Binding};
 use crate::pg::guc;
 use crate::pg::jsonb::{malformed, RawJsonb};
 use crate::pg::planner::with_index_scans;
+use crate::pg::privilege::as_definer;
 
 const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
 const JSONB: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBOID);
@@ -28,7 +29,7 @@ use crate::pg::spi_util::{spi, FirstValue};
 /// writer would see the winner's predecessor as current. Reading the identity in the next
 /// statement takes a fresh snapshot that includes the winner's commit.
 fn lock_sql(b: &Binding) -> String {
-    format!("SELECT 1 FROM {} WHERE id = $1 FOR UPDATE", b.table)
+    format!("SELECT 1 FROM {} WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE", b.table)
 }
 
 /// The job row's checkpoint identity columns plus the newest history row matching its CRC.
@@ -36,55 +37,47 @@ fn identity_sql(b: &Binding) -> String {
     format!(
         // The document's own members are read only when no history row matched: each `->>`
         // detoasts the whole previous checkpoint.
-        "SELECT j.status::text, j.checkpoint_crc::int8,
-                CASE WHEN h.checkpoint_id IS NULL THEN j.checkpoint ->> 'checkpoint_id' END,
-                CASE WHEN h.checkpoint_id IS NULL THEN j.checkpoint ->> 'step_index' END,
+        "SELECT j.status::pg_catalog.text, j.checkpoint_crc::pg_catalog.int8,
+                CASE WHEN h.checkpoint_id IS NULL THEN j.checkpoint OPERATOR(pg_catalog.->>) 'checkpoint_id' END,
+                CASE WHEN h.checkpoint_id IS NULL THEN j.checkpoint OPERATOR(pg_catalog.->>) 'step_index' END,
                 h.checkpoint_id, h.step_index, j.checkpoint
            FROM {t} j
            LEFT JOIN LATERAL (
                 SELECT checkpoint_id, step_index FROM cortex_buffer.checkpoint_history h
-                 WHERE h.job_id = j.id AND h.crc = (j.checkpoint_crc::int8 & 4294967295)
+                 WHERE h.job_id OPERATOR(pg_catalog.=) j.id
+                   AND h.crc OPERATOR(pg_catalog.=) (j.checkpoint_crc::pg_catalog.int8 OPERATOR(pg_catalog.&) 4294967295)
                  ORDER BY h.history_id DESC LIMIT 1) h ON true
-          WHERE j.id = $1",
+          WHERE j.id OPERATOR(pg_catalog.=) $1",
         t = b.table
     )
 }
 
-/// Updates the job row, appends history and trims it, in one statement. The trim deletes by id
-/// the rows an ordered index scan finds past the newest `keep - 1` (the new row is not visible
-/// to the statement): a range condition on `history_id` would make the planner scan every older
-/// index entry of the job, including the dead ones earlier trims left for vacuum. At most 64
-/// rows go per write, so lowering `checkpoint_history_keep` converges within a few writes.
-fn write_sql(b: &Binding) -> String {
-    format!(
-        "WITH upd AS (
-             UPDATE {t} SET checkpoint = $2, checkpoint_crc = $3 WHERE id = $1 RETURNING id
-         ), ins AS (
-             INSERT INTO cortex_buffer.checkpoint_history (job_id, checkpoint_id, step_index, doc, crc, size_bytes)
-             SELECT id, $4, $5, $2, $6, $7 FROM upd
-         )
-         DELETE FROM cortex_buffer.checkpoint_history
-          WHERE history_id = ANY (ARRAY(SELECT history_id FROM cortex_buffer.checkpoint_history
-                                         WHERE job_id = $1 ORDER BY history_id DESC OFFSET $8 LIMIT 64))",
-        t = b.table
-    )
+/// Sets the job row's checkpoint (small documents), in the caller's rights.
+fn update_job_sql(b: &Binding) -> String {
+    format!("UPDATE {t} SET checkpoint = $2, checkpoint_crc = $3 WHERE id OPERATOR(pg_catalog.=) $1", t = b.table)
 }
 
 /// Documents at least this large (binary jsonb bytes) are TOAST-compressed when stored. For them
 /// the history row is inserted first and the job row then takes its value from it: Postgres
 /// copies the already-compressed chunks instead of compressing the document a second time,
-/// which saves far more than the extra statement costs (see bench/checkpoint.sh).
+/// which saves far more than the extra work costs (see bench/checkpoint.sh).
 const SHARE_COMPRESSED_FROM_BYTES: usize = 2048;
 
-/// Appends history (and trims it) and returns the new row's id; the large-document path.
+/// Appends history and trims it, returning the new row's id; run as the definer role (the
+/// calling roles may not write history). The trim deletes by id the rows an ordered index scan
+/// finds past the newest `keep - 1` (the new row is not visible to the statement): a range
+/// condition on `history_id` would make the planner scan every older index entry of the job,
+/// including the dead ones earlier trims left for vacuum. At most 64 rows go per write, so
+/// lowering `checkpoint_history_keep` converges within a few writes.
 fn insert_history_sql(_: &Binding) -> String {
     "WITH ins AS (
          INSERT INTO cortex_buffer.checkpoint_history (job_id, checkpoint_id, step_index, doc, crc, size_bytes)
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING history_id
      ), del AS (
          DELETE FROM cortex_buffer.checkpoint_history
-          WHERE history_id = ANY (ARRAY(SELECT history_id FROM cortex_buffer.checkpoint_history
-                                         WHERE job_id = $1 ORDER BY history_id DESC OFFSET $7 LIMIT 64))
+          WHERE history_id OPERATOR(pg_catalog.=) ANY (ARRAY(
+                SELECT history_id FROM cortex_buffer.checkpoint_history
+                 WHERE job_id OPERATOR(pg_catalog.=) $1 ORDER BY history_id DESC OFFSET $7 LIMIT 64))
      )
      SELECT history_id FROM ins"
         .to_owned()
@@ -95,15 +88,15 @@ fn update_from_history_sql(b: &Binding) -> String {
     format!(
         "UPDATE {t} SET checkpoint = h.doc, checkpoint_crc = $2
            FROM cortex_buffer.checkpoint_history h
-          WHERE {t}.id = $1 AND h.history_id = $3",
+          WHERE {t}.id OPERATOR(pg_catalog.=) $1 AND h.history_id OPERATOR(pg_catalog.=) $3",
         t = b.table
     )
 }
 
 const HISTORY_PAGE_SQL: &str = "
-    SELECT history_id, checkpoint_id, step_index, doc, crc, created_at::text
+    SELECT history_id, checkpoint_id, step_index, doc, crc, created_at::pg_catalog.text
       FROM cortex_buffer.checkpoint_history
-     WHERE job_id = $1 AND history_id < $2
+     WHERE job_id OPERATOR(pg_catalog.=) $1 AND history_id OPERATOR(pg_catalog.<) $2
      ORDER BY history_id DESC LIMIT 8";
 
 /// The identity columns read with [`identity_sql`].
@@ -227,7 +220,7 @@ pub fn write(
             if stored_size >= SHARE_COMPRESSED_FROM_BYTES {
                 store_sharing_compression(client, &b, job, doc, &written)?;
             } else {
-                store_in_one_statement(client, &b, job, doc, &written)?;
+                store_in_two_statements(client, &b, job, doc, &written)?;
             }
             Ok(written)
         })
@@ -243,8 +236,30 @@ fn stored_crc_param(b: &Binding, crc: u32) -> (PgOid, pgrx::datum::DatumWithOid<
     }
 }
 
-/// Small documents: job row, history row and trim in one statement.
-fn store_in_one_statement(
+/// Appends the history row (as the definer role); returns its id.
+fn append_history(client: &mut SpiClient<'_>, b: &Binding, job: Uuid, doc: &RawJsonb, w: &Written) -> Result<i64, CbError> {
+    let insert = b.statement(
+        client,
+        "checkpoint.write.history",
+        Access::Write,
+        &[UUID, UUID, INT4, JSONB, INT8, INT4, INT8],
+        insert_history_sql,
+    )?;
+    let args = [
+        job.into(),
+        Uuid::from_bytes(w.checkpoint_id).into(),
+        w.step_index.into(),
+        doc.clone().into(),
+        i64::from(w.crc).into(),
+        i32::try_from(w.size_bytes).unwrap_or(i32::MAX).into(),
+        (guc::checkpoint_history_keep() - 1).into(),
+    ];
+    let history_id: Option<i64> = as_definer(|| client.update(&*insert, None, &args).map_err(spi)?.pipe_first())?;
+    history_id.ok_or_else(|| CbError::internal("checkpoint_history insert returned no id"))
+}
+
+/// Small documents: the job row (caller), then history (definer).
+fn store_in_two_statements(
     client: &mut SpiClient<'_>,
     b: &Binding,
     job: Uuid,
@@ -253,28 +268,14 @@ fn store_in_one_statement(
 ) -> Result<(), CbError> {
     let (crc_type, stored) = stored_crc_param(b, w.crc);
     let key = if b.shape.crc_is_int4 { "checkpoint.write.int4" } else { "checkpoint.write.int8" };
-    let stmt =
-        b.statement(client, key, Access::Write, &[UUID, JSONB, crc_type, UUID, INT4, INT8, INT4, INT8], write_sql)?;
-    client
-        .update(
-            &*stmt,
-            None,
-            &[
-                job.into(),
-                doc.into(),
-                stored,
-                Uuid::from_bytes(w.checkpoint_id).into(),
-                w.step_index.into(),
-                i64::from(w.crc).into(),
-                i32::try_from(w.size_bytes).unwrap_or(i32::MAX).into(),
-                (guc::checkpoint_history_keep() - 1).into(),
-            ],
-        )
-        .map_err(spi)?;
+    let stmt = b.statement(client, key, Access::Write, &[UUID, JSONB, crc_type], update_job_sql)?;
+    client.update(&*stmt, None, &[job.into(), doc.clone().into(), stored]).map_err(spi)?;
+    append_history(client, b, job, &doc, w)?;
     Ok(())
 }
 
-/// Large documents: history first, then the job row takes the stored (compressed) value.
+/// Large documents: history first (definer), then the job row takes the stored (compressed)
+/// value (caller).
 fn store_sharing_compression(
     client: &mut SpiClient<'_>,
     b: &Binding,
@@ -282,30 +283,7 @@ fn store_sharing_compression(
     doc: RawJsonb,
     w: &Written,
 ) -> Result<(), CbError> {
-    let insert = b.statement(
-        client,
-        "checkpoint.write.history",
-        Access::Write,
-        &[UUID, UUID, INT4, JSONB, INT8, INT4, INT8],
-        insert_history_sql,
-    )?;
-    let history_id: Option<i64> = client
-        .update(
-            &*insert,
-            None,
-            &[
-                job.into(),
-                Uuid::from_bytes(w.checkpoint_id).into(),
-                w.step_index.into(),
-                doc.into(),
-                i64::from(w.crc).into(),
-                i32::try_from(w.size_bytes).unwrap_or(i32::MAX).into(),
-                (guc::checkpoint_history_keep() - 1).into(),
-            ],
-        )
-        .map_err(spi)?
-        .pipe_first()?;
-    let history_id = history_id.ok_or_else(|| CbError::internal("checkpoint_history insert returned no id"))?;
+    let history_id = append_history(client, b, job, &doc, w)?;
     let (crc_type, stored) = stored_crc_param(b, w.crc);
     let key = if b.shape.crc_is_int4 { "checkpoint.write.job.int4" } else { "checkpoint.write.job.int8" };
     let update = b.statement(client, key, Access::Write, &[UUID, crc_type, INT8], update_from_history_sql)?;
@@ -462,6 +440,10 @@ const VERIFY_PAGE: i64 = 200;
 /// Scrubs every current checkpoint of the bound table and every history entry. Pages through
 /// both tables (one SPI connection per page, so memory stays bounded by the page).
 pub fn verify_all() -> Result<Vec<Mismatch>, CbError> {
+    crate::pg::planner::pinned(verify_all_pinned)
+}
+
+fn verify_all_pinned() -> Result<Vec<Mismatch>, CbError> {
     let b = binding::current()?;
     let mut out = Vec::new();
 
@@ -470,8 +452,9 @@ pub fn verify_all() -> Result<Vec<Mismatch>, CbError> {
         let (last, n) = Spi::connect(|client| {
             let stmt = b.statement(client, "checkpoint.verify.current", Access::Read, &[UUID, INT8], |b| {
                 format!(
-                    "SELECT id, checkpoint, checkpoint_crc::int8, checkpoint ->> 'checkpoint_id', checkpoint ->> 'step_index'
-                       FROM {} WHERE (checkpoint IS NOT NULL OR checkpoint_crc IS NOT NULL) AND ($1 IS NULL OR id > $1)
+                    "SELECT id, checkpoint, checkpoint_crc::pg_catalog.int8,
+                            checkpoint OPERATOR(pg_catalog.->>) 'checkpoint_id', checkpoint OPERATOR(pg_catalog.->>) 'step_index'
+                       FROM {} WHERE (checkpoint IS NOT NULL OR checkpoint_crc IS NOT NULL) AND ($1 IS NULL OR id OPERATOR(pg_catalog.>) $1)
                       ORDER BY id LIMIT $2",
                     b.table
                 )
@@ -524,7 +507,7 @@ pub fn verify_all() -> Result<Vec<Mismatch>, CbError> {
             let rows = client
                 .select(
                     "SELECT history_id, job_id, checkpoint_id, step_index, doc, crc FROM cortex_buffer.checkpoint_history
-                      WHERE history_id > $1 ORDER BY history_id LIMIT $2",
+                      WHERE history_id OPERATOR(pg_catalog.>) $1 ORDER BY history_id LIMIT $2",
                     None,
                     &[after_id.into(), VERIFY_PAGE.into()],
                 )

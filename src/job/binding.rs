@@ -87,7 +87,7 @@ pub fn current() -> Result<Rc<Binding>, CbError> {
             return Ok(b);
         }
     }
-    let binding = Rc::new(build(setting, oid)?);
+    let binding = Rc::new(crate::pg::planner::pinned(|| build(setting, oid))?);
     CURRENT.with(|c| *c.borrow_mut() = Some(Rc::clone(&binding)));
     Ok(binding)
 }
@@ -97,35 +97,52 @@ fn resolve(setting: &str) -> Result<pg_sys::Oid, CbError> {
         CbError::new(SqlState::UndefinedTable, format!("job table \"{setting}\" (cortex_buffer.job_table) does not exist"))
             .with_hint("Create the table, or set cortex_buffer.job_table to the control plane's job table (e.g. ALTER DATABASE ... SET cortex_buffer.job_table = 'public.job').")
     };
+    let unqualified = || {
+        CbError::new(
+            SqlState::InvalidParameterValue,
+            format!("job table \"{setting}\" (cortex_buffer.job_table) must be schema-qualified, in a permanent schema"),
+        )
+        .with_hint("Name the schema: ALTER DATABASE ... SET cortex_buffer.job_table = 'public.job'. An unqualified name would be looked up in each caller's search_path, where a temporary table could stand in for it.")
+    };
     let name = CString::new(setting).map_err(|_| missing())?;
-    // SAFETY: a NUL-terminated string; the name parser raises a clean ERROR on bad syntax.
-    let oid = unsafe {
+    // SAFETY: a NUL-terminated string; the name parser raises a clean ERROR on bad syntax; the
+    // list it returns is read, not kept.
+    let (qualified, oid) = unsafe {
         let names = pg_sys::stringToQualifiedNameList(name.as_ptr());
+        let qualified = !names.is_null() && (*names).length > 1;
         let range_var = pg_sys::makeRangeVarFromNameList(names);
-        pg_sys::RangeVarGetRelidExtended(
+        let oid = pg_sys::RangeVarGetRelidExtended(
             range_var,
             pg_sys::NoLock as i32,
             pg_sys::RVROption::RVR_MISSING_OK,
             None,
             std::ptr::null_mut(),
-        )
+        );
+        (qualified, oid)
     };
-    if oid == pg_sys::InvalidOid {
-        Err(missing())
-    } else {
-        Ok(oid)
+    if !qualified {
+        return Err(unqualified());
     }
+    if oid == pg_sys::InvalidOid {
+        return Err(missing());
+    }
+    // SAFETY: the relation exists (just resolved); both are catalog lookups.
+    if unsafe { pg_sys::isAnyTempNamespace(pg_sys::get_rel_namespace(oid)) } {
+        return Err(unqualified());
+    }
+    Ok(oid)
 }
 
 const COLUMNS_SQL: &str = "
-    SELECT a.attname::text,
+    SELECT a.attname::pg_catalog.text,
            pg_catalog.format_type(a.atttypid, a.atttypmod),
-           CASE WHEN t.typtype = 'e' THEN
-               ARRAY(SELECT e.enumlabel::text FROM pg_catalog.pg_enum e WHERE e.enumtypid = t.oid ORDER BY e.enumsortorder)
+           CASE WHEN t.typtype OPERATOR(pg_catalog.=) 'e' THEN
+               ARRAY(SELECT e.enumlabel::pg_catalog.text FROM pg_catalog.pg_enum e
+                      WHERE e.enumtypid OPERATOR(pg_catalog.=) t.oid ORDER BY e.enumsortorder)
            END
       FROM pg_catalog.pg_attribute a
-      JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-     WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+      JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) a.atttypid
+     WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
      ORDER BY a.attnum";
 
 fn build(setting: String, oid: pg_sys::Oid) -> Result<Binding, CbError> {

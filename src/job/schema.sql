@@ -8,7 +8,7 @@ CREATE TYPE cortex_buffer.job_status AS ENUM (
 COMMENT ON TYPE cortex_buffer.job_status IS 'The nine job states of the control plane''s job state machine.';
 
 CREATE TABLE cortex_buffer.job (
-    id                  uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    id                  uuid PRIMARY KEY DEFAULT pg_catalog.gen_random_uuid(),
     agent_id            uuid NOT NULL,
     session_id          uuid,
     status              cortex_buffer.job_status NOT NULL DEFAULT 'PENDING',
@@ -21,8 +21,8 @@ CREATE TABLE cortex_buffer.job (
     attempt             integer NOT NULL DEFAULT 0,
     max_attempts        integer NOT NULL DEFAULT 3,
     timeout_seconds     integer NOT NULL DEFAULT 300,
-    created_at          timestamptz NOT NULL DEFAULT now(),
-    updated_at          timestamptz NOT NULL DEFAULT now(),
+    created_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
     started_at          timestamptz,
     completed_at        timestamptz,
     heartbeat_at        timestamptz,
@@ -39,7 +39,8 @@ CREATE INDEX job_agent_idx ON cortex_buffer.job (agent_id);
 -- Jobs are data, not configuration: pg_dump must keep them.
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.job', '');
 
-CREATE FUNCTION cortex_buffer.job_set_updated_at() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION cortex_buffer.job_set_updated_at() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     NEW.updated_at := now();
     RETURN NEW;
@@ -50,7 +51,8 @@ CREATE TRIGGER job_set_updated_at BEFORE UPDATE ON cortex_buffer.job
 
 -- Exactly the control plane's validate_job_transition rules (and its message and SQLSTATE
 -- P0001), so code written against one table behaves the same on the other.
-CREATE FUNCTION cortex_buffer.job_validate_transition() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION cortex_buffer.job_validate_transition() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF OLD.status = NEW.status THEN
         RETURN NEW;

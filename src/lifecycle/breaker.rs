@@ -1,7 +1,7 @@
 //! The circuit breaker through SPI: one row per agent in `cortex_buffer.circuit`, locked for
 //! every change; the decisions are the pure `circuit` module's.
 
-use pgrx::datum::TimestampWithTimeZone;
+use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::Uuid;
@@ -9,6 +9,8 @@ use pgrx::Uuid;
 use super::circuit::{Canary, Circuit, Params, State};
 use crate::error::CbError;
 use crate::pg::planner::with_index_scans;
+use crate::pg::privilege::as_definer;
+use crate::pg::time::{interval_us, timestamptz, unix_us};
 
 use crate::pg::spi_util::{spi, FirstValue};
 
@@ -19,39 +21,39 @@ pub struct Report {
     pub open_until: Option<TimestampWithTimeZone>,
 }
 
-const US: &str = "(extract(epoch FROM {}) * 1000000)::int8";
-
-fn us(expr: &str) -> String {
-    US.replace("{}", expr)
-}
-
 fn params(client: &SpiClient<'_>, agent: Uuid) -> Result<Params, CbError> {
-    let sql = format!(
-        "SELECT failure_threshold, {}, {}, {} FROM cortex_buffer.circuit_config WHERE agent_id = $1",
-        us("failure_window"),
-        us("cooldown"),
-        us("canary_lease")
-    );
-    let mut rows = client.select(sql.as_str(), Some(1), &[agent.into()]).map_err(spi)?;
+    let mut rows = client
+        .select(
+            "SELECT failure_threshold, failure_window, cooldown, canary_lease
+               FROM cortex_buffer.circuit_config WHERE agent_id OPERATOR(pg_catalog.=) $1",
+            Some(1),
+            &[agent.into()],
+        )
+        .map_err(spi)?;
     let Some(r) = rows.next() else { return Ok(Params::default()) };
     let d = Params::default();
+    let us = |i: usize| -> Result<Option<i64>, CbError> { Ok(interval_us(r.get::<Interval>(i).map_err(spi)?)) };
     Ok(Params {
         threshold: u32::try_from(r.get::<i32>(1).map_err(spi)?.unwrap_or(3)).unwrap_or(d.threshold),
-        window_us: r.get(2).map_err(spi)?.unwrap_or(d.window_us),
-        cooldown_us: r.get(3).map_err(spi)?.unwrap_or(d.cooldown_us),
-        lease_us: r.get(4).map_err(spi)?.unwrap_or(d.lease_us),
+        window_us: us(2)?.unwrap_or(d.window_us),
+        cooldown_us: us(3)?.unwrap_or(d.cooldown_us),
+        lease_us: us(4)?.unwrap_or(d.lease_us),
     })
+}
+
+/// The transaction's `now()`.
+fn now_us(client: &SpiClient<'_>) -> Result<i64, CbError> {
+    let now: Option<TimestampWithTimeZone> =
+        client.select("SELECT pg_catalog.now()", Some(1), &[]).map_err(spi)?.pipe_first()?;
+    unix_us(now).ok_or_else(|| CbError::internal("now() is not a finite time"))
 }
 
 /// The agent's breaker and the transaction's `now()`, locked for update when `lock` (created
 /// on first use). Locking goes through `update`, which takes SPI out of read-only mode.
 fn load(client: &mut SpiClient<'_>, agent: Uuid, lock: bool) -> Result<(Circuit, i64), CbError> {
     let sql = format!(
-        "SELECT open, {}, {}, canary_job_id, {}, {} FROM cortex_buffer.circuit WHERE agent_id = $1 {}",
-        us("closed_since"),
-        us("open_until"),
-        us("canary_lease_until"),
-        us("now()"),
+        "SELECT open, closed_since, open_until, canary_job_id, canary_lease_until, pg_catalog.now()
+           FROM cortex_buffer.circuit WHERE agent_id OPERATOR(pg_catalog.=) $1 {}",
         if lock { "FOR UPDATE" } else { "" }
     );
     for attempt in 0..2 {
@@ -61,23 +63,24 @@ fn load(client: &mut SpiClient<'_>, agent: Uuid, lock: bool) -> Result<(Circuit,
             client.select(sql.as_str(), Some(1), &[agent.into()]).map_err(spi)?
         };
         if let Some(r) = rows.next() {
-            let now: i64 = r.get(6).map_err(spi)?.unwrap_or(0);
-            let canary = match (r.get::<Uuid>(4).map_err(spi)?, r.get::<i64>(5).map_err(spi)?) {
+            let time = |i: usize| -> Result<Option<i64>, CbError> {
+                Ok(unix_us(r.get::<TimestampWithTimeZone>(i).map_err(spi)?))
+            };
+            let now = time(6)?.unwrap_or(0);
+            let canary = match (r.get::<Uuid>(4).map_err(spi)?, time(5)?) {
                 (Some(job), Some(lease_until_us)) => Some(Canary { job: *job.as_bytes(), lease_until_us }),
                 _ => None,
             };
             let c = Circuit {
                 open: r.get(1).map_err(spi)?.unwrap_or(false),
-                closed_since_us: r.get(2).map_err(spi)?.unwrap_or(now),
-                open_until_us: r.get(3).map_err(spi)?,
+                closed_since_us: time(2)?.unwrap_or(now),
+                open_until_us: time(3)?,
                 canary,
             };
             return Ok((c, now));
         }
         if !lock || attempt > 0 {
-            let now: Option<i64> =
-                client.select(&*format!("SELECT {}", us("now()")), Some(1), &[]).map_err(spi)?.pipe_first()?;
-            let now = now.unwrap_or(0);
+            let now = now_us(client)?;
             return Ok((Circuit::closed(now), now));
         }
         client
@@ -100,22 +103,17 @@ fn store(client: &mut SpiClient<'_>, agent: Uuid, before: &Circuit, after: &Circ
     client
         .update(
             "UPDATE cortex_buffer.circuit SET
-                    open = $2,
-                    closed_since = timestamptz 'epoch' + $3 * interval '1 microsecond',
-                    open_until = timestamptz 'epoch' + $4 * interval '1 microsecond',
-                    canary_job_id = $5,
-                    canary_lease_until = timestamptz 'epoch' + $6 * interval '1 microsecond',
-                    trips = trips + $7::int,
-                    updated_at = now()
-              WHERE agent_id = $1",
+                    open = $2, closed_since = $3, open_until = $4, canary_job_id = $5, canary_lease_until = $6,
+                    trips = trips OPERATOR(pg_catalog.+) $7::pg_catalog.int4, updated_at = pg_catalog.now()
+              WHERE agent_id OPERATOR(pg_catalog.=) $1",
             None,
             &[
                 agent.into(),
                 after.open.into(),
-                after.closed_since_us.into(),
-                after.open_until_us.into(),
+                timestamptz(Some(after.closed_since_us)).into(),
+                timestamptz(after.open_until_us).into(),
                 after.canary.map(|c| Uuid::from_bytes(c.job)).into(),
-                after.canary.map(|c| c.lease_until_us).into(),
+                timestamptz(after.canary.map(|c| c.lease_until_us)).into(),
                 i32::from(newly_open).into(),
             ],
         )
@@ -123,13 +121,14 @@ fn store(client: &mut SpiClient<'_>, agent: Uuid, before: &Circuit, after: &Circ
     Ok(())
 }
 
-fn failures_in_window(client: &SpiClient<'_>, agent: Uuid, p: &Params) -> Result<i32, CbError> {
+fn failures_in_window(client: &SpiClient<'_>, agent: Uuid, p: &Params, now: i64) -> Result<i32, CbError> {
     let n: Option<i64> = client
         .select(
-            "SELECT count(*) FROM cortex_buffer.circuit_outcome
-              WHERE agent_id = $1 AND counted AND NOT success AND recorded_at > now() - $2 * interval '1 microsecond'",
+            "SELECT pg_catalog.count(*) FROM cortex_buffer.circuit_outcome
+              WHERE agent_id OPERATOR(pg_catalog.=) $1 AND counted AND NOT success
+                AND recorded_at OPERATOR(pg_catalog.>) $2",
             None,
-            &[agent.into(), p.window_us.into()],
+            &[agent.into(), timestamptz(Some(now.saturating_sub(p.window_us))).into()],
         )
         .map_err(spi)?
         .pipe_first()?;
@@ -137,20 +136,15 @@ fn failures_in_window(client: &SpiClient<'_>, agent: Uuid, p: &Params) -> Result
 }
 
 fn report(client: &SpiClient<'_>, agent: Uuid, c: &Circuit, now: i64, p: &Params) -> Result<Report, CbError> {
-    let open_until = match c.open_until_us.filter(|_| c.open) {
-        Some(us) => client
-            .select("SELECT timestamptz 'epoch' + $1 * interval '1 microsecond'", Some(1), &[us.into()])
-            .map_err(spi)?
-            .pipe_first()?,
-        None => None,
-    };
-    Ok(Report { state: c.state(now), failures_in_window: failures_in_window(client, agent, p)?, open_until })
+    let open_until = timestamptz(c.open_until_us.filter(|_| c.open));
+    Ok(Report { state: c.state(now), failures_in_window: failures_in_window(client, agent, p, now)?, open_until })
 }
 
-/// Whether the agent may start `job` now; records the admission.
+/// Whether the agent may start `job` now; records the admission. (The breaker lives in the
+/// extension's own tables: all of it runs as the definer role.)
 pub fn admit(agent: Uuid, job: Uuid) -> Result<bool, CbError> {
     with_index_scans(|| {
-        Spi::connect_mut(|client| {
+        as_definer(|| Spi::connect_mut(|client| {
             let p = params(client, agent)?;
             let (before, now) = load(client, agent, true)?;
             let (admitted, after) = before.admit(now, *job.as_bytes(), &p);
@@ -159,36 +153,34 @@ pub fn admit(agent: Uuid, job: Uuid) -> Result<bool, CbError> {
                 let canary = after.canary.is_some_and(|c| c.job == *job.as_bytes());
                 client
                     .update(
-                        "INSERT INTO cortex_buffer.circuit_admission (job_id, agent_id, canary) VALUES ($1, $2, $3)
-                         ON CONFLICT (job_id) DO UPDATE SET canary = cortex_buffer.circuit_admission.canary OR excluded.canary",
+                        "INSERT INTO cortex_buffer.circuit_admission AS a (job_id, agent_id, canary) VALUES ($1, $2, $3)
+                         ON CONFLICT (job_id) DO UPDATE SET canary = a.canary OR excluded.canary",
                         None,
                         &[job.into(), agent.into(), canary.into()],
                     )
                     .map_err(spi)?;
             }
             Ok(admitted)
-        })
+        }))
     })
 }
 
 /// Records a job's outcome and returns the breaker afterwards.
 pub fn record_outcome(agent: Uuid, job: Uuid, success: bool) -> Result<Report, CbError> {
     with_index_scans(|| {
-        Spi::connect_mut(|client| {
+        as_definer(|| Spi::connect_mut(|client| {
             let p = params(client, agent)?;
             let (before, now) = load(client, agent, true)?;
             // Read after the lock: a fresh snapshot sees every outcome recorded before ours.
-            let admitted_at: Option<i64> = client
+            let admitted_at: Option<TimestampWithTimeZone> = client
                 .update(
-                    &*format!(
-                        "DELETE FROM cortex_buffer.circuit_admission WHERE job_id = $1 RETURNING {}",
-                        us("admitted_at")
-                    ),
+                    "DELETE FROM cortex_buffer.circuit_admission WHERE job_id OPERATOR(pg_catalog.=) $1 RETURNING admitted_at",
                     None,
                     &[job.into()],
                 )
                 .map_err(spi)?
                 .pipe_first()?;
+            let admitted_at = unix_us(admitted_at);
             let counted = before.counts(success, admitted_at);
             client
                 .update(
@@ -197,29 +189,32 @@ pub fn record_outcome(agent: Uuid, job: Uuid, success: bool) -> Result<Report, C
                     &[agent.into(), job.into(), success.into(), counted.into()],
                 )
                 .map_err(spi)?;
-            let failures = failures_in_window(client, agent, &p)?;
+            let failures = failures_in_window(client, agent, &p, now)?;
             let after = before.after_outcome(now, *job.as_bytes(), success, u32::try_from(failures).unwrap_or(0), &p);
             store(client, agent, &before, &after)?;
             // Outcomes older than the window can never count again.
             client
                 .update(
-                    "DELETE FROM cortex_buffer.circuit_outcome WHERE agent_id = $1 AND recorded_at < now() - $2 * interval '1 microsecond'",
+                    "DELETE FROM cortex_buffer.circuit_outcome
+                      WHERE agent_id OPERATOR(pg_catalog.=) $1 AND recorded_at OPERATOR(pg_catalog.<) $2",
                     None,
-                    &[agent.into(), p.window_us.into()],
+                    &[agent.into(), timestamptz(Some(now.saturating_sub(p.window_us))).into()],
                 )
                 .map_err(spi)?;
             report(client, agent, &after, now, &p)
-        })
+        }))
     })
 }
 
 /// The agent's breaker as it stands.
 pub fn state(agent: Uuid) -> Result<Report, CbError> {
     with_index_scans(|| {
-        Spi::connect_mut(|client| {
-            let p = params(client, agent)?;
-            let (c, now) = load(client, agent, false)?;
-            report(client, agent, &c, now, &p)
+        as_definer(|| {
+            Spi::connect_mut(|client| {
+                let p = params(client, agent)?;
+                let (c, now) = load(client, agent, false)?;
+                report(client, agent, &c, now, &p)
+            })
         })
     })
 }

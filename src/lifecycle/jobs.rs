@@ -13,6 +13,7 @@ use super::retry::{decide, Crash, Decision, JobFacts};
 use crate::error::CbError;
 use crate::job::binding::{self, Access, Binding};
 use crate::pg::planner::with_index_scans;
+use crate::pg::privilege::as_definer;
 use crate::pg::raise::notice;
 
 const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
@@ -30,26 +31,31 @@ pub fn heartbeat(job: Uuid) -> Result<bool, CbError> {
     let b = binding::current()?;
     with_index_scans(|| {
         Spi::connect_mut(|client| {
+            // The job row, in the caller's rights.
             let stmt = b.statement(client, "lifecycle.heartbeat", Access::Write, &[UUID], |b| {
                 format!(
-                    "WITH beat AS (
-                         UPDATE {t} SET heartbeat_at = now()
-                          WHERE id = $1 AND status IN ('RUNNING', 'WAITING_FOR_APPROVAL')
-                         RETURNING status::text AS s
-                     ), waiting AS (
-                         INSERT INTO cortex_buffer.job_wait (job_id, waiting_since)
-                         SELECT $1, now() FROM beat WHERE s = 'WAITING_FOR_APPROVAL'
-                         ON CONFLICT (job_id) DO NOTHING
-                     ), resumed AS (
-                         DELETE FROM cortex_buffer.job_wait
-                          WHERE job_id = $1 AND EXISTS (SELECT 1 FROM beat WHERE s = 'RUNNING')
-                     )
-                     SELECT count(*) FROM beat",
+                    "UPDATE {t} SET heartbeat_at = pg_catalog.now()
+                      WHERE id OPERATOR(pg_catalog.=) $1
+                        AND (status OPERATOR(pg_catalog.=) 'RUNNING' OR status OPERATOR(pg_catalog.=) 'WAITING_FOR_APPROVAL')
+                     RETURNING status::pg_catalog.text",
                     t = b.table
                 )
             })?;
-            let beats: Option<i64> = client.update(&*stmt, None, &[job.into()]).map_err(spi)?.pipe_first()?;
-            Ok(beats.unwrap_or(0) > 0)
+            let status: Option<String> = client.update(&*stmt, None, &[job.into()]).map_err(spi)?.pipe_first()?;
+            let Some(status) = status else { return Ok(false) };
+            // When it was first seen waiting: the extension's own table, as the definer role.
+            let key = if status == "WAITING_FOR_APPROVAL" { "lifecycle.wait.note" } else { "lifecycle.wait.forget" };
+            let note = b.statement(client, key, Access::Write, &[UUID], |_| {
+                if status == "WAITING_FOR_APPROVAL" {
+                    "INSERT INTO cortex_buffer.job_wait (job_id, waiting_since) VALUES ($1, pg_catalog.now())
+                     ON CONFLICT (job_id) DO NOTHING"
+                        .to_owned()
+                } else {
+                    "DELETE FROM cortex_buffer.job_wait WHERE job_id OPERATOR(pg_catalog.=) $1".to_owned()
+                }
+            })?;
+            as_definer(|| client.update(&*note, None, &[job.into()]).map_err(spi).map(|_| ()))?;
+            Ok(true)
         })
     })
 }
@@ -58,7 +64,7 @@ pub fn heartbeat(job: Uuid) -> Result<bool, CbError> {
 pub fn reaper_index_sql(b: &Binding) -> String {
     let relname = b.table.rsplit('.').next().unwrap_or("job").trim_matches('"');
     format!(
-        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} (heartbeat_at) WHERE status = 'RUNNING'",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} (heartbeat_at) WHERE status OPERATOR(pg_catalog.=) 'RUNNING'",
         pgrx::spi::quote_identifier(format!("{relname}_running_heartbeat_idx")),
         b.table
     )
@@ -70,9 +76,11 @@ fn has_reaper_index(client: &SpiClient<'_>, b: &Binding) -> Result<bool, CbError
         .select(
             "SELECT EXISTS (
                  SELECT 1 FROM pg_catalog.pg_index i
-                   JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-                  WHERE i.indrelid = $1 AND i.indisvalid AND a.attname = 'heartbeat_at'
-                    AND pg_catalog.pg_get_expr(i.indpred, i.indrelid) LIKE '%status = ''RUNNING''%')",
+                   JOIN pg_catalog.pg_attribute a
+                     ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid AND a.attnum OPERATOR(pg_catalog.=) i.indkey[0]
+                  WHERE i.indrelid OPERATOR(pg_catalog.=) $1 AND i.indisvalid
+                    AND a.attname OPERATOR(pg_catalog.=) 'heartbeat_at'
+                    AND pg_catalog.pg_get_expr(i.indpred, i.indrelid) OPERATOR(pg_catalog.~~) '%status = ''RUNNING''%')",
             None,
             &[b.oid.into()],
         )
@@ -115,20 +123,23 @@ fn zombies_from(rows: pgrx::spi::SpiTupleTable<'_>, out: &mut Vec<Zombie>) -> Re
     Ok(())
 }
 
-/// Crash histories (oldest first) of `jobs`, read after their rows were locked.
+/// Crash histories (oldest first) of `jobs`, read after their rows were locked (as the definer
+/// role: the calling roles need no privilege on `crash`).
 fn crash_histories(client: &SpiClient<'_>, jobs: &[Uuid]) -> Result<HashMap<[u8; 16], Vec<Crash>>, CbError> {
     let mut out: HashMap<[u8; 16], Vec<Crash>> = HashMap::new();
     if jobs.is_empty() {
         return Ok(out);
     }
-    let rows = client
-        .select(
-            "SELECT job_id, exit_code, error_message FROM cortex_buffer.crash
-              WHERE job_id = ANY($1) ORDER BY job_id, crash_id",
-            None,
-            &[jobs.to_vec().into()],
-        )
-        .map_err(spi)?;
+    let rows = as_definer(|| {
+        client
+            .select(
+                "SELECT job_id, exit_code, error_message FROM cortex_buffer.crash
+                  WHERE job_id OPERATOR(pg_catalog.=) ANY ($1) ORDER BY job_id, crash_id",
+                None,
+                &[jobs.to_vec().into()],
+            )
+            .map_err(spi)
+    })?;
     for r in rows {
         let Some(job) = r.get::<Uuid>(1).map_err(spi)? else { continue };
         out.entry(*job.as_bytes())
@@ -160,7 +171,8 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
             let stale = b.statement(client, "lifecycle.reap.stale", Access::Write, &[INTERVAL, INT4], |b| {
                 format!(
                     "SELECT id, agent_id, attempt, max_attempts, heartbeat_at FROM {t}
-                      WHERE status = 'RUNNING' AND heartbeat_at < now() - $1
+                      WHERE status OPERATOR(pg_catalog.=) 'RUNNING'
+                        AND heartbeat_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1)
                       ORDER BY heartbeat_at LIMIT $2 FOR UPDATE SKIP LOCKED",
                     t = b.table
                 )
@@ -175,8 +187,8 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
                 let silent = b.statement(client, "lifecycle.reap.silent", Access::Write, &[INTERVAL, INT4], |b| {
                     format!(
                         "SELECT id, agent_id, attempt, max_attempts, heartbeat_at FROM {t}
-                          WHERE status = 'RUNNING' AND heartbeat_at IS NULL
-                            AND greatest(started_at, updated_at) < now() - $1
+                          WHERE status OPERATOR(pg_catalog.=) 'RUNNING' AND heartbeat_at IS NULL
+                            AND greatest(started_at, updated_at) OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1)
                           LIMIT $2 FOR UPDATE SKIP LOCKED",
                         t = b.table
                     )
@@ -193,7 +205,7 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
             let ids: Vec<Uuid> = zombies.iter().map(|z| z.id).collect();
             let mut histories = crash_histories(client, &ids)?;
             let with_agents: Vec<(Uuid, Uuid)> = zombies.iter().map(|z| (z.id, z.agent_id)).collect();
-            let exhausted = crate::spend::store::exhausted(client, &with_agents)?;
+            let exhausted = as_definer(|| crate::spend::store::exhausted(client, &with_agents))?;
             let mut decisions: Vec<Decision> = Vec::with_capacity(zombies.len());
             for z in &zombies {
                 let mut crashes = histories.remove(z.id.as_bytes()).unwrap_or_default();
@@ -209,14 +221,17 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
 
             let agents: Vec<Uuid> = zombies.iter().map(|z| z.agent_id).collect();
             let attempts: Vec<i32> = zombies.iter().map(|z| z.attempt).collect();
-            client
-                .update(
-                    "INSERT INTO cortex_buffer.crash (job_id, agent_id, attempt, reason)
-                     SELECT j, a, n, 'zombie' FROM unnest($1::uuid[], $2::uuid[], $3::int4[]) AS z(j, a, n)",
-                    None,
-                    &[ids.clone().into(), agents.into(), attempts.into()],
-                )
-                .map_err(spi)?;
+            as_definer(|| {
+                client
+                    .update(
+                        "INSERT INTO cortex_buffer.crash (job_id, agent_id, attempt, reason)
+                         SELECT j, a, n, 'zombie'
+                           FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]), pg_catalog.unnest($2::pg_catalog.uuid[]), pg_catalog.unnest($3::pg_catalog.int4[])) AS z(j, a, n)",
+                        None,
+                        &[ids.clone().into(), agents.into(), attempts.into()],
+                    )
+                    .map_err(spi)
+            })?;
 
             let decision_json: Vec<String> = decisions
                 .iter()
@@ -233,18 +248,19 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
             let fail = b.statement(client, "lifecycle.reap.fail", Access::Write, &[UUID_ARRAY, TEXT_ARRAY], |b| {
                 format!(
                     "UPDATE {t} AS j SET status = 'FAILED',
-                            error = CASE WHEN jsonb_typeof(j.error) = 'object' THEN j.error
-                                         WHEN j.error IS NULL THEN '{{}}'::jsonb
-                                         ELSE jsonb_build_object('previous', j.error) END
-                                    || jsonb_build_object(
+                            error = CASE WHEN pg_catalog.jsonb_typeof(j.error) OPERATOR(pg_catalog.=) 'object' THEN j.error
+                                         WHEN j.error IS NULL THEN '{{}}'::pg_catalog.jsonb
+                                         ELSE pg_catalog.jsonb_build_object('previous', j.error) END
+                                    OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
                                            'reason', 'zombie',
                                            'last_heartbeat', j.heartbeat_at,
-                                           'stale_for', (now() - coalesce(j.heartbeat_at, greatest(j.started_at, j.updated_at)))::text,
-                                           'reaped_at', now(),
+                                           'stale_for', (pg_catalog.now() OPERATOR(pg_catalog.-)
+                                                         coalesce(j.heartbeat_at, greatest(j.started_at, j.updated_at)))::pg_catalog.text,
+                                           'reaped_at', pg_catalog.now(),
                                            'attempt', j.attempt)
-                                    || d.decision::jsonb
-                       FROM unnest($1::uuid[], $2::text[]) AS d(id, decision)
-                      WHERE j.id = d.id",
+                                    OPERATOR(pg_catalog.||) d.decision::pg_catalog.jsonb
+                       FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]), pg_catalog.unnest($2::pg_catalog.text[])) AS d(id, decision)
+                      WHERE j.id OPERATOR(pg_catalog.=) d.id",
                     t = b.table
                 )
             })?;
@@ -255,13 +271,16 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
             // Two steps, as the transition trigger requires: FAILED → RETRYING | DEAD_LETTER.
             if !retry_ids.is_empty() {
                 let retry = b.statement(client, "lifecycle.reap.retry", Access::Write, &[UUID_ARRAY], |b| {
-                    format!("UPDATE {} SET status = 'RETRYING' WHERE id = ANY($1)", b.table)
+                    format!("UPDATE {} SET status = 'RETRYING' WHERE id OPERATOR(pg_catalog.=) ANY ($1)", b.table)
                 })?;
                 client.update(&*retry, None, &[retry_ids.into()]).map_err(spi)?;
             }
             if !dead_ids.is_empty() {
                 let dead = b.statement(client, "lifecycle.reap.dead", Access::Write, &[UUID_ARRAY], |b| {
-                    format!("UPDATE {} SET status = 'DEAD_LETTER', completed_at = now() WHERE id = ANY($1)", b.table)
+                    format!(
+                        "UPDATE {} SET status = 'DEAD_LETTER', completed_at = pg_catalog.now() WHERE id OPERATOR(pg_catalog.=) ANY ($1)",
+                        b.table
+                    )
                 })?;
                 client.update(&*dead, None, &[dead_ids.into()]).map_err(spi)?;
             }
@@ -288,27 +307,56 @@ pub fn idle_paused(idle_after: Interval) -> Result<Vec<(Uuid, Uuid, TimestampWit
     let b = binding::current()?;
     with_index_scans(|| {
         Spi::connect_mut(|client| {
-            let stmt = b.statement(client, "lifecycle.idle", Access::Write, &[INTERVAL], |b| {
+            // The paused jobs, in the caller's rights (the partial index on WAITING_FOR_APPROVAL).
+            let stmt = b.statement(client, "lifecycle.idle", Access::Read, &[], |b| {
                 format!(
-                    "WITH resumed AS (
-                         DELETE FROM cortex_buffer.job_wait w
-                          WHERE NOT EXISTS (SELECT 1 FROM {t} j WHERE j.id = w.job_id AND j.status = 'WAITING_FOR_APPROVAL')
-                     )
-                     SELECT j.id, j.agent_id, coalesce(w.waiting_since, j.updated_at) AS since
-                       FROM {t} j LEFT JOIN cortex_buffer.job_wait w ON w.job_id = j.id
-                      WHERE j.status = 'WAITING_FOR_APPROVAL' AND coalesce(w.waiting_since, j.updated_at) < now() - $1
-                      ORDER BY since",
+                    "SELECT id, agent_id, updated_at FROM {t} WHERE status OPERATOR(pg_catalog.=) 'WAITING_FOR_APPROVAL'",
                     t = b.table
                 )
             })?;
-            let mut out = Vec::new();
-            for r in client.update(&*stmt, None, &[idle_after.into()]).map_err(spi)? {
-                if let (Some(id), Some(agent), Some(since)) =
+            let mut waiting: Vec<(Uuid, Uuid, TimestampWithTimeZone)> = Vec::new();
+            for r in client.select(&*stmt, None, &[]).map_err(spi)? {
+                if let (Some(id), Some(agent), Some(updated)) =
                     (r.get(1).map_err(spi)?, r.get(2).map_err(spi)?, r.get(3).map_err(spi)?)
                 {
-                    out.push((id, agent, since));
+                    waiting.push((id, agent, updated));
                 }
             }
+            // When each was first seen waiting; the others are forgotten (definer role).
+            let ids: Vec<Uuid> = waiting.iter().map(|w| w.0).collect();
+            let seen = b.statement(client, "lifecycle.idle.seen", Access::Write, &[UUID_ARRAY, INTERVAL], |_| {
+                "WITH resumed AS (
+                     DELETE FROM cortex_buffer.job_wait WHERE NOT (job_id OPERATOR(pg_catalog.=) ANY ($1))
+                 )
+                 SELECT job_id, waiting_since, waiting_since OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $2)
+                   FROM cortex_buffer.job_wait WHERE job_id OPERATOR(pg_catalog.=) ANY ($1)"
+                    .to_owned()
+            })?;
+            let mut since: HashMap<[u8; 16], (TimestampWithTimeZone, bool)> = HashMap::new();
+            let rows = as_definer(|| client.update(&*seen, None, &[ids.into(), idle_after.into()]).map_err(spi))?;
+            for r in rows {
+                if let (Some(id), Some(at), Some(idle)) = (
+                    r.get::<Uuid>(1).map_err(spi)?,
+                    r.get::<TimestampWithTimeZone>(2).map_err(spi)?,
+                    r.get::<bool>(3).map_err(spi)?,
+                ) {
+                    since.insert(*id.as_bytes(), (at, idle));
+                }
+            }
+            // Jobs never seen waiting by heartbeat() are measured from updated_at.
+            let cutoff = b.statement(client, "lifecycle.idle.cutoff", Access::Read, &[INTERVAL], |_| {
+                "SELECT pg_catalog.now() OPERATOR(pg_catalog.-) $1".to_owned()
+            })?;
+            let cutoff: Option<TimestampWithTimeZone> =
+                client.select(&*cutoff, Some(1), &[idle_after.into()]).map_err(spi)?.pipe_first()?;
+            let mut out: Vec<(Uuid, Uuid, TimestampWithTimeZone)> = waiting
+                .into_iter()
+                .filter_map(|(id, agent, updated)| match since.get(id.as_bytes()) {
+                    Some((at, idle)) => idle.then_some((id, agent, *at)),
+                    None => cutoff.is_some_and(|c| updated < c).then_some((id, agent, updated)),
+                })
+                .collect();
+            out.sort_by_key(|(_, _, at)| *at);
             Ok(out)
         })
     })
@@ -333,34 +381,46 @@ pub fn record_crash(job: Uuid, c: CrashReport) -> Result<i64, CbError> {
                 client,
                 "lifecycle.record_crash",
                 Access::Write,
-                &[UUID, INT4, PgOid::BuiltIn(PgBuiltInOids::TEXTOID), PgOid::BuiltIn(PgBuiltInOids::TEXTOID), INT4, PgOid::BuiltIn(PgBuiltInOids::TEXTOID), PgOid::BuiltIn(PgBuiltInOids::JSONBOID)],
-                |b| {
-                    format!(
-                        "INSERT INTO cortex_buffer.crash
-                                (job_id, agent_id, attempt, reason, exit_code, error_message, lifecycle_state, step_index, last_tool, tokens)
-                         SELECT id, agent_id, attempt, 'crash', $2, $3, $4, $5, $6, $7 FROM {t} WHERE id = $1
-                         RETURNING crash_id",
-                        t = b.table
-                    )
+                &[
+                    UUID,
+                    INT4,
+                    PgOid::BuiltIn(PgBuiltInOids::TEXTOID),
+                    PgOid::BuiltIn(PgBuiltInOids::TEXTOID),
+                    INT4,
+                    PgOid::BuiltIn(PgBuiltInOids::TEXTOID),
+                    PgOid::BuiltIn(PgBuiltInOids::JSONBOID),
+                    UUID,
+                    INT4,
+                ],
+                |_| {
+                    "INSERT INTO cortex_buffer.crash
+                            (job_id, agent_id, attempt, reason, exit_code, error_message, lifecycle_state, step_index, last_tool, tokens)
+                     VALUES ($1, $8, $9, 'crash', $2, $3, $4, $5, $6, $7)
+                     RETURNING crash_id"
+                        .to_owned()
                 },
             )?;
-            let id: Option<i64> = client
-                .update(
-                    &*stmt,
-                    None,
-                    &[
-                        job.into(),
-                        c.exit_code.into(),
-                        c.error_message.into(),
-                        c.lifecycle_state.into(),
-                        c.step_index.into(),
-                        c.last_tool.into(),
-                        c.tokens.into(),
-                    ],
-                )
-                .map_err(spi)?
-                .pipe_first()?;
-            id.ok_or_else(|| b.no_such_job(job))
+            // The job's agent and attempt, in the caller's rights; the record, as the definer.
+            let job_row = b.statement(client, "lifecycle.crash.job", Access::Read, &[UUID], |b| {
+                format!("SELECT agent_id, attempt FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)
+            })?;
+            let mut rows = client.select(&*job_row, Some(1), &[job.into()]).map_err(spi)?;
+            let row = rows.next().ok_or_else(|| b.no_such_job(job))?;
+            let agent: Option<Uuid> = row.get(1).map_err(spi)?;
+            let attempt: Option<i32> = row.get(2).map_err(spi)?;
+            let args = [
+                job.into(),
+                c.exit_code.into(),
+                c.error_message.into(),
+                c.lifecycle_state.into(),
+                c.step_index.into(),
+                c.last_tool.into(),
+                c.tokens.into(),
+                agent.into(),
+                attempt.into(),
+            ];
+            let id: Option<i64> = as_definer(|| client.update(&*stmt, None, &args).map_err(spi)?.pipe_first())?;
+            id.ok_or_else(|| CbError::internal("crash insert returned no id"))
         })
     })
 }
@@ -371,7 +431,7 @@ pub fn retry_decision(job: Uuid) -> Result<Decision, CbError> {
     with_index_scans(|| {
         Spi::connect(|client| {
             let stmt = b.statement(client, "lifecycle.attempts", Access::Read, &[UUID], |b| {
-                format!("SELECT attempt, max_attempts, agent_id FROM {} WHERE id = $1", b.table)
+                format!("SELECT attempt, max_attempts, agent_id FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)
             })?;
             let mut rows = client.select(&*stmt, Some(1), &[job.into()]).map_err(spi)?;
             let row = rows.next().ok_or_else(|| b.no_such_job(job))?;
@@ -380,7 +440,7 @@ pub fn retry_decision(job: Uuid) -> Result<Decision, CbError> {
             let agent: Option<Uuid> = row.get(3).map_err(spi)?;
             let crashes = crash_histories(client, &[job])?.remove(job.as_bytes()).unwrap_or_default();
             let exhausted = match agent {
-                Some(agent) => crate::spend::store::exhausted(client, &[(job, agent)])?,
+                Some(agent) => as_definer(|| crate::spend::store::exhausted(client, &[(job, agent)]))?,
                 None => Default::default(),
             };
             Ok(decide(&JobFacts {

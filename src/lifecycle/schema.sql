@@ -5,18 +5,18 @@
 -- read this history). Data: pg_dump keeps it.
 CREATE SEQUENCE cortex_buffer.crash_seq;
 CREATE TABLE cortex_buffer.crash (
-    crash_id        bigint PRIMARY KEY DEFAULT nextval('cortex_buffer.crash_seq'),
+    crash_id        bigint PRIMARY KEY DEFAULT pg_catalog.nextval('cortex_buffer.crash_seq'::pg_catalog.regclass),
     job_id          uuid NOT NULL,
     agent_id        uuid,
     attempt         integer,
-    reason          text NOT NULL CHECK (reason IN ('crash', 'zombie')),
+    reason          text NOT NULL CHECK (reason OPERATOR(pg_catalog.=) ANY (ARRAY['crash', 'zombie'])),
     exit_code       integer,
     error_message   text,
     lifecycle_state text,
     step_index      integer,
     last_tool       text,
     tokens          jsonb,
-    recorded_at     timestamptz NOT NULL DEFAULT now()
+    recorded_at     timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 ALTER SEQUENCE cortex_buffer.crash_seq OWNED BY cortex_buffer.crash.crash_id;
 CREATE INDEX crash_job_idx ON cortex_buffer.crash (job_id, crash_id);
@@ -33,10 +33,10 @@ CREATE TABLE cortex_buffer.job_wait (
 -- Operator-edited: pg_dump keeps it.
 CREATE TABLE cortex_buffer.circuit_config (
     agent_id          uuid PRIMARY KEY,
-    failure_threshold integer NOT NULL DEFAULT 3 CHECK (failure_threshold > 0),
-    failure_window    interval NOT NULL DEFAULT '15 minutes' CHECK (failure_window > '0'),
-    cooldown          interval NOT NULL DEFAULT '30 minutes' CHECK (cooldown > '0'),
-    canary_lease      interval NOT NULL DEFAULT '10 minutes' CHECK (canary_lease > '0')
+    failure_threshold integer NOT NULL DEFAULT 3 CHECK (failure_threshold OPERATOR(pg_catalog.>) 0),
+    failure_window    interval NOT NULL DEFAULT '15 minutes' CHECK (failure_window OPERATOR(pg_catalog.>) '0'),
+    cooldown          interval NOT NULL DEFAULT '30 minutes' CHECK (cooldown OPERATOR(pg_catalog.>) '0'),
+    canary_lease      interval NOT NULL DEFAULT '10 minutes' CHECK (canary_lease OPERATOR(pg_catalog.>) '0')
 );
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.circuit_config', '');
 
@@ -44,12 +44,12 @@ SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.circuit_config', '');
 CREATE TABLE cortex_buffer.circuit (
     agent_id           uuid PRIMARY KEY,
     open               boolean NOT NULL DEFAULT false,
-    closed_since       timestamptz NOT NULL DEFAULT now(),
+    closed_since       timestamptz NOT NULL DEFAULT pg_catalog.now(),
     open_until         timestamptz,
     canary_job_id      uuid,
     canary_lease_until timestamptz,
     trips              integer NOT NULL DEFAULT 0,
-    updated_at         timestamptz NOT NULL DEFAULT now()
+    updated_at         timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.circuit', '');
 
@@ -57,7 +57,7 @@ SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.circuit', '');
 CREATE TABLE cortex_buffer.circuit_admission (
     job_id      uuid PRIMARY KEY,
     agent_id    uuid NOT NULL,
-    admitted_at timestamptz NOT NULL DEFAULT now(),
+    admitted_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     canary      boolean NOT NULL DEFAULT false
 );
 
@@ -68,15 +68,15 @@ CREATE TABLE cortex_buffer.circuit_outcome (
     job_id      uuid NOT NULL,
     success     boolean NOT NULL,
     counted     boolean NOT NULL,
-    recorded_at timestamptz NOT NULL DEFAULT now()
+    recorded_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 CREATE INDEX circuit_outcome_agent_idx ON cortex_buffer.circuit_outcome (agent_id, recorded_at);
 
 -- The zombie reaper's index: only RUNNING jobs, ordered by heartbeat, so its cost follows the
 -- number of stale jobs, not the table. reap_zombies() uses this exact predicate.
-CREATE INDEX job_running_heartbeat_idx ON cortex_buffer.job (heartbeat_at) WHERE status = 'RUNNING';
+CREATE INDEX job_running_heartbeat_idx ON cortex_buffer.job (heartbeat_at) WHERE status OPERATOR(pg_catalog.=) 'RUNNING';
 -- idle_paused_jobs(): only paused jobs.
-CREATE INDEX job_waiting_idx ON cortex_buffer.job (updated_at) WHERE status = 'WAITING_FOR_APPROVAL';
+CREATE INDEX job_waiting_idx ON cortex_buffer.job (updated_at) WHERE status OPERATOR(pg_catalog.=) 'WAITING_FOR_APPROVAL';
 
 COMMENT ON SEQUENCE cortex_buffer.crash_seq IS 'Ids of crash rows (larger is newer).';
 COMMENT ON TABLE cortex_buffer.crash IS

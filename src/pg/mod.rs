@@ -4,8 +4,10 @@
 pub mod guc;
 pub mod jsonb;
 pub mod planner;
+pub mod privilege;
 pub mod raise;
 pub mod spi_util;
+pub mod time;
 pub mod xact;
 
 pub use raise::{raise, OrRaise};

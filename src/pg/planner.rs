@@ -1,38 +1,58 @@
-//! Plans that do not depend on how small a table looks to the planner.
+//! The settings a cortex_buffer function runs its statements with, scoped to the call exactly
+//! as `CREATE FUNCTION ... SET` scopes them, and restored even on error (transaction abort
+//! unwinds the GUC stack):
 //!
-//! `checkpoint_history` churns: every write deletes a job's oldest entry. Dead index entries
-//! stay until vacuum, and a bitmap index scan visits (and never marks) every one of them, so a
-//! "cheap" bitmap plan chosen for a small-looking table gets slower with every write. A plain
-//! index scan in `history_id DESC` order stops at the live entries and marks the dead ones it
-//! passes so later scans skip them. Our statements are all index lookups, so their plans are
-//! made with sequential and bitmap scans disabled — scoped to the call, exactly as
-//! `CREATE FUNCTION ... SET` scopes settings, and restored even on error (transaction abort
-//! unwinds the GUC stack).
+//! - `search_path = pg_catalog, pg_temp`, always. A function running with its caller's rights
+//!   must not resolve an operator or function through the caller's path: whoever can create
+//!   objects in a schema on it (`public`, or the database owner with `ALTER DATABASE ... SET`)
+//!   could otherwise put an overload there — `=(job_status, job_status)`, `*(numeric, integer)`
+//!   — that the statement would run as the caller (often a superuser's cron job). Statements
+//!   are schema-qualified as well; the pinned path is what makes a missed one harmless.
+//! - `enable_seqscan` and `enable_bitmapscan` off, for the statements that are index lookups
+//!   on churning tables: `checkpoint_history` loses a job's oldest entry on every write, and a
+//!   bitmap index scan visits (and never marks) every dead entry, so a "cheap" bitmap plan
+//!   chosen for a small-looking table gets slower with every write. A plain index scan in
+//!   `history_id DESC` order stops at the live entries and marks the dead ones it passes.
 
 use pgrx::pg_sys;
 
-/// Runs `f` with `enable_seqscan` and `enable_bitmapscan` off.
-pub fn with_index_scans<R>(f: impl FnOnce() -> R) -> R {
-    // SAFETY: the same calls fmgr_security_definer makes for a function's SET clauses; names
-    // and values are static NUL-terminated strings; these settings are user-settable.
-    let level = unsafe {
-        let level = pg_sys::NewGUCNestLevel();
-        for name in [c"enable_seqscan", c"enable_bitmapscan"] {
-            pg_sys::set_config_option(
-                name.as_ptr(),
-                c"off".as_ptr(),
-                pg_sys::GucContext::PGC_USERSET,
-                pg_sys::GucSource::PGC_S_SESSION,
-                pg_sys::GucAction::GUC_ACTION_SAVE,
-                true,
-                0,
-                false,
-            );
-        }
-        level
-    };
+fn set(name: &std::ffi::CStr, value: &std::ffi::CStr) {
+    // SAFETY: the same call fmgr_security_definer makes for a function's SET clauses; names and
+    // values are static NUL-terminated strings; these settings are user-settable.
+    unsafe {
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+    }
+}
+
+fn scoped<R>(index_scans_only: bool, f: impl FnOnce() -> R) -> R {
+    // SAFETY: pushes a GUC nest level, popped below (or by the transaction's abort).
+    let level = unsafe { pg_sys::NewGUCNestLevel() };
+    set(c"search_path", c"pg_catalog, pg_temp");
+    if index_scans_only {
+        set(c"enable_seqscan", c"off");
+        set(c"enable_bitmapscan", c"off");
+    }
     let result = f();
     // SAFETY: pops exactly the nest level pushed above.
     unsafe { pg_sys::AtEOXact_GUC(true, level) };
     result
+}
+
+/// Runs `f` with `search_path` pinned to `pg_catalog, pg_temp`.
+pub fn pinned<R>(f: impl FnOnce() -> R) -> R {
+    scoped(false, f)
+}
+
+/// Runs `f` with `search_path` pinned and sequential and bitmap scans off.
+pub fn with_index_scans<R>(f: impl FnOnce() -> R) -> R {
+    scoped(true, f)
 }

@@ -30,14 +30,12 @@ fn pg_code(state: SqlState) -> PgSqlErrorCode {
 
 /// Builds the Postgres error report for `err`.
 pub fn report_for(err: CbError) -> ErrorReport {
+    let hint = err.hint_or_default().to_owned();
     let mut report = ErrorReport::new(pg_code(err.state), err.message, "cortex_buffer");
     if let Some(detail) = err.detail {
         report = report.set_detail(detail);
     }
-    if let Some(hint) = err.hint {
-        report = report.set_hint(hint);
-    }
-    report
+    report.set_hint(hint)
 }
 
 /// Raises `err` as an ERROR. Unwinds (dropping Rust values) before Postgres sees the error.

@@ -64,10 +64,10 @@ pub fn model_price_changed<'a>(
 fn load(client: &SpiClient<'_>, b: &Binding, model: &str) -> Result<PriceHistory, CbError> {
     let text = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
     let stmt = b.statement(client, "spend.prices", Access::Read, &[text], |_| {
-        "SELECT 'cortex_buffer.model_price'::regclass::oid, effective_from, input_per_mtok::text,
-                output_per_mtok::text, cache_write_per_mtok::text, cache_write_1h_per_mtok::text,
-                cache_read_per_mtok::text
-           FROM cortex_buffer.model_price WHERE model = $1"
+        "SELECT 'cortex_buffer.model_price'::pg_catalog.regclass::pg_catalog.oid, effective_from,
+                input_per_mtok::pg_catalog.text, output_per_mtok::pg_catalog.text, cache_write_per_mtok::pg_catalog.text,
+                cache_write_1h_per_mtok::pg_catalog.text, cache_read_per_mtok::pg_catalog.text
+           FROM cortex_buffer.model_price WHERE model OPERATOR(pg_catalog.=) $1"
             .to_owned()
     })?;
     let mut entries = Vec::new();

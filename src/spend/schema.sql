@@ -6,7 +6,7 @@
 -- price is a new row with a later effective_from) and left out of pg_dump, which would
 -- otherwise restore them on top of the ones CREATE EXTENSION inserts.
 CREATE TABLE cortex_buffer.model_price (
-    model                   text NOT NULL CHECK (model <> ''),
+    model                   text NOT NULL CHECK (model OPERATOR(pg_catalog.<>) ''),
     effective_from          timestamptz NOT NULL,
     input_per_mtok          numeric NOT NULL,
     output_per_mtok         numeric NOT NULL,
@@ -19,11 +19,16 @@ CREATE TABLE cortex_buffer.model_price (
     -- Finite, non-negative, below a million dollars per million tokens, at most 12 decimals:
     -- keeps every cost exact in 18 decimals.
     CONSTRAINT model_price_sane CHECK (
-        input_per_mtok >= 0 AND input_per_mtok < 1000000 AND scale(input_per_mtok) <= 12 AND
-        output_per_mtok >= 0 AND output_per_mtok < 1000000 AND scale(output_per_mtok) <= 12 AND
-        cache_write_per_mtok >= 0 AND cache_write_per_mtok < 1000000 AND scale(cache_write_per_mtok) <= 12 AND
-        cache_write_1h_per_mtok >= 0 AND cache_write_1h_per_mtok < 1000000 AND scale(cache_write_1h_per_mtok) <= 12 AND
-        cache_read_per_mtok >= 0 AND cache_read_per_mtok < 1000000 AND scale(cache_read_per_mtok) <= 12)
+        input_per_mtok OPERATOR(pg_catalog.>=) 0 AND input_per_mtok OPERATOR(pg_catalog.<) 1000000
+        AND pg_catalog.scale(input_per_mtok) OPERATOR(pg_catalog.<=) 12 AND
+        output_per_mtok OPERATOR(pg_catalog.>=) 0 AND output_per_mtok OPERATOR(pg_catalog.<) 1000000
+        AND pg_catalog.scale(output_per_mtok) OPERATOR(pg_catalog.<=) 12 AND
+        cache_write_per_mtok OPERATOR(pg_catalog.>=) 0 AND cache_write_per_mtok OPERATOR(pg_catalog.<) 1000000
+        AND pg_catalog.scale(cache_write_per_mtok) OPERATOR(pg_catalog.<=) 12 AND
+        cache_write_1h_per_mtok OPERATOR(pg_catalog.>=) 0 AND cache_write_1h_per_mtok OPERATOR(pg_catalog.<) 1000000
+        AND pg_catalog.scale(cache_write_1h_per_mtok) OPERATOR(pg_catalog.<=) 12 AND
+        cache_read_per_mtok OPERATOR(pg_catalog.>=) 0 AND cache_read_per_mtok OPERATOR(pg_catalog.<) 1000000
+        AND pg_catalog.scale(cache_read_per_mtok) OPERATOR(pg_catalog.<=) 12)
 );
 
 -- Anthropic list prices (seed design, "Token Accounting Formulas", 2025-11-16, plus the other
@@ -39,7 +44,8 @@ VALUES
     ('claude-opus-4-5-20251101', '2025-11-01 00:00:00+00', 5.00, 25.00, 6.25, 10.00, 0.50, 'Anthropic list price', true),
     ('claude-haiku-4-5-20251001', '2025-10-01 00:00:00+00', 1.00, 5.00, 1.25, 2.00, 0.10, 'Anthropic list price', true);
 
-CREATE FUNCTION cortex_buffer.model_price_protect_seeded() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION cortex_buffer.model_price_protect_seeded() RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF OLD.seeded THEN
         RAISE EXCEPTION 'price of % from % is shipped with cortex_buffer and cannot be changed', OLD.model, OLD.effective_from
@@ -56,10 +62,11 @@ SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.model_price', 'WHERE N
 -- Per-job limits by agent (Spike #34); NULL is unlimited, 0 allows nothing. Operator-edited.
 CREATE TABLE cortex_buffer.agent_budget (
     agent_id                 uuid PRIMARY KEY,
-    max_input_tokens_per_job bigint CHECK (max_input_tokens_per_job >= 0),
-    max_cost_usd_per_job     numeric CHECK (max_cost_usd_per_job >= 0 AND max_cost_usd_per_job < 10000000000000000000
-                                            AND scale(max_cost_usd_per_job) <= 18),
-    updated_at               timestamptz NOT NULL DEFAULT now()
+    max_input_tokens_per_job bigint CHECK (max_input_tokens_per_job OPERATOR(pg_catalog.>=) 0),
+    max_cost_usd_per_job     numeric CHECK (max_cost_usd_per_job OPERATOR(pg_catalog.>=) 0
+                                            AND max_cost_usd_per_job OPERATOR(pg_catalog.<) 10000000000000000000
+                                            AND pg_catalog.scale(max_cost_usd_per_job) OPERATOR(pg_catalog.<=) 18),
+    updated_at               timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.agent_budget', '');
 
@@ -82,7 +89,7 @@ SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.job_usage', '');
 -- Every counted call; (job_id, request_id) is unique, so a repeated request counts once.
 CREATE SEQUENCE cortex_buffer.usage_ledger_seq;
 CREATE TABLE cortex_buffer.usage_ledger (
-    usage_id              bigint PRIMARY KEY DEFAULT nextval('cortex_buffer.usage_ledger_seq'),
+    usage_id              bigint PRIMARY KEY DEFAULT pg_catalog.nextval('cortex_buffer.usage_ledger_seq'::pg_catalog.regclass),
     job_id                uuid NOT NULL,
     request_id            text,
     model                 text NOT NULL,
@@ -94,7 +101,7 @@ CREATE TABLE cortex_buffer.usage_ledger (
     cache_read_tokens     bigint NOT NULL,
     cost_usd              numeric NOT NULL,
     reservation_id        uuid,
-    recorded_at           timestamptz NOT NULL DEFAULT now(),
+    recorded_at           timestamptz NOT NULL DEFAULT pg_catalog.now(),
     CONSTRAINT usage_ledger_request_key UNIQUE (job_id, request_id)
 );
 ALTER SEQUENCE cortex_buffer.usage_ledger_seq OWNED BY cortex_buffer.usage_ledger.usage_id;
@@ -110,7 +117,7 @@ CREATE TABLE cortex_buffer.budget_reservation (
     model          text NOT NULL,
     input_tokens   bigint NOT NULL,
     cost_usd       numeric NOT NULL,
-    reserved_at    timestamptz NOT NULL DEFAULT now(),
+    reserved_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
     expires_at     timestamptz NOT NULL,
     settled_at     timestamptz,
     released_at    timestamptz,

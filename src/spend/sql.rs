@@ -38,7 +38,7 @@ fn now() -> TimestampWithTimeZone {
 
 /// The exact cost in USD of one call's `usage` with `model`, at the price in force at `at`.
 #[pg_extern(stable, strict)]
-fn llm_cost(usage: RawJsonb, model: &str, at: default!(TimestampWithTimeZone, "now()")) -> AnyNumeric {
+fn llm_cost(usage: RawJsonb, model: &str, at: default!(TimestampWithTimeZone, "pg_catalog.now()")) -> AnyNumeric {
     numeric(store::llm_cost(&parse_usage(&usage), model, at).or_raise())
 }
 
@@ -75,7 +75,7 @@ fn record_usage(
     model: Option<&str>,
     usage: Option<RawJsonb>,
     request_id: default!(Option<&str>, "NULL"),
-    at: default!(Option<TimestampWithTimeZone>, "now()"),
+    at: default!(Option<TimestampWithTimeZone>, "pg_catalog.now()"),
 ) -> TableIterator<
     'static,
     (

@@ -22,7 +22,8 @@ use super::usage::Usage;
 use crate::error::{CbError, SqlState};
 use crate::job::binding::{self, Access, Binding};
 use crate::pg::guc;
-use crate::pg::planner::with_index_scans;
+use crate::pg::planner::{pinned, with_index_scans};
+use crate::pg::privilege::as_definer;
 use crate::pg::raise::notice;
 use crate::pg::spi_util::{spi, FirstValue};
 
@@ -43,7 +44,7 @@ fn count(v: u64) -> i64 {
 /// `llm_cost()`: the exact cost of `usage` for `model` at `at`.
 pub fn llm_cost(usage: &Usage, model: &str, at: TimestampWithTimeZone) -> Result<Decimal, CbError> {
     let b = binding::current()?;
-    Spi::connect(|client| cost(usage, &price_at(client, &b, model, at)?))
+    pinned(|| Spi::connect(|client| cost(usage, &price_at(client, &b, model, at)?)))
 }
 
 /// A job's running totals after a call was recorded (or found already counted).
@@ -57,7 +58,8 @@ pub struct Totals {
     pub duplicate: bool,
 }
 
-const TOTALS: &str = "input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, cost_usd::text, llm_calls";
+const TOTALS: &str =
+    "input_tokens, output_tokens, cache_write_tokens, cache_read_tokens, cost_usd::pg_catalog.text, llm_calls";
 
 fn totals_from(row: &SpiHeapTupleData<'_>, first: usize, duplicate: bool) -> Result<Totals, CbError> {
     let n = |i: usize| row.get::<i64>(first + i).map_err(spi).map(Option::unwrap_or_default);
@@ -72,12 +74,12 @@ fn totals_from(row: &SpiHeapTupleData<'_>, first: usize, duplicate: bool) -> Res
     })
 }
 
-/// The job's totals as they are (zeros before its first call).
+/// The job's totals as they are (zeros before its first call), read as the definer role.
 fn current_totals(client: &SpiClient<'_>, b: &Binding, job: Uuid, duplicate: bool) -> Result<Totals, CbError> {
     let stmt = b.statement(client, "spend.totals", Access::Read, &[UUID], |_| {
-        format!("SELECT {TOTALS} FROM cortex_buffer.job_usage WHERE job_id = $1")
+        format!("SELECT {TOTALS} FROM cortex_buffer.job_usage WHERE job_id OPERATOR(pg_catalog.=) $1")
     })?;
-    let mut rows = client.select(&*stmt, Some(1), &[job.into()]).map_err(spi)?;
+    let mut rows = as_definer(|| client.select(&*stmt, Some(1), &[job.into()]).map_err(spi))?;
     match rows.next() {
         Some(r) => totals_from(&r, 1, duplicate),
         None => Ok(Totals {
@@ -92,14 +94,15 @@ fn current_totals(client: &SpiClient<'_>, b: &Binding, job: Uuid, duplicate: boo
     }
 }
 
-/// `SET` items keeping the bound table's counter columns in step with the exact totals in
-/// `t` (a `job_usage` row), each clamped to what its column holds.
+/// `SET` items keeping the bound table's counter columns in step with the exact totals, given
+/// as parameters (`$2` input tokens as budgets count them, `$3` output tokens, `$4` the exact
+/// cost as text, `$5` calls), each clamped to what its column holds.
 fn mirror_assignments(b: &Binding) -> Vec<String> {
     let mut sets = Vec::new();
     let clamp = |column: &str, expr: &str| -> Option<String> {
         let fit = b.shape.fit(column)?;
         let rounded = match fit.scale {
-            Some(s) => format!("round({expr}, {s})"),
+            Some(s) => format!("pg_catalog.round({expr}, {s})"),
             None => expr.to_owned(),
         };
         Some(match fit.max {
@@ -107,10 +110,10 @@ fn mirror_assignments(b: &Binding) -> Vec<String> {
             None => format!("{column} = {rounded}"),
         })
     };
-    sets.extend(clamp("tokens_in", "t.input_tokens + t.cache_write_tokens + t.cache_read_tokens"));
-    sets.extend(clamp("tokens_out", "t.output_tokens"));
-    sets.extend(clamp("cost_usd", "t.cost_usd"));
-    sets.extend(clamp("llm_call_count", "t.llm_calls"));
+    sets.extend(clamp("tokens_in", "$2"));
+    sets.extend(clamp("tokens_out", "$3"));
+    sets.extend(clamp("cost_usd", "$4::pg_catalog.numeric"));
+    sets.extend(clamp("llm_call_count", "$5"));
     sets
 }
 
@@ -126,56 +129,53 @@ pub struct Call<'a> {
 
 fn record_in(client: &mut SpiClient<'_>, b: &Binding, call: &Call<'_>) -> Result<Totals, CbError> {
     let cost_usd = cost(&call.usage, &price_at(client, b, call.model, call.at)?)?;
+    let mirror = mirror_assignments(b);
+    // 1. The job row, in the caller's rights; locked (before job_usage, see the module comment)
+    //    only when its counters are written.
+    let key = if mirror.is_empty() { "spend.record.job" } else { "spend.record.job.lock" };
+    let job_stmt = b.statement(client, key, Access::Write, &[UUID], |b| {
+        format!(
+            "SELECT id FROM {t} WHERE id OPERATOR(pg_catalog.=) $1 {lock}",
+            t = b.table,
+            lock = if mirror_assignments(b).is_empty() { "" } else { "FOR NO KEY UPDATE" }
+        )
+    })?;
+    if client.update(&*job_stmt, Some(1), &[call.job.into()]).map_err(spi)?.is_empty() {
+        return Err(b.no_such_job(call.job));
+    }
+    // 2. The ledger and the totals, as the definer role: the calling roles may not write them.
     let stmt = b.statement(
         client,
         "spend.record",
         Access::Write,
         &[UUID, TEXT, TEXT, TIMESTAMPTZ, INT8, INT8, INT8, INT8, INT8, TEXT, UUID],
-        |b| {
-            let mirror = mirror_assignments(b);
-            // The job row is locked (before job_usage, see the module comment) only when its
-            // counters are written.
-            let (lock, mirrored) = if mirror.is_empty() {
-                ("", String::new())
-            } else {
-                (
-                    "FOR NO KEY UPDATE",
-                    format!(
-                        ", mirrored AS (UPDATE {t} AS j SET {sets} FROM totals AS t WHERE j.id = t.job_id)",
-                        t = b.table,
-                        sets = mirror.join(", ")
-                    ),
-                )
-            };
+        |_| {
             format!(
-                "WITH job AS (
-                     SELECT id FROM {t} WHERE id = $1 {lock}
-                 ), counted AS (
+                "WITH counted AS (
                      INSERT INTO cortex_buffer.usage_ledger
                             (job_id, request_id, model, used_at, input_tokens, output_tokens, cache_write_tokens,
                              cache_write_1h_tokens, cache_read_tokens, cost_usd, reservation_id)
-                     SELECT id, $2, $3, $4, $5, $6, $7, $8, $9, $10::numeric, $11 FROM job
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::pg_catalog.numeric, $11)
                      ON CONFLICT ON CONSTRAINT usage_ledger_request_key DO NOTHING
                      RETURNING job_id
                  ), totals AS (
                      INSERT INTO cortex_buffer.job_usage AS u
                             (job_id, input_tokens, output_tokens, cache_write_tokens, cache_write_1h_tokens,
                              cache_read_tokens, cost_usd, llm_calls, first_used_at, last_used_at)
-                     SELECT job_id, $5, $6, $7, $8, $9, $10::numeric, 1, $4, $4 FROM counted
+                     SELECT job_id, $5, $6, $7, $8, $9, $10::pg_catalog.numeric, 1, $4, $4 FROM counted
                      ON CONFLICT (job_id) DO UPDATE SET
-                         input_tokens = u.input_tokens + excluded.input_tokens,
-                         output_tokens = u.output_tokens + excluded.output_tokens,
-                         cache_write_tokens = u.cache_write_tokens + excluded.cache_write_tokens,
-                         cache_write_1h_tokens = u.cache_write_1h_tokens + excluded.cache_write_1h_tokens,
-                         cache_read_tokens = u.cache_read_tokens + excluded.cache_read_tokens,
-                         cost_usd = u.cost_usd + excluded.cost_usd,
-                         llm_calls = u.llm_calls + 1,
+                         input_tokens = u.input_tokens OPERATOR(pg_catalog.+) excluded.input_tokens,
+                         output_tokens = u.output_tokens OPERATOR(pg_catalog.+) excluded.output_tokens,
+                         cache_write_tokens = u.cache_write_tokens OPERATOR(pg_catalog.+) excluded.cache_write_tokens,
+                         cache_write_1h_tokens = u.cache_write_1h_tokens OPERATOR(pg_catalog.+) excluded.cache_write_1h_tokens,
+                         cache_read_tokens = u.cache_read_tokens OPERATOR(pg_catalog.+) excluded.cache_read_tokens,
+                         cost_usd = u.cost_usd OPERATOR(pg_catalog.+) excluded.cost_usd,
+                         llm_calls = u.llm_calls OPERATOR(pg_catalog.+) 1,
                          first_used_at = least(u.first_used_at, excluded.first_used_at),
                          last_used_at = greatest(u.last_used_at, excluded.last_used_at)
                      RETURNING u.*
-                 ){mirrored}
-                 SELECT (SELECT count(*) FROM job), {totals_cols} FROM (SELECT) AS one LEFT JOIN totals ON true",
-                t = b.table,
+                 )
+                 SELECT {totals_cols} FROM (SELECT) AS one LEFT JOIN totals ON true",
                 totals_cols = TOTALS.split(", ").map(|c| format!("totals.{c}")).collect::<Vec<_>>().join(", "),
             )
         },
@@ -194,17 +194,44 @@ fn record_in(client: &mut SpiClient<'_>, b: &Binding, call: &Call<'_>) -> Result
         cost_usd.to_string().into(),
         call.reservation.into(),
     ];
-    let rows = client.update(&*stmt, Some(1), &args).map_err(spi)?;
-    let Some(row) = rows.into_iter().next() else { return Err(CbError::internal("record_usage returned no row")) };
-    if row.get::<i64>(1).map_err(spi)?.unwrap_or(0) == 0 {
-        return Err(b.no_such_job(call.job));
+    let totals = as_definer(|| {
+        let rows = client.update(&*stmt, Some(1), &args).map_err(spi)?;
+        let Some(row) = rows.into_iter().next() else { return Err(CbError::internal("record_usage returned no row")) };
+        if row.get::<i64>(6).map_err(spi)?.is_none() {
+            return Ok(None);
+        }
+        totals_from(&row, 1, false).map(Some)
+    })?;
+    let Some(totals) = totals else {
+        // Already counted: the first recording's transaction has committed (the ledger insert
+        // waited for it), so a new snapshot sees its totals.
+        return current_totals(client, b, call.job, true);
+    };
+    // 3. The bound table's counters, in the caller's rights.
+    if !mirror.is_empty() {
+        let update = b.statement(client, "spend.mirror", Access::Write, &[UUID, INT8, INT8, TEXT, INT8], |b| {
+            format!(
+                "UPDATE {t} SET {sets} WHERE id OPERATOR(pg_catalog.=) $1",
+                t = b.table,
+                sets = mirror_assignments(b).join(", ")
+            )
+        })?;
+        let budget_input = totals.input_tokens.saturating_add(totals.cache_write_tokens).saturating_add(totals.cache_read_tokens);
+        client
+            .update(
+                &*update,
+                None,
+                &[
+                    call.job.into(),
+                    budget_input.into(),
+                    totals.output_tokens.into(),
+                    totals.cost_usd.to_string().into(),
+                    totals.llm_calls.into(),
+                ],
+            )
+            .map_err(spi)?;
     }
-    if row.get::<i64>(7).map_err(spi)?.is_some() {
-        return totals_from(&row, 2, false);
-    }
-    // Already counted: the first recording's transaction has committed (the ledger insert
-    // waited for it), so a new snapshot sees its totals.
-    current_totals(client, b, call.job, true)
+    Ok(totals)
 }
 
 /// `record_usage()`: counts one call, once per (job, request id).
@@ -231,12 +258,14 @@ pub fn check(job: Uuid) -> Result<BudgetReport, CbError> {
         Spi::connect(|client| {
             let stmt = b.statement(client, "spend.check", Access::Read, &[UUID], |b| {
                 format!(
-                    "SELECT coalesce(u.input_tokens + u.cache_write_tokens + u.cache_read_tokens, 0)::int8,
-                            coalesce(u.cost_usd, 0)::text, a.max_input_tokens_per_job, a.max_cost_usd_per_job::text
+                    "SELECT coalesce(u.input_tokens OPERATOR(pg_catalog.+) u.cache_write_tokens
+                                     OPERATOR(pg_catalog.+) u.cache_read_tokens, 0)::pg_catalog.int8,
+                            coalesce(u.cost_usd, 0)::pg_catalog.text, a.max_input_tokens_per_job,
+                            a.max_cost_usd_per_job::pg_catalog.text
                        FROM {t} AS j
-                       LEFT JOIN cortex_buffer.job_usage AS u ON u.job_id = j.id
-                       LEFT JOIN cortex_buffer.agent_budget AS a ON a.agent_id = j.agent_id
-                      WHERE j.id = $1",
+                       LEFT JOIN cortex_buffer.job_usage AS u ON u.job_id OPERATOR(pg_catalog.=) j.id
+                       LEFT JOIN cortex_buffer.agent_budget AS a ON a.agent_id OPERATOR(pg_catalog.=) j.agent_id
+                      WHERE j.id OPERATOR(pg_catalog.=) $1",
                     t = b.table
                 )
             })?;
@@ -262,11 +291,13 @@ pub fn exhausted(client: &SpiClient<'_>, jobs: &[(Uuid, Uuid)]) -> Result<HashSe
     let agents: Vec<Uuid> = jobs.iter().map(|(_, a)| *a).collect();
     let rows = client
         .select(
-            "SELECT j.job_id, coalesce(u.input_tokens + u.cache_write_tokens + u.cache_read_tokens, 0)::int8,
-                    coalesce(u.cost_usd, 0)::text, a.max_input_tokens_per_job, a.max_cost_usd_per_job::text
-               FROM unnest($1::uuid[], $2::uuid[]) AS j(job_id, agent_id)
-               JOIN cortex_buffer.agent_budget AS a ON a.agent_id = j.agent_id
-               LEFT JOIN cortex_buffer.job_usage AS u ON u.job_id = j.job_id",
+            "SELECT j.job_id, coalesce(u.input_tokens OPERATOR(pg_catalog.+) u.cache_write_tokens
+                                       OPERATOR(pg_catalog.+) u.cache_read_tokens, 0)::pg_catalog.int8,
+                    coalesce(u.cost_usd, 0)::pg_catalog.text, a.max_input_tokens_per_job,
+                    a.max_cost_usd_per_job::pg_catalog.text
+               FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]), pg_catalog.unnest($2::pg_catalog.uuid[])) AS j(job_id, agent_id)
+               JOIN cortex_buffer.agent_budget AS a ON a.agent_id OPERATOR(pg_catalog.=) j.agent_id
+               LEFT JOIN cortex_buffer.job_usage AS u ON u.job_id OPERATOR(pg_catalog.=) j.job_id",
             None,
             &[ids.into(), agents.into()],
         )
@@ -294,16 +325,16 @@ pub fn set_budget(
         return Err(CbError::new(SqlState::InvalidParameterValue, "budget limits must not be negative")
             .with_hint("Pass NULL for no limit, 0 to allow nothing."));
     }
-    Spi::connect_mut(|client| {
+    pinned(|| as_definer(|| Spi::connect_mut(|client| {
         let rows = client
             .update(
                 "INSERT INTO cortex_buffer.agent_budget AS a (agent_id, max_input_tokens_per_job, max_cost_usd_per_job)
-                 VALUES ($1, $2, $3::numeric)
+                 VALUES ($1, $2, $3::pg_catalog.numeric)
                  ON CONFLICT (agent_id) DO UPDATE SET
                      max_input_tokens_per_job = excluded.max_input_tokens_per_job,
                      max_cost_usd_per_job = excluded.max_cost_usd_per_job,
-                     updated_at = now()
-                 RETURNING max_input_tokens_per_job, max_cost_usd_per_job::text, updated_at",
+                     updated_at = pg_catalog.now()
+                 RETURNING max_input_tokens_per_job, max_cost_usd_per_job::pg_catalog.text, updated_at",
                 Some(1),
                 &[agent.into(), max_input_tokens.into(), max_cost.map(|c| c.to_string()).into()],
             )
@@ -311,20 +342,19 @@ pub fn set_budget(
         let r = rows.into_iter().next().ok_or_else(|| CbError::internal("set_budget returned no row"))?;
         let at: Option<TimestampWithTimeZone> = r.get(3).map_err(spi)?;
         Ok((limits_at(&r, 1)?, at.ok_or_else(|| CbError::internal("set_budget: no updated_at"))?))
-    })
+    })))
 }
 
 /// Deletes a few reservations past their keeping time: amortised upkeep on every
 /// reservation, so the table never needs a cron job.
 fn forget_old_reservations(client: &mut SpiClient<'_>, b: &Binding) -> Result<(), CbError> {
     let stmt = b.statement(client, "spend.forget", Access::Write, &[], |_| {
-        "DELETE FROM cortex_buffer.budget_reservation WHERE reservation_id IN (
+        "DELETE FROM cortex_buffer.budget_reservation WHERE reservation_id OPERATOR(pg_catalog.=) ANY (ARRAY(
              SELECT reservation_id FROM cortex_buffer.budget_reservation
-              WHERE forget_at < now() ORDER BY forget_at LIMIT 16 FOR UPDATE SKIP LOCKED)"
+              WHERE forget_at OPERATOR(pg_catalog.<) pg_catalog.now() ORDER BY forget_at LIMIT 16 FOR UPDATE SKIP LOCKED))"
             .to_owned()
     })?;
-    client.update(&*stmt, None, &[]).map_err(spi)?;
-    Ok(())
+    as_definer(|| client.update(&*stmt, None, &[]).map_err(spi).map(|_| ()))
 }
 
 /// `reserve_budget()`: holds the estimate against the job's budget if it fits.
@@ -333,7 +363,7 @@ pub fn reserve(job: Uuid, estimate: &Usage, model: &str) -> Result<(Option<Uuid>
     with_index_scans(|| {
         Spi::connect_mut(|client| {
             let at: TimestampWithTimeZone = client
-                .select("SELECT now()", Some(1), &[])
+                .select("SELECT pg_catalog.now()", Some(1), &[])
                 .map_err(spi)?
                 .pipe_first()?
                 .ok_or_else(|| CbError::internal("now() is NULL"))?;
@@ -342,7 +372,7 @@ pub fn reserve(job: Uuid, estimate: &Usage, model: &str) -> Result<(Option<Uuid>
                 cost: cost(estimate, &price_at(client, &b, model, at)?)?,
             };
             let agent_stmt = b.statement(client, "spend.agent", Access::Read, &[UUID], |b| {
-                format!("SELECT agent_id FROM {} WHERE id = $1", b.table)
+                format!("SELECT agent_id FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)
             })?;
             let agent: Uuid = client
                 .select(&*agent_stmt, Some(1), &[job.into()])
@@ -350,11 +380,28 @@ pub fn reserve(job: Uuid, estimate: &Usage, model: &str) -> Result<(Option<Uuid>
                 .pipe_first()?
                 .ok_or_else(|| b.no_such_job(job))?;
             forget_old_reservations(client, &b)?;
+            as_definer(|| reserve_as_definer(client, &b, job, agent, model, estimate_amount))
+        })
+    })
+}
 
+/// The rest of `reserve_budget()`: the usage row, reservations and budget are the extension's
+/// own, written as the definer role.
+fn reserve_as_definer(
+    client: &mut SpiClient<'_>,
+    b: &Binding,
+    job: Uuid,
+    agent: Uuid,
+    model: &str,
+    estimate_amount: Amount,
+) -> Result<(Option<Uuid>, Verdict), CbError> {
+    {
+        {
             // Lock the job's usage row (created on first use): reservations of one job queue here.
             let lock = b.statement(client, "spend.lock", Access::Write, &[UUID], |_| {
-                "SELECT (input_tokens + cache_write_tokens + cache_read_tokens)::int8, cost_usd::text
-                   FROM cortex_buffer.job_usage WHERE job_id = $1 FOR NO KEY UPDATE"
+                "SELECT (input_tokens OPERATOR(pg_catalog.+) cache_write_tokens OPERATOR(pg_catalog.+) cache_read_tokens)::pg_catalog.int8,
+                        cost_usd::pg_catalog.text
+                   FROM cortex_buffer.job_usage WHERE job_id OPERATOR(pg_catalog.=) $1 FOR NO KEY UPDATE"
                     .to_owned()
             })?;
             let mut used = None;
@@ -379,11 +426,14 @@ pub fn reserve(job: Uuid, estimate: &Usage, model: &str) -> Result<(Option<Uuid>
 
             // A fresh snapshot, taken after the lock: every reservation committed before it.
             let held = b.statement(client, "spend.held", Access::Read, &[UUID, UUID], |_| {
-                "SELECT (SELECT max_input_tokens_per_job FROM cortex_buffer.agent_budget WHERE agent_id = $2),
-                        (SELECT max_cost_usd_per_job::text FROM cortex_buffer.agent_budget WHERE agent_id = $2),
-                        coalesce(sum(input_tokens), 0)::int8, coalesce(sum(cost_usd), 0)::text
+                "SELECT (SELECT max_input_tokens_per_job FROM cortex_buffer.agent_budget WHERE agent_id OPERATOR(pg_catalog.=) $2),
+                        (SELECT max_cost_usd_per_job::pg_catalog.text FROM cortex_buffer.agent_budget
+                          WHERE agent_id OPERATOR(pg_catalog.=) $2),
+                        coalesce(pg_catalog.sum(input_tokens), 0)::pg_catalog.int8,
+                        coalesce(pg_catalog.sum(cost_usd), 0)::pg_catalog.text
                    FROM cortex_buffer.budget_reservation
-                  WHERE job_id = $1 AND settled_at IS NULL AND released_at IS NULL AND expires_at > now()"
+                  WHERE job_id OPERATOR(pg_catalog.=) $1 AND settled_at IS NULL AND released_at IS NULL
+                    AND expires_at OPERATOR(pg_catalog.>) pg_catalog.now()"
                     .to_owned()
             })?;
             let rows = client.select(&*held, Some(1), &[job.into(), agent.into()]).map_err(spi)?;
@@ -401,8 +451,9 @@ pub fn reserve(job: Uuid, estimate: &Usage, model: &str) -> Result<(Option<Uuid>
                 b.statement(client, "spend.reserve", Access::Write, &[UUID, UUID, TEXT, INT8, TEXT, INT8], |_| {
                     "INSERT INTO cortex_buffer.budget_reservation
                         (reservation_id, job_id, agent_id, model, input_tokens, cost_usd, expires_at, forget_at)
-                 VALUES (gen_random_uuid(), $1, $2, $3, $4, $5::numeric,
-                         now() + $6 * interval '1 second', now() + $6 * interval '1 second' + interval '1 day')
+                 VALUES (pg_catalog.gen_random_uuid(), $1, $2, $3, $4, $5::pg_catalog.numeric,
+                         pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => $6),
+                         pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(days => 1, secs => $6))
                  RETURNING reservation_id"
                         .to_owned()
                 })?;
@@ -422,8 +473,8 @@ pub fn reserve(job: Uuid, estimate: &Usage, model: &str) -> Result<(Option<Uuid>
                 .map_err(spi)?
                 .pipe_first()?;
             Ok((id, verdict))
-        })
-    })
+        }
+    }
 }
 
 /// How a reservation stopped holding budget.
@@ -441,8 +492,9 @@ fn close_reservation(client: &mut SpiClient<'_>, reservation: Uuid, how: Closed)
     client
         .update(
             &format!(
-                "UPDATE cortex_buffer.budget_reservation SET {column} = now(), forget_at = now() + interval '1 day'
-                  WHERE reservation_id = $1"
+                "UPDATE cortex_buffer.budget_reservation
+                    SET {column} = pg_catalog.now(), forget_at = pg_catalog.now() OPERATOR(pg_catalog.+) '1 day'::pg_catalog.interval
+                  WHERE reservation_id OPERATOR(pg_catalog.=) $1"
             ),
             None,
             &[reservation.into()],
@@ -462,11 +514,12 @@ pub fn settle(reservation: Uuid, actual: &Usage, request_id: Option<&str>) -> Re
     with_index_scans(|| {
         Spi::connect_mut(|client| {
             let stmt = b.statement(client, "spend.settle.lock", Access::Write, &[UUID], |_| {
-                "SELECT job_id, model, settled_at IS NOT NULL, expires_at <= now(), expires_at::text, now()
-                   FROM cortex_buffer.budget_reservation WHERE reservation_id = $1 FOR UPDATE"
+                "SELECT job_id, model, settled_at IS NOT NULL, expires_at OPERATOR(pg_catalog.<=) pg_catalog.now(),
+                        expires_at::pg_catalog.text, pg_catalog.now()
+                   FROM cortex_buffer.budget_reservation WHERE reservation_id OPERATOR(pg_catalog.=) $1 FOR UPDATE"
                     .to_owned()
             })?;
-            let rows = client.update(&*stmt, Some(1), &[reservation.into()]).map_err(spi)?;
+            let rows = as_definer(|| client.update(&*stmt, Some(1), &[reservation.into()]).map_err(spi))?;
             let r = rows.into_iter().next().ok_or_else(|| no_such_reservation(reservation))?;
             let job: Uuid = r.get(1).map_err(spi)?.ok_or_else(|| no_such_reservation(reservation))?;
             let model: String = r.get(2).map_err(spi)?.unwrap_or_default();
@@ -489,7 +542,7 @@ pub fn settle(reservation: Uuid, actual: &Usage, request_id: Option<&str>) -> Re
                 &b,
                 &Call { job, model: &model, usage: *actual, request_id, at: now, reservation: Some(reservation) },
             )?;
-            close_reservation(client, reservation, Closed::Settled)?;
+            as_definer(|| close_reservation(client, reservation, Closed::Settled))?;
             Ok(totals)
         })
     })
@@ -498,11 +551,11 @@ pub fn settle(reservation: Uuid, actual: &Usage, request_id: Option<&str>) -> Re
 /// `release_reservation()`: gives the budget back for a call that was never made. False when
 /// the reservation was already settled or released.
 pub fn release(reservation: Uuid) -> Result<bool, CbError> {
-    Spi::connect_mut(|client| {
+    pinned(|| as_definer(|| Spi::connect_mut(|client| {
         let rows = client
             .update(
                 "SELECT settled_at IS NULL AND released_at IS NULL
-                   FROM cortex_buffer.budget_reservation WHERE reservation_id = $1 FOR UPDATE",
+                   FROM cortex_buffer.budget_reservation WHERE reservation_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
                 Some(1),
                 &[reservation.into()],
             )
@@ -518,5 +571,5 @@ pub fn release(reservation: Uuid) -> Result<bool, CbError> {
             close_reservation(client, reservation, Closed::Released)?;
         }
         Ok(open)
-    })
+    })))
 }

@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use pgrx::bgworkers::{BackgroundWorker, SignalWakeFlags};
@@ -20,8 +19,10 @@ use crate::buffer::pass::{
 };
 use crate::buffer::reconcile::Known;
 use crate::buffer::scan::resolve_root;
+use crate::buffer::volume::Volume;
 use crate::error::CbError;
 use crate::pg::guc;
+use crate::pg::privilege::as_definer;
 use crate::pg::xact::{guarded, TxnFailure};
 
 /// The library's version; the installed extension must match it.
@@ -40,7 +41,7 @@ pub extern "C-unwind" fn cortex_buffer_worker_main(_arg: pg_sys::Datum) {
     // A missing database is FATAL here: the process exits and the postmaster restarts it after
     // RESTART_DELAY, so the condition is logged at that pace, never in a tight loop.
     BackgroundWorker::connect_worker_to_spi(Some(&database), None);
-    set_application_name();
+    set_session_settings();
 
     let mut worker = Worker {
         database,
@@ -69,14 +70,23 @@ fn shutdown_requested() -> bool {
     unsafe { pg_sys::ShutdownRequestPending != 0 }
 }
 
-fn set_application_name() {
-    // SAFETY: static NUL-terminated strings; application_name has no side effects beyond
-    // updating this backend's pg_stat_activity entry.
+fn set_session_settings() {
+    // SAFETY: static NUL-terminated strings, set the way PostgreSQL's own processes set theirs.
+    // application_name only names the worker in pg_stat_activity. search_path is pinned for the
+    // worker's whole session, overriding whatever ALTER DATABASE/ROLE ... SET gave it: the
+    // database's owner, or a role that can create objects in a schema on the path, must not
+    // steer which operators and functions the worker's statements resolve to.
     unsafe {
         pg_sys::SetConfigOption(
             c"application_name".as_ptr(),
             c"cortex_buffer indexer".as_ptr(),
             pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_OVERRIDE,
+        );
+        pg_sys::SetConfigOption(
+            c"search_path".as_ptr(),
+            c"pg_catalog, pg_temp".as_ptr(),
+            pg_sys::GucContext::PGC_SUSET,
             pg_sys::GucSource::PGC_S_OVERRIDE,
         );
     }
@@ -121,7 +131,7 @@ impl Worker {
         }
     }
 
-    fn readiness(&self) -> Result<PathBuf, Wait> {
+    fn readiness(&self) -> Result<Volume, Wait> {
         let enabled = guc::worker_enabled();
         // SAFETY: plain read of shared recovery state.
         let in_recovery = enabled && unsafe { pg_sys::RecoveryInProgress() };
@@ -150,7 +160,8 @@ impl Worker {
         self.cache.invalidate();
     }
 
-    fn index(&mut self, root: PathBuf) {
+    fn index(&mut self, volume: Volume) {
+        let root = volume.path().to_path_buf();
         if let Some(previous) = self.conditions.clear() {
             log!("{WORKER_NAME} resumed indexing {} (was {})", root.display(), previous.activity());
         }
@@ -158,13 +169,13 @@ impl Worker {
         report_activity(pg_sys::BackendState::STATE_RUNNING, &format!("scanning {}", root.display()));
         let started = Instant::now();
         let now = now_us();
-        match run_pass(&root, &mut WorkerCatalog, &mut self.cache, CATALOG_CACHE_MAX_AGE, now) {
+        match run_pass(&volume, &mut WorkerCatalog, &mut self.cache, CATALOG_CACHE_MAX_AGE, now) {
             Ok(report) => {
                 for p in self.problems.fresh(&report.problems) {
                     log!("{WORKER_NAME}: skipping \"{}\": {}", p.path, p.reason);
                 }
                 let settings = Settings::current();
-                let mut indexer = WorkerIndexer { settings, now_us: now };
+                let mut indexer = WorkerIndexer { volume: &volume, settings, now_us: now };
                 let mut events = 0;
                 for (path, outcome) in index_pass(&mut self.cache, &mut indexer, now, settings.settle_us) {
                     match outcome {
@@ -220,30 +231,35 @@ fn describe(e: &CbError) -> String {
 }
 
 fn installed_version() -> Result<Option<String>, CbError> {
-    Spi::get_one::<String>("SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'cortex_buffer')")
+    // The one statement the worker runs as itself: a catalogue read, with every name qualified.
+    Spi::get_one::<String>(
+        "SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'cortex_buffer')",
+    )
         .map_err(|e| CbError::internal(format!("SPI: {e}")))
 }
 
 /// Indexes each file in a transaction of its own; a failure is rolled back and counted in
 /// another, so no file can stop the worker or the files after it.
-struct WorkerIndexer {
+struct WorkerIndexer<'v> {
+    volume: &'v Volume,
     settings: Settings,
     now_us: i64,
 }
 
-impl FileIndexer for WorkerIndexer {
+impl FileIndexer for WorkerIndexer<'_> {
     fn index(&mut self, file: &FileRef) -> FileOutcome {
         report_activity(pg_sys::BackendState::STATE_RUNNING, &format!("indexing {}", file.path));
-        match guarded(|| event_store::index_one(file, &self.settings, self.now_us)) {
+        match guarded(|| as_definer(|| event_store::index_one(file, self.volume, &self.settings, self.now_us))) {
             Ok(outcome) => outcome,
             // pg_cancel_backend() on the worker: that file's work is rolled back, it is not
             // the file's fault.
             Err(failure) if failure.sqlstate() == "57014" => FileOutcome::Skipped("cancelled".into()),
             Err(failure) => {
                 let error = failure.to_string();
-                let quarantined =
-                    guarded(|| event_store::record_failure(file.file_id, &error, self.settings.quarantine_after))
-                        .unwrap_or(false);
+                let quarantined = guarded(|| {
+                    as_definer(|| event_store::record_failure(file.file_id, &error, self.settings.quarantine_after))
+                })
+                .unwrap_or(false);
                 FileOutcome::Failed { error, quarantined }
             }
         }
@@ -256,9 +272,9 @@ struct WorkerCatalog;
 impl Catalog for WorkerCatalog {
     type Error = TxnFailure;
     fn load(&mut self, root_prefix: &str) -> Result<HashMap<String, Known>, TxnFailure> {
-        guarded(|| catalog::load(root_prefix))
+        guarded(|| as_definer(|| catalog::load(root_prefix)))
     }
     fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, TxnFailure> {
-        guarded(|| catalog::store(rows, gone))
+        guarded(|| as_definer(|| catalog::store(rows, gone)))
     }
 }

@@ -104,14 +104,41 @@ impl CbError {
             .with_hint("cortex_buffer requires a database with UTF8 encoding.")
     }
 
-    /// An I/O error on `path`, classified as Postgres classifies file-access errors.
+    /// An I/O error on `path`, classified as Postgres classifies file-access errors, with a hint
+    /// by kind (callers with a better one replace it).
     pub fn io(action: &str, path: &str, err: &io::Error) -> CbError {
-        let state = match err.kind() {
-            io::ErrorKind::NotFound => SqlState::UndefinedFile,
-            io::ErrorKind::PermissionDenied => SqlState::InsufficientPrivilege,
-            _ => SqlState::IoError,
+        let (state, hint) = match err.kind() {
+            io::ErrorKind::NotFound => (SqlState::UndefinedFile, "Check that the path exists."),
+            io::ErrorKind::PermissionDenied => {
+                (SqlState::InsufficientPrivilege, "It must be readable by the operating-system user running PostgreSQL.")
+            }
+            _ => (SqlState::IoError, "See the server log and the state of the file system."),
         };
-        CbError::new(state, format!("could not {action} \"{path}\": {err}"))
+        CbError::new(state, format!("could not {action} \"{path}\": {err}")).with_hint(hint)
+    }
+
+    /// The hint to report: the error's own, else one for its SQLSTATE, so no error reaches a
+    /// user without one.
+    pub fn hint_or_default(&self) -> &str {
+        if let Some(h) = &self.hint {
+            return h;
+        }
+        match self.state {
+            SqlState::InvalidParameterValue => "Check the arguments against the function's entry in the README's SQL API.",
+            SqlState::CharacterNotInRepertoire => "cortex_buffer requires a database with UTF8 encoding.",
+            SqlState::InsufficientPrivilege => "See the README's Privileges section for the roles to grant.",
+            SqlState::UndefinedFile | SqlState::IoError => "See the server log and the state of the file system.",
+            SqlState::NullValueNotAllowed => "Pass a value for every required argument.",
+            SqlState::InvalidTextRepresentation => "Check the value's format.",
+            SqlState::ProgramLimitExceeded => "See the README's Settings for the limit.",
+            SqlState::NoDataFound => "Check the id.",
+            SqlState::ObjectNotInPrerequisiteState | SqlState::ObjectInUse => "Re-read the current state and retry if it still applies.",
+            SqlState::UndefinedTable | SqlState::InvalidTableDefinition => "See the README's Binding to an existing job table.",
+            SqlState::NumericValueOutOfRange => "Counts must be at most 2^53 - 1.",
+            SqlState::UndefinedObject => "Check the name.",
+            SqlState::DataCorrupted => "Fail the job: its stored state cannot be trusted.",
+            SqlState::Internal => "This is a bug in cortex_buffer; please report it with the statement that raised it.",
+        }
     }
 }
 
@@ -154,7 +181,16 @@ mod tests {
         assert_eq!(CbError::io("open directory", "/x", &pd).state.code(), "42501");
         let e = CbError::io("read", "/x", &other);
         assert_eq!(e.state.code(), "58030");
+        assert!(e.hint.is_some(), "file errors carry a hint");
         assert_eq!(e.message, "could not read \"/x\": disk on fire");
+    }
+
+    #[test]
+    fn every_error_has_a_hint_to_report() {
+        let bare = CbError::new(SqlState::NumericValueOutOfRange, "x");
+        assert!(!bare.hint_or_default().is_empty());
+        let own = CbError::new(SqlState::NumericValueOutOfRange, "x").with_hint("mine");
+        assert_eq!(own.hint_or_default(), "mine");
     }
 
     #[test]

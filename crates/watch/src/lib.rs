@@ -6,3 +6,4 @@
 pub mod pass;
 pub mod pipeline;
 pub mod scan;
+pub mod volume;

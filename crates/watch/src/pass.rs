@@ -4,7 +4,6 @@
 //! wraps each call in its own guarded transaction, the SQL function uses the caller's).
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use cortex_buffer_core::buffer::dialect::{self, detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
@@ -13,7 +12,8 @@ use cortex_buffer_core::buffer::normalize::uuid_bytes;
 use cortex_buffer_core::buffer::reconcile::{plan, Action, Known};
 use cortex_buffer_core::error::CbError;
 
-use super::scan::{is_gone, read_prefix, scan_root, FileStat, Found, Problem};
+use super::scan::{read_prefix, relative, scan_root, FileStat, Found, Problem};
+use super::volume::Volume;
 
 /// A row to insert or update in `session_file`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,16 +107,16 @@ impl<E: std::fmt::Display> std::fmt::Display for PassError<E> {
     }
 }
 
-/// Runs one pass over `root` (canonical, from `scan::resolve_root`).
+/// Runs one pass over the volume (from `scan::resolve_root`).
 pub fn run_pass<C: Catalog>(
-    root: &Path,
+    volume: &Volume,
     catalog: &mut C,
     cache: &mut KnownCache,
     max_cache_age: Duration,
     now_us: i64,
 ) -> Result<PassReport, PassError<C::Error>> {
-    let scan = scan_root(root).map_err(PassError::Root)?;
-    let root_prefix = format!("{}/", root.display());
+    let scan = scan_root(volume).map_err(PassError::Root)?;
+    let root_prefix = format!("{}/", volume.path().display());
     if !cache.fresh_for(&root_prefix, max_cache_age) {
         cache.entries = catalog.load(&root_prefix).map_err(PassError::Catalog)?;
         cache.root_prefix = root_prefix.clone();
@@ -129,7 +129,7 @@ pub fn run_pass<C: Catalog>(
     let mut rows = Vec::new();
     for mut decision in plan.decisions {
         if decision.detect {
-            decision.dialect = detect_dialect(&decision.found, &mut report.problems);
+            decision.dialect = detect_dialect(volume, &decision.found, &mut report.problems);
         }
         if decision.write {
             rows.push(Row {
@@ -152,7 +152,8 @@ pub fn run_pass<C: Catalog>(
     }
     // A path missing from the walk is only gone if it really no longer exists; an unreadable
     // directory hides files without removing them.
-    let gone: Vec<String> = plan.missing.into_iter().filter(|p| is_gone(Path::new(p))).collect();
+    let gone: Vec<String> =
+        plan.missing.into_iter().filter(|p| relative(volume, p).is_ok_and(|rel| volume.is_gone(&rel))).collect();
 
     let mut ids: HashMap<String, i64> = HashMap::new();
     if !rows.is_empty() || !gone.is_empty() {
@@ -218,8 +219,10 @@ pub fn run_pass<C: Catalog>(
     Ok(report)
 }
 
-fn detect_dialect(found: &Found, problems: &mut Vec<Problem>) -> Option<Dialect> {
-    match read_prefix(Path::new(&found.path), DETECTION_PREFIX_BYTES) {
+fn detect_dialect(volume: &Volume, found: &Found, problems: &mut Vec<Problem>) -> Option<Dialect> {
+    let prefix = relative(volume, &found.path)
+        .and_then(|rel| read_prefix(volume, &rel, &found.stat, DETECTION_PREFIX_BYTES));
+    match prefix {
         Ok((prefix, whole)) => detect(&found.file_name, found.layout, first_object(&prefix, whole).as_ref()),
         Err(e) => {
             problems.push(Problem {
@@ -238,6 +241,9 @@ pub struct FileRef {
     pub path: String,
     pub job_dir: String,
     pub dialect: Option<Dialect>,
+    /// The device and inode the pass saw at the path: what is opened must be this file.
+    pub device: u64,
+    pub inode: u64,
 }
 
 /// What indexing one file did.
@@ -278,6 +284,8 @@ pub fn index_pass<I: FileIndexer>(
             path: path.clone(),
             job_dir: k.job_dir.clone(),
             dialect: k.dialect,
+            device: k.stat.device,
+            inode: k.stat.inode,
         })
         .collect();
     todo.sort_by(|a, b| a.path.cmp(&b.path));
@@ -375,6 +383,9 @@ mod tests {
             fs::create_dir_all(p.parent().unwrap_or(&self.0)).unwrap_or_else(|e| panic!("{e}"));
             fs::write(p, body).unwrap_or_else(|e| panic!("{e}"));
         }
+        fn volume(&self) -> Volume {
+            Volume::open(&self.0).unwrap_or_else(|e| panic!("{e}"))
+        }
         fn path(&self, rel: &str) -> String {
             self.0.join(rel).display().to_string()
         }
@@ -401,12 +412,12 @@ mod tests {
         root.put("job2/session_20260101T000000Z_pod.jsonl", "");
         let mut cat = MapCatalog::default();
         let mut cache = KnownCache::default();
-        let r1 = run_pass(&root.0, &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        let r1 = run_pass(&root.volume(), &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r1.written, 2);
         assert_eq!(cat.rows[&root.path("job1/session-001.jsonl")].dialect, Some(Dialect::CortexPlane));
         assert_eq!(cat.rows[&root.path("job2/session_20260101T000000Z_pod.jsonl")].dialect, Some(Dialect::CortexSpike));
 
-        let r2 = run_pass(&root.0, &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        let r2 = run_pass(&root.volume(), &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((r2.written, cat.stores, cat.loads), (0, 1, 1), "an idle pass must not touch the catalogue");
         assert_eq!(actions(&r2).iter().map(|a| a.1).collect::<Vec<_>>(), vec!["unchanged", "unchanged"]);
     }
@@ -418,12 +429,13 @@ mod tests {
         root.put("job/b.jsonl", "{}\n");
         let mut cat = MapCatalog::default();
         let mut cache = KnownCache::default();
-        run_pass(&root.0, &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        run_pass(&root.volume(), &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
 
         root.put("job/a.jsonl", "{\"__type__\":\"X\"}\n{\"__type__\":\"Y\"}\n");
         fs::remove_file(root.0.join("job/b.jsonl")).unwrap_or_else(|e| panic!("{e}"));
-        std::os::unix::fs::symlink("/etc/hostname", root.0.join("job/c.jsonl")).unwrap_or_else(|e| panic!("{e}"));
-        let r = run_pass(&root.0, &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("../../../../../../etc/hostname", root.0.join("job/c.jsonl"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let r = run_pass(&root.volume(), &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             actions(&r),
             vec![("a.jsonl".into(), "changed"), ("b.jsonl".into(), "gone"), ("c.jsonl".into(), "skipped")]
@@ -439,10 +451,10 @@ mod tests {
         root.put("job/a.jsonl", "{}\n");
         let mut cat = MapCatalog { fail_store: true, ..MapCatalog::default() };
         let mut cache = KnownCache::default();
-        let err = run_pass(&root.0, &mut cat, &mut cache, HOUR, now_us()).err().map(|e| e.to_string());
+        let err = run_pass(&root.volume(), &mut cat, &mut cache, HOUR, now_us()).err().map(|e| e.to_string());
         assert_eq!(err.as_deref(), Some("disk full"));
         cat.fail_store = false;
-        let r = run_pass(&root.0, &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        let r = run_pass(&root.volume(), &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((r.written, cat.loads), (1, 2), "the file is retried and the catalogue re-read");
     }
 
@@ -452,8 +464,8 @@ mod tests {
         root.put("job/a.jsonl", "{}\n");
         let mut cat = MapCatalog::default();
         let mut cache = KnownCache::default();
-        run_pass(&root.0, &mut cat, &mut cache, Duration::ZERO, now_us()).unwrap_or_else(|e| panic!("{e}"));
-        run_pass(&root.0, &mut cat, &mut cache, Duration::ZERO, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        run_pass(&root.volume(), &mut cat, &mut cache, Duration::ZERO, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        run_pass(&root.volume(), &mut cat, &mut cache, Duration::ZERO, now_us()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cat.loads, 2);
     }
 }

@@ -1,9 +1,12 @@
-//! Walking `sessions_dir` by the discovery rule. Plain `std::fs`, no Postgres: every problem
-//! with a single entry is reported as a [`Problem`] and the walk goes on; only an unusable root
-//! is an error.
+//! Walking `sessions_dir` by the discovery rule, through the volume's handle: every directory
+//! is listed and every entry statted from a handle on `sessions_dir`, so a link or a `..` can
+//! never take the walk outside it (see [`Volume`]). No Postgres: every problem with a single
+//! entry is reported as a [`Problem`] and the walk goes on; only an unusable root is an error.
 
-use std::fs::{self, File, Metadata};
+use std::ffi::OsString;
+use std::fs::Metadata;
 use std::io::{self, Read};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
@@ -11,14 +14,16 @@ use cortex_buffer_core::buffer::discovery::{classify, descend_into};
 pub use cortex_buffer_core::buffer::discovery::{FileStat, Found, Problem};
 use cortex_buffer_core::error::{CbError, SqlState};
 
+use crate::volume::{is_same_file, leaves_volume, Volume};
+
 #[derive(Debug, Default)]
 pub struct Scan {
     pub files: Vec<Found>,
     pub problems: Vec<Problem>,
 }
 
-/// Checks that `dir` can serve as a sessions root and returns its canonical form.
-pub fn resolve_root(dir: &str) -> Result<PathBuf, CbError> {
+/// Checks that `dir` can serve as a sessions root and opens it (by its canonical path).
+pub fn resolve_root(dir: &str) -> Result<Volume, CbError> {
     let path = Path::new(dir);
     if dir.is_empty() || !path.is_absolute() {
         return Err(CbError::new(
@@ -27,11 +32,18 @@ pub fn resolve_root(dir: &str) -> Result<PathBuf, CbError> {
         )
         .with_hint("Set cortex_buffer.sessions_dir (or pass dir) to an absolute path."));
     }
-    let canonical = fs::canonicalize(path).map_err(|e| {
+    let canonical = std::fs::canonicalize(path).map_err(|e| {
         CbError::io("access sessions directory", dir, &e)
             .with_hint("Create the directory, or point cortex_buffer.sessions_dir at the agents' session volume.")
     })?;
-    let meta = fs::metadata(&canonical).map_err(|e| {
+    if canonical.to_str().is_none() {
+        return Err(CbError::new(
+            SqlState::InvalidParameterValue,
+            format!("sessions directory \"{dir}\" resolves to a path that is not valid UTF-8"),
+        )
+        .with_hint("Session file paths are stored as text: give the sessions directory a UTF-8 path."));
+    }
+    let meta = std::fs::metadata(&canonical).map_err(|e| {
         CbError::io("stat sessions directory", dir, &e)
             .with_hint("The directory must be searchable by the operating-system user running PostgreSQL.")
     })?;
@@ -42,59 +54,57 @@ pub fn resolve_root(dir: &str) -> Result<PathBuf, CbError> {
         )
         .with_hint("Point cortex_buffer.sessions_dir at a directory."));
     }
-    fs::read_dir(&canonical).map_err(|e| {
+    let volume = Volume::open(&canonical).map_err(|e| {
         CbError::io("open sessions directory", dir, &e)
             .with_hint("The directory must be readable and searchable by the operating-system user running PostgreSQL.")
     })?;
-    Ok(canonical)
+    let root = volume.open_dir(Path::new("")).map_err(|e| CbError::io("open sessions directory", dir, &e))?;
+    volume.list(&root).map_err(|e| {
+        CbError::io("list sessions directory", dir, &e)
+            .with_hint("The directory must be readable and searchable by the operating-system user running PostgreSQL.")
+    })?;
+    Ok(volume)
 }
 
-/// Walks `root` (already resolved by [`resolve_root`]) and returns every session file.
-pub fn scan_root(root: &Path) -> Result<Scan, CbError> {
+/// Walks the volume and returns every session file.
+pub fn scan_root(volume: &Volume) -> Result<Scan, CbError> {
     let mut scan = Scan::default();
-    let root_str = root
-        .to_str()
-        .ok_or_else(|| CbError::new(SqlState::InvalidParameterValue, "sessions directory path is not valid UTF-8"))?;
-    let entries = fs::read_dir(root).map_err(|e| CbError::io("open sessions directory", root_str, &e))?;
-    walk(root, &[], sorted(entries, root, &mut scan), &mut scan);
+    let shown = volume.path().display().to_string();
+    let root = volume.open_dir(Path::new("")).map_err(|e| CbError::io("open sessions directory", &shown, &e))?;
+    let names = volume.list(&root).map_err(|e| CbError::io("list sessions directory", &shown, &e))?;
+    walk(volume, Path::new(""), &root, &[], sorted(names), &mut scan);
     scan.files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(scan)
 }
 
-fn sorted(entries: fs::ReadDir, dir: &Path, scan: &mut Scan) -> Vec<fs::DirEntry> {
-    let mut out = Vec::new();
-    for entry in entries {
-        match entry {
-            Ok(e) => out.push(e),
-            Err(e) => scan.problems.push(problem(dir, format!("could not read directory entry: {e}"))),
-        }
-    }
-    out.sort_by_key(|e| e.file_name());
-    out
+fn sorted(mut names: Vec<OsString>) -> Vec<OsString> {
+    names.sort();
+    names
 }
 
-fn walk(root: &Path, parents: &[&str], entries: Vec<fs::DirEntry>, scan: &mut Scan) {
+fn walk(volume: &Volume, dir_rel: &Path, dir: &OwnedFd, parents: &[&str], names: Vec<OsString>, scan: &mut Scan) {
     let depth = parents.len() + 1;
-    for entry in entries {
-        let path = entry.path();
-        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+    for os_name in names {
+        let rel = dir_rel.join(&os_name);
+        let path = volume.path().join(&rel);
+        let Some(name) = os_name.to_str().map(str::to_owned) else {
             // Only report names the rule could have selected; others are not ours to judge.
-            let lossy = entry.file_name().to_string_lossy().into_owned();
+            let lossy = os_name.to_string_lossy().into_owned();
             if depth == 1 || lossy.ends_with(".jsonl") {
                 scan.problems.push(problem(&path, "name is not valid UTF-8; skipped".into()));
             }
             continue;
         };
-        let Some(meta) = entry_metadata(root, &entry, &path, scan) else { continue };
+        let Some(meta) = entry_metadata(volume, dir, &os_name, &rel, &path, scan) else { continue };
 
         if meta.is_dir() {
             if descend_into(depth, &name, parents) {
-                match fs::read_dir(&path) {
-                    Ok(children) => {
-                        let children = sorted(children, &path, scan);
+                let listed = volume.open_dir(&rel).and_then(|fd| volume.list(&fd).map(|names| (fd, names)));
+                match listed {
+                    Ok((fd, children)) => {
                         let mut next: Vec<&str> = parents.to_vec();
                         next.push(&name);
-                        walk(root, &next, children, scan);
+                        walk(volume, &rel, &fd, &next, sorted(children), scan);
                     }
                     Err(e) => scan.problems.push(problem(&path, format!("could not open directory: {e}"))),
                 }
@@ -120,35 +130,31 @@ fn walk(root: &Path, parents: &[&str], entries: Vec<fs::DirEntry>, scan: &mut Sc
     }
 }
 
-/// Metadata of an entry, following a symbolic link only when it stays inside the root.
-fn entry_metadata(root: &Path, entry: &fs::DirEntry, path: &Path, scan: &mut Scan) -> Option<Metadata> {
-    let file_type = match entry.file_type() {
-        Ok(t) => t,
-        Err(e) => {
-            scan.problems.push(problem(path, format!("could not stat: {e}")));
-            return None;
-        }
-    };
-    if file_type.is_symlink() {
-        match fs::canonicalize(path) {
-            Ok(target) if target.starts_with(root) => {}
-            Ok(target) => {
-                scan.problems.push(problem(
-                    path,
-                    format!("symbolic link points outside the sessions directory (to {}); skipped", target.display()),
-                ));
-                return None;
-            }
-            Err(e) => {
-                scan.problems.push(problem(path, format!("dangling or unreadable symbolic link: {e}")));
-                return None;
-            }
-        }
-    }
-    match fs::metadata(path) {
+/// What an entry is, following a symbolic link only while it stays inside the volume.
+fn entry_metadata(
+    volume: &Volume,
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+    rel: &Path,
+    path: &Path,
+    scan: &mut Scan,
+) -> Option<Metadata> {
+    match volume.stat(rel) {
         Ok(m) => Some(m),
-        // Removed between listing and stat: it is simply not there any more.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) if leaves_volume(&e) => {
+            scan.problems.push(problem(
+                path,
+                "symbolic link leads outside the sessions directory (or is absolute, or loops); skipped".into(),
+            ));
+            None
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // A dangling link is worth a word; a file removed since the listing is simply gone.
+            if volume.is_symlink(dir, name) {
+                scan.problems.push(problem(path, "dangling symbolic link; skipped".into()));
+            }
+            None
+        }
         Err(e) => {
             scan.problems.push(problem(path, format!("could not stat: {e}")));
             None
@@ -177,10 +183,14 @@ fn problem(path: &Path, reason: String) -> Problem {
     Problem { path: path.display().to_string(), reason }
 }
 
-/// Reads at most `max` bytes from the start of a regular file; the flag tells whether that was
-/// the whole file. Opening with O_NONBLOCK keeps a file swapped for a FIFO from blocking us.
-pub fn read_prefix(path: &Path, max: usize) -> io::Result<(Vec<u8>, bool)> {
-    let file = open_regular(path)?;
+/// Reads at most `max` bytes from the start of the regular file `rel`, only if it is still
+/// the file the scan saw (`stat`'s device and inode); the flag tells whether that was the
+/// whole file.
+pub fn read_prefix(volume: &Volume, rel: &Path, stat: &FileStat, max: usize) -> io::Result<(Vec<u8>, bool)> {
+    let file = volume.open_file(rel)?;
+    if !is_same_file(&file, stat.device, stat.inode)? {
+        return Err(io::Error::other("replaced since it was scanned"));
+    }
     let mut buf = Vec::with_capacity(max.min(64 * 1024));
     let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
     file.take(limit).read_to_end(&mut buf)?;
@@ -189,27 +199,24 @@ pub fn read_prefix(path: &Path, max: usize) -> io::Result<(Vec<u8>, bool)> {
     Ok((buf, whole))
 }
 
-/// Opens `path` for reading only if it is a regular file. Opening never blocks: a FIFO put in
-/// a file's place would otherwise hang the reader until something writes to it.
-pub fn open_regular(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = File::options().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::other("not a regular file"));
-    }
-    Ok(file)
-}
-
-/// Whether `path` no longer exists (as opposed to being unreadable for now).
-pub fn is_gone(path: &Path) -> bool {
-    matches!(fs::symlink_metadata(path), Err(e) if e.kind() == io::ErrorKind::NotFound)
+/// The volume-relative form of an absolute session-file path.
+pub fn relative(volume: &Volume, path: &str) -> io::Result<PathBuf> {
+    volume
+        .relative(Path::new(path))
+        .map(Path::to_path_buf)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EXDEV))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use cortex_buffer_core::buffer::discovery::Layout;
+    use std::fs;
     use std::os::unix::fs::{symlink, PermissionsExt};
+
+    fn scan_dir(root: &Path) -> Result<Scan, CbError> {
+        scan_root(&Volume::open(root).map_err(|e| CbError::io("open", "root", &e))?)
+    }
 
     const SID: &str = "ef958aa1-0e93-49f0-bb71-150f63befcd1";
 
@@ -253,7 +260,7 @@ mod tests {
         t.put(&format!("proj/{SID}/subagents/agent-1.jsonl"), "{}\n");
         t.put(&format!("proj/{SID}/subagents/agent-1.meta.json"), "{}");
         t.put("proj/not-uuid/subagents/agent-2.jsonl", "{}\n");
-        let scan = scan_root(&t.0).unwrap_or_else(|e| panic!("{e}"));
+        let scan = scan_dir(&t.0).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             rel_paths(&scan, &t.0),
             vec![
@@ -274,15 +281,25 @@ mod tests {
         let outside = TempDir::new("links-outside");
         outside.put("secret.jsonl", "{}\n");
         t.put("job/real.jsonl", "{}\n");
-        symlink(t.0.join("job/real.jsonl"), t.0.join("job/alias.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        symlink("real.jsonl", t.0.join("job/alias.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        symlink("../job/real.jsonl", t.0.join("job/alias2.jsonl")).unwrap_or_else(|e| panic!("{e}"));
         symlink(outside.0.join("secret.jsonl"), t.0.join("job/escape.jsonl")).unwrap_or_else(|e| panic!("{e}"));
-        symlink(t.0.join("job/missing"), t.0.join("job/dangling.jsonl")).unwrap_or_else(|e| panic!("{e}"));
-        let scan = scan_root(&t.0).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(rel_paths(&scan, &t.0), vec!["job/alias.jsonl", "job/real.jsonl"]);
-        let reasons: Vec<&str> = scan.problems.iter().map(|p| p.reason.as_str()).collect();
-        assert_eq!(reasons.len(), 2, "{reasons:?}");
-        assert!(reasons.iter().any(|r| r.starts_with("dangling")));
-        assert!(reasons.iter().any(|r| r.contains("outside the sessions directory")));
+        symlink(t.0.join("job/real.jsonl"), t.0.join("job/absolute.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        symlink("missing", t.0.join("job/dangling.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        symlink(&outside.0, t.0.join("linked-job")).unwrap_or_else(|e| panic!("{e}"));
+        let scan = scan_dir(&t.0).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(rel_paths(&scan, &t.0), vec!["job/alias.jsonl", "job/alias2.jsonl", "job/real.jsonl"]);
+        let mut reasons: Vec<(String, &str)> = scan
+            .problems
+            .iter()
+            .map(|p| (p.path.rsplit('/').next().unwrap_or_default().to_owned(), p.reason.as_str()))
+            .collect();
+        reasons.sort();
+        assert_eq!(reasons.len(), 4, "{reasons:?}");
+        assert!(reasons[0].0 == "absolute.jsonl" && reasons[0].1.contains("outside the sessions directory"));
+        assert!(reasons[1].0 == "dangling.jsonl" && reasons[1].1.starts_with("dangling"));
+        assert!(reasons[2].0 == "escape.jsonl" && reasons[2].1.contains("outside the sessions directory"));
+        assert!(reasons[3].0 == "linked-job", "a directory link leaving the volume is not walked: {reasons:?}");
     }
 
     #[test]
@@ -294,11 +311,12 @@ mod tests {
         // SAFETY: mkfifo with a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
         fs::create_dir_all(t.0.join("job/dir.jsonl")).unwrap_or_else(|e| panic!("{e}"));
-        let scan = scan_root(&t.0).unwrap_or_else(|e| panic!("{e}"));
+        let scan = scan_dir(&t.0).unwrap_or_else(|e| panic!("{e}"));
         assert!(scan.files.is_empty());
         let reasons: Vec<&str> = scan.problems.iter().map(|p| p.reason.as_str()).collect();
         assert_eq!(reasons, vec!["not a regular file (FIFO); skipped"]);
-        assert!(read_prefix(&fifo, 10).is_err(), "a FIFO must not be read (nor block)");
+        let v = Volume::open(&t.0).unwrap_or_else(|e| panic!("{e}"));
+        assert!(v.open_file(Path::new("job/pipe.jsonl")).is_err(), "a FIFO must not be read (nor block)");
     }
 
     #[test]
@@ -311,7 +329,7 @@ mod tests {
         t.put("locked/a.jsonl", "{}\n");
         t.put("open/b.jsonl", "{}\n");
         fs::set_permissions(t.0.join("locked"), fs::Permissions::from_mode(0o000)).unwrap_or_else(|e| panic!("{e}"));
-        let scan = scan_root(&t.0);
+        let scan = scan_dir(&t.0);
         fs::set_permissions(t.0.join("locked"), fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("{e}"));
         let scan = scan.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(rel_paths(&scan, &t.0), vec!["open/b.jsonl"]);
@@ -329,18 +347,21 @@ mod tests {
         t.put("file", "x");
         let not_dir = resolve_root(t.0.join("file").to_str().unwrap_or_default()).unwrap_err();
         assert_eq!(not_dir.state, SqlState::InvalidParameterValue);
-        assert_eq!(resolve_root(t.0.to_str().unwrap_or_default()).ok(), Some(t.0.clone()));
+        assert_eq!(resolve_root(t.0.to_str().unwrap_or_default()).ok().map(|v| v.path().to_path_buf()), Some(t.0.clone()));
     }
 
     #[test]
     fn read_prefix_caps_and_reports_whole_files() {
         let t = TempDir::new("prefix");
         t.put("j/a.jsonl", "0123456789");
-        let p = t.0.join("j/a.jsonl");
-        assert_eq!(read_prefix(&p, 4).ok(), Some((b"0123".to_vec(), false)));
-        assert_eq!(read_prefix(&p, 10).ok(), Some((b"0123456789".to_vec(), true)));
-        assert_eq!(read_prefix(&p, 100).ok(), Some((b"0123456789".to_vec(), true)));
-        assert!(!is_gone(&p));
-        assert!(is_gone(&t.0.join("j/nope.jsonl")));
+        let v = Volume::open(&t.0).unwrap_or_else(|e| panic!("{e}"));
+        let rel = Path::new("j/a.jsonl");
+        let stat = FileStat::of(&fs::metadata(t.0.join(rel)).unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(read_prefix(&v, rel, &stat, 4).ok(), Some((b"0123".to_vec(), false)));
+        assert_eq!(read_prefix(&v, rel, &stat, 10).ok(), Some((b"0123456789".to_vec(), true)));
+        assert_eq!(read_prefix(&v, rel, &stat, 100).ok(), Some((b"0123456789".to_vec(), true)));
+        // Another file in its place since the scan is not read.
+        let replaced = FileStat { inode: stat.inode + 1, ..stat };
+        assert!(read_prefix(&v, rel, &replaced, 100).is_err());
     }
 }

@@ -14,7 +14,7 @@ use super::dialect::Dialect;
 use super::integrity::Integrity;
 use super::judge::{decode, judge, preview, Rules, Verdict};
 use super::lines::{LineReader, Piece};
-use super::normalize::{columns, Columns};
+use super::normalize::{columns, uuid_bytes, Columns};
 use crate::json::jsonb_write::working_memory;
 use crate::json::parse::js_trim;
 
@@ -127,6 +127,7 @@ pub fn index_file<R: Read, S: Sink>(
     sink: &mut S,
 ) -> Result<Progress, IndexError<S::Error>> {
     let judge_rules = Rules::for_dialect(rules.dialect);
+    let dir_job = uuid_bytes(rules.job_dir);
     let mut lines = LineReader::new(reader, progress.offset, rules.max_line_bytes);
     progress.tail_pending = false;
     while let Some(piece) = lines.next_piece().map_err(IndexError::Read)? {
@@ -158,8 +159,8 @@ pub fn index_file<R: Read, S: Sink>(
                 match judge(&text, judge_rules) {
                     Verdict::Blank => progress.integrity.blank(),
                     Verdict::Event(parsed) => {
-                        let cols = columns(&parsed, rules.dialect, rules.job_dir);
-                        progress.integrity.event(&cols);
+                        let cols = columns(&parsed, rules.dialect);
+                        progress.integrity.event(&cols, dir_job);
                         let trimmed = js_trim(&text);
                         let (store, problem) = payload_problem(
                             parsed.jsonb_problem.map(|p| p.describe()),

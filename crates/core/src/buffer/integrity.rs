@@ -29,6 +29,9 @@ pub struct Integrity {
     pub session_start_seen: bool,
     pub session_end_seen: bool,
     pub schema_version: Option<String>,
+    /// Events whose own job id is not the job directory's: written into another job's
+    /// directory, they are never taken as that job's (see `foreign_job_line`).
+    pub foreign_job_lines: i64,
 }
 
 /// How bad a file is, worst first.
@@ -63,6 +66,12 @@ pub struct Report {
     pub trusted: bool,
 }
 
+/// Whether a line names a job other than its directory's. A line that names none, or a file
+/// outside a job directory, cannot disagree.
+pub fn foreign_job_line(line_job: Option<[u8; 16]>, dir_job: Option<[u8; 16]>) -> bool {
+    matches!((line_job, dir_job), (Some(l), Some(d)) if l != d)
+}
+
 impl Integrity {
     pub fn blank(&mut self) {
         self.total_lines += 1;
@@ -82,9 +91,12 @@ impl Integrity {
         self.last_failed_parse = true;
     }
 
-    pub fn event(&mut self, c: &Columns) {
+    pub fn event(&mut self, c: &Columns, dir_job: Option<[u8; 16]>) {
         self.total_lines += 1;
         self.valid_lines += 1;
+        if foreign_job_line(c.job_id, dir_job) {
+            self.foreign_job_lines += 1;
+        }
         self.last_failed_parse = false;
         if let Some(seq) = c.seq {
             match self.last_seq {
@@ -147,12 +159,12 @@ mod tests {
     #[test]
     fn a_parse_failure_is_the_truncated_tail_only_while_nothing_but_blanks_follows() {
         let mut i = Integrity::default();
-        i.event(&ev(0));
+        i.event(&ev(0), None);
         i.unparseable();
         i.blank();
         let r = i.report(0.1, false);
         assert_eq!((r.corrupt_lines, r.tail_truncated, r.severity), (0, true, Severity::TruncatedTail));
-        i.event(&ev(1));
+        i.event(&ev(1), None);
         let r = i.report(0.1, false);
         assert_eq!((r.corrupt_lines, r.tail_truncated, r.severity), (1, false, Severity::CorruptInterior));
         // A last line that parses but is not an event is corrupt, not truncated.
@@ -165,7 +177,7 @@ mod tests {
     fn the_ratio_decides_trust() {
         let mut i = Integrity::default();
         for s in 0..9 {
-            i.event(&ev(s));
+            i.event(&ev(s), None);
         }
         i.not_an_event();
         let r = i.report(0.10, false);
@@ -181,12 +193,12 @@ mod tests {
     fn sequence_gaps_and_resets() {
         let mut i = Integrity::default();
         for s in [0, 1, 2, 5, 6, 0, 1, 9] {
-            i.event(&ev(s));
+            i.event(&ev(s), None);
         }
         assert_eq!((i.seq_gaps, i.seq_first_missing, i.seq_resets), (2, Some(3), 1));
         // A file that starts late is not a gap: seq restarts with every writer.
         let mut j = Integrity::default();
-        j.event(&ev(40));
+        j.event(&ev(40), None);
         assert_eq!(j.seq_gaps, 0);
     }
 
@@ -194,10 +206,26 @@ mod tests {
     fn timestamps_and_session_markers() {
         let mut i = Integrity::default();
         let at = |ts: i64, t: &str| Columns { ts_us: Some(ts), event_type: Some(t.into()), ..Columns::default() };
-        i.event(&at(20, "SESSION_START"));
-        i.event(&at(10, "TOOL_START"));
-        i.event(&at(30, "SESSION_END"));
+        i.event(&at(20, "SESSION_START"), None);
+        i.event(&at(10, "TOOL_START"), None);
+        i.event(&at(30, "SESSION_END"), None);
         assert_eq!((i.first_ts_us, i.last_ts_us), (Some(10), Some(30)));
         assert!(i.session_start_seen && i.session_end_seen);
+    }
+
+    #[test]
+    fn lines_naming_another_job_than_their_directory_are_counted() {
+        let (a, b) = ([1u8; 16], [2u8; 16]);
+        assert!(foreign_job_line(Some(a), Some(b)));
+        assert!(!foreign_job_line(Some(a), Some(a)));
+        assert!(!foreign_job_line(None, Some(a)), "a line that names no job cannot disagree");
+        assert!(!foreign_job_line(Some(a), None), "outside a job directory there is nothing to disagree with");
+        let mut i = Integrity::default();
+        let mut c = ev(0);
+        c.job_id = Some(b);
+        i.event(&c, Some(a));
+        c.job_id = Some(a);
+        i.event(&c, Some(a));
+        assert_eq!((i.valid_lines, i.foreign_job_lines), (2, 1));
     }
 }

@@ -19,7 +19,9 @@
 //! | request_id | — | — | `requestId` | — |
 //! | schema_version | `buffer_schema_version` | `version` | `version` | — |
 //!
-//! `job_id` falls back to the file's job directory when that is a UUID.
+//! `job_id` is the job the line itself names, never its directory's: an agent that can write
+//! into another job's directory must not be able to speak for that job (see
+//! `integrity::foreign_job_line`, and `session_file.job_id` for the directory's job).
 //!
 //! Text columns never hold NUL: PostgreSQL's `text` cannot, and a `\u0000` in a JSON string
 //! becomes U+FFFD in every text column (the payload of such a line is NULL anyway: `jsonb`
@@ -128,8 +130,8 @@ fn set_usage(c: &mut Columns, v: Option<Value<'_>>) {
     }
 }
 
-/// The columns of an event line of `dialect` found in job directory `job_dir`.
-pub fn columns(p: &Parsed<'_>, dialect: Option<Dialect>, job_dir: &str) -> Columns {
+/// The columns of an event line of `dialect`.
+pub fn columns(p: &Parsed<'_>, dialect: Option<Dialect>) -> Columns {
     let mut c = Columns::default();
     match dialect {
         Some(Dialect::CortexSpike) => {
@@ -201,9 +203,6 @@ pub fn columns(p: &Parsed<'_>, dialect: Option<Dialect>, job_dir: &str) -> Colum
             c.seq = int(p.get("__seq__"));
         }
     }
-    if c.job_id.is_none() {
-        c.job_id = uuid_bytes(job_dir);
-    }
     c
 }
 
@@ -213,7 +212,7 @@ mod tests {
     use crate::json::parse::parse;
 
     fn cols(line: &str, d: Dialect) -> Columns {
-        columns(&parse(line).unwrap_or_else(|e| panic!("{e:?}")), Some(d), "not-a-uuid")
+        columns(&parse(line).unwrap_or_else(|e| panic!("{e:?}")), Some(d))
     }
 
     const JOB: &str = "0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f";
@@ -347,14 +346,13 @@ mod tests {
     }
 
     #[test]
-    fn wink_lines_and_the_job_directory_fallback() {
+    fn wink_lines_and_no_job_from_the_directory() {
         let w = columns(
             &parse(r#"{"__type__":"ToolInvoked","__seq__":1,"__ts__":"2026-03-03T12:00:01+00:00"}"#)
                 .unwrap_or_else(|e| panic!("{e:?}")),
             Some(Dialect::WinkLog),
-            JOB,
         );
-        assert_eq!((w.event_type.as_deref(), w.seq, w.job_id), (Some("ToolInvoked"), Some(1), uuid_bytes(JOB)));
+        assert_eq!((w.event_type.as_deref(), w.seq, w.job_id), (Some("ToolInvoked"), Some(1), None));
         assert_eq!(w.ts_us, parse_timestamp("2026-03-03T12:00:01Z"));
         // Wrong types are NULL, never an error.
         let odd = cols(r#"{"type":5,"timestamp":[],"seq":"7","job_id":"nope","success":"yes"}"#, Dialect::CortexSpike);

@@ -119,6 +119,7 @@ pub fn plan_write(
         (Some(s), _) => s,
         (None, Some(c)) => c.checked_add(1).ok_or_else(|| {
             CbError::new(SqlState::InvalidParameterValue, "the next step_index would exceed 2147483647")
+                .with_hint("Give the checkpoint a step_index of its own (0 to 2147483647).")
         })?,
         (None, None) => 0,
     };

@@ -1,0 +1,340 @@
+//! The one safe way into the sessions volume: every directory listed, file statted and file
+//! opened is resolved from a handle on `sessions_dir`, with `openat2(RESOLVE_BENEATH)`, so no
+//! path — however it is spelled (`..`), and whatever an agent swaps into it (a symbolic link to
+//! `server.key`, `pg_hba.conf` or another job's transcript) between a scan and an open — can
+//! lead outside the volume. Symbolic links that stay inside are followed; links that leave it,
+//! absolute links and `..` escapes fail with `EXDEV` (reported as "leaves the sessions
+//! directory"). Where the kernel has no `openat2` (before Linux 5.6, or a seccomp filter that
+//! refuses it) each component is opened with `O_NOFOLLOW` instead, which refuses every link.
+//!
+//! A file opened here is checked once more on its descriptor: [`open_file`](Volume::open_file)
+//! refuses anything but a regular file, and callers compare the descriptor's device and inode
+//! with the ones the scan recorded, so a file replaced since the scan is not read in its place.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// 0: not tried yet; 1: openat2 works; 2: use the O_NOFOLLOW walk.
+static OPENAT2: AtomicU8 = AtomicU8::new(0);
+
+/// The sessions directory, held open.
+#[derive(Debug)]
+pub struct Volume {
+    root: OwnedFd,
+    path: PathBuf,
+}
+
+/// Whether `e` means the path would have left the volume (or met a link the fallback refuses).
+pub fn leaves_volume(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EXDEV) | Some(libc::ELOOP))
+}
+
+fn cstr(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
+}
+
+fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn owned(fd: libc::c_int) -> OwnedFd {
+    // SAFETY: `fd` was just returned by a successful open and is owned by no one else.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// `openat2(dir, rel, flags, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`.
+fn openat2_beneath(dir: &OwnedFd, rel: &CString, flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: `open_how` is a plain struct of integers; zeroed is its documented initial state.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = u64::try_from(flags).unwrap_or(0);
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+    loop {
+        // SAFETY: valid fd, NUL-terminated path and an open_how of the size passed.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                dir.as_raw_fd(),
+                rel.as_ptr(),
+                &how as *const libc::open_how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        if r >= 0 {
+            return Ok(owned(libc::c_int::try_from(r).unwrap_or(-1)));
+        }
+        let e = io::Error::last_os_error();
+        // openat2 asks the caller to retry when a rename raced the lookup.
+        if e.raw_os_error() != Some(libc::EAGAIN) && e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// The fallback: each component opened with `O_NOFOLLOW` from its parent's handle; `..`
+/// refused outright.
+fn open_nofollow(dir: &OwnedFd, rel: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let parts: Vec<&OsStr> = rel
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(p) => Some(Ok(p)),
+            Component::CurDir => None,
+            _ => Some(Err(io::Error::from_raw_os_error(libc::EXDEV))),
+        })
+        .collect::<io::Result<_>>()?;
+    let Some((last, dirs)) = parts.split_last() else {
+        return Err(io::Error::from_raw_os_error(libc::ENOENT));
+    };
+    let mut current: Option<OwnedFd> = None;
+    for part in dirs {
+        let name = CString::new(part.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let parent = current.as_ref().unwrap_or(dir);
+        // SAFETY: valid fd and NUL-terminated name.
+        let fd = check(unsafe {
+            libc::openat(
+                parent.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        })?;
+        current = Some(owned(fd));
+    }
+    let name = CString::new(last.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let parent = current.as_ref().unwrap_or(dir);
+    // SAFETY: valid fd and NUL-terminated name.
+    let fd = check(unsafe { libc::openat(parent.as_raw_fd(), name.as_ptr(), flags | libc::O_NOFOLLOW) })?;
+    Ok(owned(fd))
+}
+
+impl Volume {
+    /// Opens the sessions directory itself (its own path is configuration, trusted as given).
+    pub fn open(root: &Path) -> io::Result<Volume> {
+        let c = cstr(root)?;
+        // SAFETY: NUL-terminated path.
+        let fd = check(unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) })?;
+        Ok(Volume { root: owned(fd), path: root.to_path_buf() })
+    }
+
+    /// The directory's path as opened.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `abs` relative to the volume, lexically (no file-system access): `None` when it does not
+    /// start with the volume's path. The result may still contain `..`, which opening refuses.
+    pub fn relative<'a>(&self, abs: &'a Path) -> Option<&'a Path> {
+        abs.strip_prefix(&self.path).ok().filter(|r| !r.as_os_str().is_empty())
+    }
+
+    /// Opens `rel` (relative to the volume) with `flags`, never leaving the volume.
+    fn resolve(&self, rel: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+        if rel.is_absolute() {
+            return Err(io::Error::from_raw_os_error(libc::EXDEV));
+        }
+        let flags = flags | libc::O_CLOEXEC;
+        if OPENAT2.load(Ordering::Relaxed) != 2 {
+            match openat2_beneath(&self.root, &cstr(rel)?, flags) {
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) => {
+                    OPENAT2.store(2, Ordering::Relaxed);
+                }
+                other => {
+                    OPENAT2.store(1, Ordering::Relaxed);
+                    return other;
+                }
+            }
+        }
+        open_nofollow(&self.root, rel, flags)
+    }
+
+    /// Opens a regular file for reading. Never blocks (a FIFO swapped in its place is refused,
+    /// not waited on) and never leaves the volume.
+    pub fn open_file(&self, rel: &Path) -> io::Result<File> {
+        let file = File::from(self.resolve(rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY)?);
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::other("not a regular file"));
+        }
+        Ok(file)
+    }
+
+    /// Opens a directory (the volume itself for an empty path) for listing.
+    pub fn open_dir(&self, rel: &Path) -> io::Result<OwnedFd> {
+        // A fresh open file description (not a dup of the root's), so listings never share a
+        // directory offset.
+        let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+        self.resolve(rel, libc::O_RDONLY | libc::O_DIRECTORY)
+    }
+
+    /// What `rel` is, following links only while they stay inside.
+    pub fn stat(&self, rel: &Path) -> io::Result<Metadata> {
+        File::from(self.resolve(rel, libc::O_PATH)?).metadata()
+    }
+
+    /// Whether `rel` itself (not what it links to) is a symbolic link.
+    pub fn is_symlink(&self, dir: &OwnedFd, name: &OsStr) -> bool {
+        let Ok(name) = CString::new(name.as_bytes()) else { return false };
+        // SAFETY: `stat` is plain data filled by the kernel; valid fd and name.
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0
+                && (st.st_mode & libc::S_IFMT) == libc::S_IFLNK
+        }
+    }
+
+    /// Whether `rel` no longer exists (as opposed to being unreadable for now).
+    pub fn is_gone(&self, rel: &Path) -> bool {
+        match self.resolve(rel, libc::O_PATH | libc::O_NOFOLLOW) {
+            Ok(_) => false,
+            Err(e) => e.kind() == io::ErrorKind::NotFound,
+        }
+    }
+
+    /// The names in a directory opened with [`open_dir`](Self::open_dir), without `.` and `..`.
+    pub fn list(&self, dir: &OwnedFd) -> io::Result<Vec<OsString>> {
+        // fdopendir takes ownership of the descriptor it is given: hand it a duplicate.
+        let dup = dir.try_clone()?;
+        // SAFETY: `dup` is a valid directory descriptor whose ownership passes to the DIR.
+        let stream = unsafe { libc::fdopendir(dup.as_raw_fd()) };
+        if stream.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        std::mem::forget(dup);
+        // A duplicate shares its offset with `dir`: always list from the start.
+        // SAFETY: a valid DIR.
+        unsafe { libc::rewinddir(stream) };
+        let mut names = Vec::new();
+        let mut result = Ok(());
+        loop {
+            // SAFETY: errno is thread-local; reset it to tell the end from an error.
+            unsafe { *libc::__errno_location() = 0 };
+            // SAFETY: `stream` is a valid DIR until closedir below.
+            let entry = unsafe { libc::readdir(stream) };
+            if entry.is_null() {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error().unwrap_or(0) != 0 {
+                    result = Err(e);
+                }
+                break;
+            }
+            // SAFETY: d_name is a NUL-terminated array inside the entry readdir returned.
+            let name = unsafe { std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()) }.to_bytes();
+            if name != b"." && name != b".." {
+                names.push(OsString::from_vec(name.to_vec()));
+            }
+        }
+        // SAFETY: closes the stream (and the duplicate descriptor it owns) exactly once.
+        unsafe { libc::closedir(stream) };
+        result.map(|()| names)
+    }
+}
+
+/// Whether the opened `file` is the one with this device and inode.
+pub fn is_same_file(file: &File, device: u64, inode: u64) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata()?;
+    Ok(m.dev() == device && m.ino() == inode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::unix::fs::symlink;
+
+    struct Tmp(PathBuf);
+    impl Tmp {
+        fn new(tag: &str) -> Tmp {
+            let p = std::env::temp_dir().join(format!("cb-volume-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(p.join("root/job")).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(p.join("outside")).unwrap_or_else(|e| panic!("{e}"));
+            let p = std::fs::canonicalize(&p).unwrap_or(p);
+            std::fs::write(p.join("root/job/in.jsonl"), "inside\n").unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(p.join("outside/secret"), "SECRET\n").unwrap_or_else(|e| panic!("{e}"));
+            Tmp(p)
+        }
+    }
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn read(v: &Volume, rel: &str) -> io::Result<String> {
+        let mut s = String::new();
+        v.open_file(Path::new(rel))?.read_to_string(&mut s)?;
+        Ok(s)
+    }
+
+    #[test]
+    fn files_inside_open_and_every_way_out_is_refused() {
+        let t = Tmp::new("escape");
+        let v = Volume::open(&t.0.join("root")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read(&v, "job/in.jsonl").ok().as_deref(), Some("inside\n"));
+        symlink("in.jsonl", t.0.join("root/job/alias.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read(&v, "job/alias.jsonl").ok().as_deref(), Some("inside\n"), "a link that stays inside is followed");
+        symlink(t.0.join("outside/secret"), t.0.join("root/job/abs.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        symlink("../../outside/secret", t.0.join("root/job/rel.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        symlink(t.0.join("outside"), t.0.join("root/linked-dir")).unwrap_or_else(|e| panic!("{e}"));
+        for rel in ["job/abs.jsonl", "job/rel.jsonl", "../outside/secret", "job/../../outside/secret", "linked-dir/secret", "/etc/hostname"] {
+            let e = read(&v, rel).err().unwrap_or_else(|| panic!("{rel} was read"));
+            assert!(leaves_volume(&e), "{rel}: {e}");
+        }
+        assert_eq!(read(&v, "job/missing.jsonl").err().map(|e| e.kind()), Some(io::ErrorKind::NotFound));
+        assert!(v.stat(Path::new("job/abs.jsonl")).is_err());
+        assert!(v.stat(Path::new("job/alias.jsonl")).is_ok_and(|m| m.is_file()));
+    }
+
+    #[test]
+    fn the_fallback_refuses_every_link() {
+        let t = Tmp::new("fallback");
+        let v = Volume::open(&t.0.join("root")).unwrap_or_else(|e| panic!("{e}"));
+        symlink("in.jsonl", t.0.join("root/job/alias.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        let open = |rel: &str| open_nofollow(&v.root, Path::new(rel), libc::O_RDONLY | libc::O_CLOEXEC);
+        assert!(open("job/in.jsonl").is_ok());
+        for rel in ["job/alias.jsonl", "../outside/secret", "job/../../outside/secret"] {
+            assert!(open(rel).err().is_some_and(|e| leaves_volume(&e)), "{rel}");
+        }
+    }
+
+    #[test]
+    fn fifos_and_directories_are_not_files() {
+        let t = Tmp::new("fifo");
+        let v = Volume::open(&t.0.join("root")).unwrap_or_else(|e| panic!("{e}"));
+        let fifo = cstr(&t.0.join("root/job/pipe.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        assert!(v.open_file(Path::new("job/pipe.jsonl")).is_err(), "a FIFO is refused without blocking");
+        assert!(v.open_file(Path::new("job")).is_err());
+    }
+
+    #[test]
+    fn lists_and_relates_paths() {
+        let t = Tmp::new("list");
+        let v = Volume::open(&t.0.join("root")).unwrap_or_else(|e| panic!("{e}"));
+        let root = v.open_dir(Path::new("")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v.list(&root).unwrap_or_default(), vec![OsString::from("job")]);
+        assert_eq!(v.list(&root).unwrap_or_default(), vec![OsString::from("job")], "a second listing starts over");
+        let again = v.open_dir(Path::new("")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v.list(&again).unwrap_or_default(), vec![OsString::from("job")]);
+        let job = v.open_dir(Path::new("job")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v.list(&job).unwrap_or_default(), vec![OsString::from("in.jsonl")]);
+        assert_eq!(v.relative(&t.0.join("root/job/in.jsonl")), Some(Path::new("job/in.jsonl")));
+        assert_eq!(v.relative(&t.0.join("rootless/x")), None);
+        assert_eq!(v.relative(&t.0.join("root")), None);
+        assert!(!v.is_gone(Path::new("job/in.jsonl")));
+        assert!(v.is_gone(Path::new("job/nope.jsonl")));
+        let f = v.open_file(Path::new("job/in.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(t.0.join("root/job/in.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(is_same_file(&f, m.dev(), m.ino()).unwrap_or(false));
+        assert!(!is_same_file(&f, m.dev(), m.ino() + 1).unwrap_or(true));
+    }
+}

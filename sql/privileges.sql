@@ -1,0 +1,67 @@
+-- Who may do what (README: Privileges). Runs last in a fresh install; the upgrade script from
+-- 0.5.0 sets the same.
+--
+-- cortex_buffer_definer (NOLOGIN, not a superuser, no members) is the role the extension's
+-- own writes run as: the functions switch to it for their statements on these tables, exactly
+-- as a SECURITY DEFINER function owned by it would, and the background worker runs its
+-- transactions as it. Statements on the bound job table run as the caller.
+GRANT SELECT, INSERT, UPDATE, DELETE ON
+    cortex_buffer.checkpoint_history, cortex_buffer.crash, cortex_buffer.job_wait,
+    cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
+    cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_definer;
+GRANT SELECT ON cortex_buffer.circuit_config TO cortex_buffer_definer;
+GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.crash_seq, cortex_buffer.usage_ledger_seq,
+      cortex_buffer.session_file_seq TO cortex_buffer_definer;
+
+-- Functions: PUBLIC keeps only the pure ones (checkpoint_crc, canonical_json, llm_cost) and
+-- indexer_worker (the worker's figures).
+REVOKE ALL ON FUNCTION
+    cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean), cortex_buffer.read_checkpoint(uuid),
+    cortex_buffer.verify_checkpoints(), cortex_buffer.heartbeat(uuid), cortex_buffer.reap_zombies(interval, integer),
+    cortex_buffer.reaper_index_sql(), cortex_buffer.idle_paused_jobs(interval),
+    cortex_buffer.record_crash(uuid, integer, text, text, integer, text, jsonb), cortex_buffer.retry_decision(uuid),
+    cortex_buffer.admit_job(uuid, uuid), cortex_buffer.record_outcome(uuid, uuid, boolean),
+    cortex_buffer.circuit_state(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
+    cortex_buffer.set_budget(uuid, bigint, numeric), cortex_buffer.check_token_budget(uuid),
+    cortex_buffer.reserve_budget(uuid, jsonb, text), cortex_buffer.settle_usage(uuid, jsonb, text),
+    cortex_buffer.release_reservation(uuid), cortex_buffer.index_sessions(text), cortex_buffer.index_now(),
+    cortex_buffer.file_integrity(text), cortex_buffer.job_events(uuid, timestamptz)
+  FROM PUBLIC;
+
+-- The agent: its own job's heartbeat, checkpoints, spend and recovery.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.heartbeat(uuid), cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean),
+    cortex_buffer.read_checkpoint(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
+    cortex_buffer.check_token_budget(uuid), cortex_buffer.reserve_budget(uuid, jsonb, text),
+    cortex_buffer.settle_usage(uuid, jsonb, text), cortex_buffer.release_reservation(uuid),
+    cortex_buffer.job_events(uuid, timestamptz)
+  TO cortex_buffer_agent;
+GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
+    ON cortex_buffer.job TO cortex_buffer_agent;
+GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.job_usage, cortex_buffer.agent_budget
+    TO cortex_buffer_agent;
+
+-- The control plane: dispatching, reaping, retry decisions, breaker admission.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.reap_zombies(interval, integer), cortex_buffer.idle_paused_jobs(interval),
+    cortex_buffer.record_crash(uuid, integer, text, text, integer, text, jsonb), cortex_buffer.retry_decision(uuid),
+    cortex_buffer.admit_job(uuid, uuid), cortex_buffer.record_outcome(uuid, uuid, boolean),
+    cortex_buffer.circuit_state(uuid), cortex_buffer.index_now()
+  TO cortex_buffer_control_plane;
+GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
+
+-- The operator: budgets, prices, breaker configuration, file inspection and transcripts.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.set_budget(uuid, bigint, numeric), cortex_buffer.verify_checkpoints(),
+    cortex_buffer.reaper_index_sql(), cortex_buffer.index_sessions(text), cortex_buffer.file_integrity(text),
+    cortex_buffer.index_now(), cortex_buffer.job_events(uuid, timestamptz)
+  TO cortex_buffer_operator;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.circuit_config, cortex_buffer.model_price TO cortex_buffer_operator;
+GRANT SELECT ON
+    cortex_buffer.job, cortex_buffer.checkpoint_history, cortex_buffer.crash, cortex_buffer.job_wait,
+    cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
+    cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_operator;

@@ -1,0 +1,111 @@
+//! Whose rights a statement runs with.
+//!
+//! cortex_buffer's SQL functions run with their caller's rights (statements on a bound job
+//! table keep its grants, row security and triggers). Writes to the extension's own tables
+//! — the controls the calling roles are governed by: spend, breakers, crash history,
+//! checkpoint history, the transcript index — go through [`as_definer`], which switches to
+//! `cortex_buffer_definer` (NOLOGIN, not a superuser, holding exactly those tables' privileges)
+//! for the statements inside, exactly as a `SECURITY DEFINER` function owned by that role
+//! would, so the calling roles need no write privilege on those tables. The background worker
+//! runs all its transactions as that role too: it never runs anyone's code as a superuser.
+//!
+//! The superuser-only cases (`index_sessions(dir)`, `file_integrity()` of a path outside
+//! `sessions_dir`) require the current *and* the outer user to be superusers, and refuse
+//! inside a security-restricted operation (a `REFRESH MATERIALIZED VIEW` or an expression
+//! index's `ANALYZE` run by a superuser executes the view's or index's owner's code).
+
+use std::ffi::CString;
+
+use pgrx::pg_sys;
+
+use crate::error::{CbError, SqlState};
+
+/// The role the extension's own writes run as.
+pub const DEFINER_ROLE: &str = "cortex_buffer_definer";
+
+/// Whether the caller may do what only superusers may.
+pub fn caller_is_superuser() -> bool {
+    // SAFETY: reads of the backend's current user state.
+    unsafe {
+        !pg_sys::InSecurityRestrictedOperation()
+            && pg_sys::superuser_arg(pg_sys::GetUserId())
+            && pg_sys::superuser_arg(pg_sys::GetOuterUserId())
+    }
+}
+
+/// The definer role's OID.
+pub fn definer_oid() -> Result<pg_sys::Oid, CbError> {
+    let name = CString::new(DEFINER_ROLE).unwrap_or_default();
+    // SAFETY: a NUL-terminated name; missing_ok returns InvalidOid instead of raising.
+    let oid = unsafe { pg_sys::get_role_oid(name.as_ptr(), true) };
+    if oid == pg_sys::InvalidOid {
+        return Err(CbError::new(SqlState::UndefinedObject, format!("role \"{DEFINER_ROLE}\" does not exist"))
+            .with_hint("CREATE EXTENSION cortex_buffer creates it; it was dropped since. Re-create it (CREATE ROLE cortex_buffer_definer NOLOGIN) and run the extension's grants again, or reinstall the extension."));
+    }
+    Ok(oid)
+}
+
+/// Restores the user and security context when dropped (also while unwinding: setting them is
+/// a plain assignment, safe at any point; a transaction abort would restore them anyway).
+struct Restore {
+    user: pg_sys::Oid,
+    context: i32,
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        // SAFETY: restores exactly what GetUserIdAndSecContext returned.
+        unsafe { pg_sys::SetUserIdAndSecContext(self.user, self.context) };
+    }
+}
+
+thread_local! {
+    /// The extension (by OID) whose installed version was found to be the library's.
+    static VERSION_CHECKED: std::cell::Cell<pg_sys::Oid> = const { std::cell::Cell::new(pg_sys::InvalidOid) };
+}
+
+/// Refuses to write with a library newer than the installed extension: until `ALTER EXTENSION
+/// cortex_buffer UPDATE` runs, the tables (and the definer role's grants) are the old version's.
+/// Checked once per backend and extension.
+fn check_installed_version() -> Result<(), CbError> {
+    // SAFETY: a catalog lookup by name; missing_ok.
+    let ext = unsafe { pg_sys::get_extension_oid(c"cortex_buffer".as_ptr(), true) };
+    if ext != pg_sys::InvalidOid && VERSION_CHECKED.with(std::cell::Cell::get) == ext {
+        return Ok(());
+    }
+    let installed = pgrx::Spi::get_one::<String>(
+        "SELECT extversion FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'cortex_buffer'",
+    )
+    .map_err(|e| CbError::internal(format!("SPI: {e}")))?;
+    let library = env!("CARGO_PKG_VERSION");
+    match installed {
+        Some(v) if v == library => {
+            VERSION_CHECKED.with(|c| c.set(ext));
+            Ok(())
+        }
+        Some(v) => Err(CbError::new(
+            SqlState::ObjectNotInPrerequisiteState,
+            format!("the installed cortex_buffer extension is version {v}, older than its library ({library})"),
+        )
+        .with_hint("Run ALTER EXTENSION cortex_buffer UPDATE in this database.")),
+        None => Err(CbError::new(SqlState::ObjectNotInPrerequisiteState, "extension cortex_buffer is not installed in this database")
+            .with_hint("Run CREATE EXTENSION cortex_buffer.")),
+    }
+}
+
+/// Runs `f` with the definer role as the current user (`SECURITY_LOCAL_USERID_CHANGE`, as a
+/// `SECURITY DEFINER` function does); nested calls keep the outer switch.
+pub fn as_definer<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
+    check_installed_version()?;
+    let role = definer_oid()?;
+    let mut user = pg_sys::InvalidOid;
+    let mut context = 0;
+    // SAFETY: reads the current user and security context into locals.
+    unsafe { pg_sys::GetUserIdAndSecContext(&mut user, &mut context) };
+    let _restore = Restore { user, context };
+    // SAFETY: the role exists (just looked up); the previous state is restored by `_restore`.
+    unsafe {
+        pg_sys::SetUserIdAndSecContext(role, context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
+    }
+    f()
+}
