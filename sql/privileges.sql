@@ -27,20 +27,29 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.set_budget(uuid, bigint, numeric), cortex_buffer.check_token_budget(uuid),
     cortex_buffer.reserve_budget(uuid, jsonb, text), cortex_buffer.settle_usage(uuid, jsonb, text),
     cortex_buffer.release_reservation(uuid), cortex_buffer.index_sessions(text), cortex_buffer.index_now(),
-    cortex_buffer.file_integrity(text), cortex_buffer.job_events(uuid, timestamptz)
+    cortex_buffer.file_integrity(text), cortex_buffer.job_events(uuid, timestamptz),
+    cortex_buffer.recovery_plan(uuid, uuid, boolean), cortex_buffer.session_recovery(text),
+    cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid),
+    cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text)
   FROM PUBLIC;
 
--- The agent: its own job's heartbeat, checkpoints, spend and recovery.
+-- The agent: its own job's heartbeat, checkpoints, spend and recovery. The recovery lookups run
+-- with the caller's rights: they read the index (session_file, event).
 GRANT EXECUTE ON FUNCTION
     cortex_buffer.heartbeat(uuid), cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean),
     cortex_buffer.read_checkpoint(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
     cortex_buffer.check_token_budget(uuid), cortex_buffer.reserve_budget(uuid, jsonb, text),
     cortex_buffer.settle_usage(uuid, jsonb, text), cortex_buffer.release_reservation(uuid),
-    cortex_buffer.job_events(uuid, timestamptz)
+    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.recovery_plan(uuid, uuid, boolean),
+    cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid),
+    cortex_buffer.job_usage_from_buffer(uuid), cortex_buffer.log_entries(text, text, integer, bigint, bigint),
+    cortex_buffer.check_log_snapshot(text, bigint, bigint, text)
   TO cortex_buffer_agent;
 GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
     ON cortex_buffer.job TO cortex_buffer_agent;
-GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.job_usage, cortex_buffer.agent_budget
+GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.job_usage, cortex_buffer.agent_budget,
+    cortex_buffer.session_file, cortex_buffer.event
     TO cortex_buffer_agent;
 
 -- The control plane: dispatching, reaping, retry decisions, breaker admission.
@@ -48,15 +57,25 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.reap_zombies(interval, integer), cortex_buffer.idle_paused_jobs(interval),
     cortex_buffer.record_crash(uuid, integer, text, text, integer, text, jsonb), cortex_buffer.retry_decision(uuid),
     cortex_buffer.admit_job(uuid, uuid), cortex_buffer.record_outcome(uuid, uuid, boolean),
-    cortex_buffer.circuit_state(uuid), cortex_buffer.index_now()
+    cortex_buffer.circuit_state(uuid), cortex_buffer.index_now(), cortex_buffer.recovery_plan(uuid, uuid, boolean),
+    cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text),
+    cortex_buffer.agent_state(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.job_events(uuid, timestamptz)
   TO cortex_buffer_control_plane;
 GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.job_usage, cortex_buffer.session_file, cortex_buffer.event
+    TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_control_plane;
 
 -- The operator: budgets, prices, breaker configuration, file inspection and transcripts.
 GRANT EXECUTE ON FUNCTION
     cortex_buffer.set_budget(uuid, bigint, numeric), cortex_buffer.verify_checkpoints(),
     cortex_buffer.reaper_index_sql(), cortex_buffer.index_sessions(text), cortex_buffer.file_integrity(text),
-    cortex_buffer.index_now(), cortex_buffer.job_events(uuid, timestamptz)
+    cortex_buffer.index_now(), cortex_buffer.job_events(uuid, timestamptz),
+    cortex_buffer.recovery_plan(uuid, uuid, boolean), cortex_buffer.session_recovery(text),
+    cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid),
+    cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text)
   TO cortex_buffer_operator;
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.circuit_config, cortex_buffer.model_price TO cortex_buffer_operator;
 GRANT SELECT ON
@@ -65,3 +84,4 @@ GRANT SELECT ON
     cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
     cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
   TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_operator;

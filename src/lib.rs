@@ -17,6 +17,7 @@ pub mod checkpoint;
 pub mod job;
 pub mod lifecycle;
 pub mod pg;
+pub mod recovery;
 pub mod spend;
 pub mod worker;
 

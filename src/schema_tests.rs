@@ -91,6 +91,9 @@ GRANT cortex_buffer_operator TO operator_app;";
             "SELECT count(*) FROM cortex_buffer.verify_checkpoints()".to_owned(),
             "SELECT cortex_buffer.reaper_index_sql()".to_owned(),
             "SELECT * FROM cortex_buffer.indexer_status".to_owned(),
+            format!("SELECT count(*) FROM cortex_buffer.job_timeline('{job}')"),
+            "SELECT count(*) FROM cortex_buffer.untrusted_session_files".to_owned(),
+            "SELECT count(*) FROM cortex_buffer.corrupt_line".to_owned(),
         ];
         // The agent: its job's heartbeat, checkpoints, spend and recovery.
         let agent_job = [
@@ -107,6 +110,9 @@ GRANT cortex_buffer_operator TO operator_app;";
                 "SELECT cortex_buffer.release_reservation(reservation_id) FROM cortex_buffer.reserve_budget('{job}', '{usage}', '{sonnet}')"
             ),
             format!("SELECT count(*) FROM cortex_buffer.job_events('{job}')"),
+            format!("SELECT cortex_buffer.recovery_plan('{job}')"),
+            format!("SELECT * FROM cortex_buffer.job_usage_from_buffer('{job}')"),
+            format!("SELECT count(*) FROM cortex_buffer.log_entries('{file}')"),
         ];
         // The control plane: dispatching, reaping, retry decisions, breaker admission.
         let control_plane_job = [
@@ -119,8 +125,13 @@ GRANT cortex_buffer_operator TO operator_app;";
             format!("SELECT * FROM cortex_buffer.record_outcome('{agent}', '{job}', false)"),
             format!("SELECT * FROM cortex_buffer.circuit_state('{agent}')"),
             "SELECT cortex_buffer.index_now()".to_owned(),
+            format!("SELECT * FROM cortex_buffer.agent_state('{file}')"),
+            "SELECT count(*) FROM cortex_buffer.job_sessions".to_owned(),
         ];
-        for (role, work) in [("operator_app", &operator_job), ("agent_app", &agent_job), ("control_plane_app", &control_plane_job)] {
+        // What more than one role does (reading a job's recovery and events).
+        let shared = ["count(*) FROM cortex_buffer.event", "index_now", "recovery_plan", "job_events", "job_usage_from_buffer", "agent_state", "job_sessions", "log_entries", "untrusted_session_files"];
+        let own = |s: &String| !shared.iter().any(|x| s.contains(x));
+        for (role, work) in [("operator_app", &operator_job[..]), ("agent_app", &agent_job[..]), ("control_plane_app", &control_plane_job[..])] {
             for sql in work.iter() {
                 assert_eq!(as_role(role, sql), "00000", "{role} must be able to: {sql}");
             }
@@ -129,22 +140,21 @@ GRANT cortex_buffer_operator TO operator_app;";
         assert_eq!(one(&format!("SELECT llm_calls::text FROM cortex_buffer.job_usage WHERE job_id = '{job}'")), "2");
 
         // Nobody does the next role's job, nor writes the controls it is governed by.
-        let not_the_agent = control_plane_job.iter().filter(|s| !s.contains("index_now")).cloned().chain([
+        let not_the_agent = control_plane_job.iter().filter(|s| own(s)).cloned().chain([
             format!("UPDATE cortex_buffer.job_usage SET cost_usd = 0 WHERE job_id = '{job}'"),
             format!("INSERT INTO cortex_buffer.crash (job_id, reason) VALUES ('{job}', 'crash')"),
             format!("DELETE FROM cortex_buffer.checkpoint_history WHERE job_id = '{job}'"),
             format!("UPDATE cortex_buffer.circuit SET open = false WHERE agent_id = '{agent}'"),
-            "SELECT count(*) FROM cortex_buffer.event".to_owned(),
-            "SELECT count(*) FROM cortex_buffer.session_file".to_owned(),
+            "SELECT count(*) FROM cortex_buffer.corrupt_line".to_owned(),
+            "DELETE FROM cortex_buffer.event".to_owned(),
             format!("UPDATE cortex_buffer.job SET status = 'COMPLETED' WHERE id = '{job}'"),
         ]);
-        let not_the_control_plane = operator_job.iter().cloned().chain([
+        let not_the_control_plane = operator_job.iter().filter(|s| own(s)).cloned().chain([
             format!("UPDATE cortex_buffer.job_usage SET cost_usd = 0 WHERE job_id = '{job}'"),
             format!("UPDATE cortex_buffer.circuit SET open = false WHERE agent_id = '{agent}'"),
             format!("INSERT INTO cortex_buffer.crash (job_id, reason) VALUES ('{job}', 'crash')"),
         ]);
-        // (Reading a job's events is the operator's too: it inspects transcripts.)
-        let not_the_operator = agent_job.iter().filter(|s| !s.contains("job_events")).cloned().chain([
+        let not_the_operator = agent_job.iter().filter(|s| own(s)).cloned().chain([
             format!("UPDATE cortex_buffer.job_usage SET cost_usd = 0 WHERE job_id = '{job}'"),
             format!("UPDATE cortex_buffer.circuit SET open = false WHERE agent_id = '{agent}'"),
             format!("DELETE FROM cortex_buffer.checkpoint_history WHERE job_id = '{job}'"),

@@ -52,13 +52,12 @@ COMMENT ON COLUMN cortex_buffer.indexer_status.last_error IS 'The most recent in
 COMMENT ON COLUMN cortex_buffer.indexer_status.last_error_at IS 'When it happened.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.worker_errors IS 'Files the worker failed to index since the server started.';
 
--- A job's events in order, through its session files: the recovery lookup. (event has no
--- index on job_id: every event row would pay for it; a job's files are few and their events
--- are contiguous in event's primary key.) A definer function, owned by cortex_buffer_definer:
--- a caller reads one job's transcript without SELECT on event. Only lines that do not name
--- another job than their directory's count as the job's.
+-- A job's events in order, through its session files. (event has no index on job_id: every
+-- event row would pay for it; a job's files are few and their events are contiguous in event's
+-- primary key.) The caller's rights: SELECT on session_file and event. Only lines that do not
+-- name another job than their directory's count as the job's.
 CREATE FUNCTION cortex_buffer.job_events(job uuid, since timestamptz DEFAULT NULL)
-RETURNS SETOF cortex_buffer.event LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+RETURNS SETOF cortex_buffer.event LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp AS $$
     SELECT e.*
       FROM cortex_buffer.session_file f
@@ -66,8 +65,7 @@ SET search_path = pg_catalog, pg_temp AS $$
      WHERE f.job_id OPERATOR(pg_catalog.=) job
        AND (e.job_id IS NULL OR e.job_id OPERATOR(pg_catalog.=) f.job_id)
        AND (since IS NULL OR e.ts OPERATOR(pg_catalog.>=) since)
-     ORDER BY f.session_ordinal NULLS FIRST, f.file_id, e.byte_offset
+     ORDER BY f.session_ordinal NULLS FIRST, f.path COLLATE "C", e.byte_offset
 $$;
-ALTER FUNCTION cortex_buffer.job_events(uuid, timestamptz) OWNER TO cortex_buffer_definer;
 COMMENT ON FUNCTION cortex_buffer.job_events(uuid, timestamptz) IS
-'A job''s events (optionally those at or after since), in order: session files by session_ordinal, then byte offset; lines naming another job than their directory''s are left out. Uses session_file''s job index and event''s primary key. Runs as cortex_buffer_definer: callers need EXECUTE only (granted to cortex_buffer_agent and cortex_buffer_operator).';
+'A job''s events (optionally those at or after since), in order: session files by (session_ordinal, path), then byte offset; lines naming another job than their directory''s are left out. Uses session_file''s job index and event''s primary key. The caller''s rights (SELECT on session_file and event).';

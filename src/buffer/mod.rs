@@ -12,6 +12,7 @@ pub use cortex_buffer_watch::{pass, pipeline, scan, volume};
 pub mod catalog;
 mod direct_insert;
 pub mod event_store;
+pub mod file_access;
 mod file_row;
 #[cfg(any(test, feature = "pg_test"))]
 mod index_pg_tests;

@@ -99,7 +99,7 @@ COMMENT ON COLUMN cortex_buffer.session_file.last_failed_parse IS 'The last non-
 COMMENT ON COLUMN cortex_buffer.session_file.last_seq IS 'seq of the last event that had one.';
 COMMENT ON COLUMN cortex_buffer.session_file.seq_gaps IS 'Jumps upwards in seq (lost events).';
 COMMENT ON COLUMN cortex_buffer.session_file.seq_first_missing IS 'The first seq missing at the first gap.';
-COMMENT ON COLUMN cortex_buffer.session_file.seq_resets IS 'Drops in seq (a new writer restarted the count).';
+COMMENT ON COLUMN cortex_buffer.session_file.seq_resets IS 'Drops or repeats in seq (a new writer restarted the count; a writer never repeats one).';
 COMMENT ON COLUMN cortex_buffer.session_file.first_ts IS 'Earliest event timestamp.';
 COMMENT ON COLUMN cortex_buffer.session_file.last_ts IS 'Latest event timestamp.';
 COMMENT ON COLUMN cortex_buffer.session_file.session_start_seen IS 'A SESSION_START event was indexed.';

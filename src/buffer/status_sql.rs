@@ -2,7 +2,7 @@
 //! bytes on demand (the control plane's `scanBuffer`, server-side), `indexer_worker()` feeds
 //! the `indexer_status` view.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -13,25 +13,13 @@ use super::event_store::Settings;
 use super::indexer::{index_file, CorruptRow, EventRow, FileRules, IndexError, Progress, Sink};
 use super::integrity::Severity;
 use super::pass::now_us;
-use super::scan::{resolve_root, FileStat};
-use super::volume::{leaves_volume, Volume};
+use super::file_access::Target;
+use super::scan::FileStat;
 use super::timestamp::POSTGRES_EPOCH_OFFSET_US;
-use crate::error::{CbError, SqlState};
-use crate::pg::guc;
-use crate::pg::privilege::{as_definer, caller_is_superuser};
-use crate::pg::raise::{notice, raise};
+use crate::pg::privilege::as_definer;
+use crate::pg::raise::notice;
 use crate::pg::spi_util::spi;
 use crate::worker::shared;
-
-/// A superuser's file elsewhere: a regular file, opened without blocking.
-fn open_anywhere(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::File::options().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    Ok(file)
-}
 
 /// Counts only: `file_integrity()` stores nothing.
 struct Discard;
@@ -44,50 +32,6 @@ impl Sink for Discard {
     fn corrupt(&mut self, _: CorruptRow) -> Result<(), Self::Error> {
         Ok(())
     }
-}
-
-/// Where `file_integrity()` reads a path from.
-enum Target {
-    /// Under `sessions_dir`: opened beneath its handle, as the indexer opens files.
-    Inside { volume: Volume, rel: PathBuf },
-    /// Elsewhere (superusers only): opened by path.
-    Anywhere(PathBuf),
-}
-
-/// Decides how `path` may be read, before touching it: a non-superuser's path must lie
-/// lexically under `sessions_dir` (as configured or canonical), and opening it then never
-/// leaves the directory, so nothing about files elsewhere (whether they exist, whether they
-/// are readable) can be learnt from the answer.
-fn target(path: &str) -> Target {
-    let p = Path::new(path);
-    if !p.is_absolute() {
-        raise(
-            CbError::new(SqlState::InvalidParameterValue, format!("\"{path}\" is not an absolute path"))
-                .with_hint("Pass the session file's absolute path, as session_file.path holds it."),
-        );
-    }
-    let configured = guc::sessions_dir();
-    if let Ok(volume) = resolve_root(&configured) {
-        let rel = Path::new(&configured)
-            .is_absolute()
-            .then(|| p.strip_prefix(&configured).ok())
-            .flatten()
-            .filter(|r| !r.as_os_str().is_empty())
-            .or_else(|| volume.relative(p))
-            .map(Path::to_path_buf);
-        if let Some(rel) = rel {
-            return Target::Inside { volume, rel };
-        }
-    }
-    if caller_is_superuser() {
-        return Target::Anywhere(p.to_path_buf());
-    }
-    raise(outside(path))
-}
-
-fn outside(path: &str) -> CbError {
-    CbError::new(SqlState::InsufficientPrivilege, format!("\"{path}\" is not under cortex_buffer.sessions_dir"))
-        .with_hint("Only superusers may judge files elsewhere; pass a path below cortex_buffer.sessions_dir.")
 }
 
 fn recorded_dialect(path: &str) -> Option<Dialect> {
@@ -162,7 +106,7 @@ fn file_integrity(
         name!(last_ts, Option<TimestampWithTimeZone>),
     ),
 > {
-    let target = target(path);
+    let target = Target::of(path);
     let settings = Settings::current();
     let unreadable = |e: &std::io::Error, dialect: Option<Dialect>| {
         notice(format!("could not read \"{path}\": {e}"), Some("The file is unreadable: do not use it for recovery."));
@@ -184,22 +128,12 @@ fn file_integrity(
             None,
         ))
     };
-    let (opened, rel, recorded_as) = match &target {
-        Target::Inside { volume, rel } => {
-            (volume.open_file(rel), Some(rel.as_path()), volume.path().join(rel).display().to_string())
-        }
-        Target::Anywhere(p) => (open_anywhere(p), None, path.to_owned()),
-    };
-    let file = match opened {
+    let recorded_as = target.recorded_as(path);
+    let file = match target.open(path) {
         Ok(f) => f,
-        Err(e) if leaves_volume(&e) && !caller_is_superuser() => raise(outside(path)),
-        Err(e) if leaves_volume(&e) => match open_anywhere(Path::new(path)) {
-            Ok(f) => f,
-            Err(e) => return unreadable(&e, None),
-        },
         Err(e) => return unreadable(&e, recorded_dialect(&recorded_as)),
     };
-    let (layout, job_dir) = layout_of(rel);
+    let (layout, job_dir) = layout_of(target.rel());
     let file_name = Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let dialect = recorded_dialect(&recorded_as).or_else(|| match prefix_of(&file, DETECTION_PREFIX_BYTES) {
         Ok((prefix, whole)) => detect(&file_name, layout, first_object(&prefix, whole).as_ref()),

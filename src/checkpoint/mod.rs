@@ -6,4 +6,4 @@ pub use cortex_buffer_core::checkpoint::{crc, identity};
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
 mod sql;
-mod store;
+pub(crate) mod store;

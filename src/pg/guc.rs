@@ -20,6 +20,8 @@ pub static MAX_LINE_MEMORY_KB: GucSetting<i32> = GucSetting::<i32>::new(64 * 102
 pub static BATCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static QUARANTINE_AFTER: GucSetting<i32> = GucSetting::<i32>::new(5);
 pub static MAX_CORRUPTION_RATIO: GucSetting<f64> = GucSetting::<f64>::new(0.10);
+pub static RECOVERY_VALUE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(4096);
+pub static RECOVERY_CLOCK_SKEW_MS: GucSetting<i32> = GucSetting::<i32>::new(5000);
 
 /// Registers the settings and reserves the `cortex_buffer.` prefix (typos become errors).
 pub fn define() {
@@ -159,6 +161,28 @@ pub fn define() {
         GucContext::Userset,
         GucFlags::UNIT_S,
     );
+    // How much of a tool's result or input a recovery plan carries, and how much clock skew a
+    // plan anchored on a checkpoint's write time allows: they shape the caller's own answer.
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.recovery_value_bytes",
+        c"Longest tool result or input a recovery plan carries, in bytes.",
+        c"Longer ones are cut at a character boundary and flagged result_truncated / input_truncated (the spike caps result_summary at 4096).",
+        &RECOVERY_VALUE_BYTES,
+        0,
+        64 * 1024 * 1024,
+        GucContext::Userset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.recovery_clock_skew",
+        c"Clock skew a recovery plan anchored on a checkpoint's write time allows.",
+        c"A session file without checkpoint markers is read from the checkpoint's write time (checkpoint_history.created_at, the database's clock) minus this, because the agent's clock stamps its events.",
+        &RECOVERY_CLOCK_SKEW_MS,
+        0,
+        24 * 3600 * 1000,
+        GucContext::Userset,
+        GucFlags::UNIT_MS,
+    );
     // SAFETY: called from _PG_init on the main thread with a static NUL-terminated string.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"cortex_buffer".as_ptr()) };
 }
@@ -227,4 +251,14 @@ pub fn max_corruption_ratio() -> f64 {
     } else {
         0.1
     }
+}
+
+/// `recovery_value_bytes`.
+pub fn recovery_value_bytes() -> usize {
+    usize::try_from(RECOVERY_VALUE_BYTES.get()).unwrap_or(4096)
+}
+
+/// `recovery_clock_skew` in microseconds.
+pub fn recovery_clock_skew_us() -> i64 {
+    i64::from(RECOVERY_CLOCK_SKEW_MS.get().max(0)) * 1000
 }

@@ -115,3 +115,14 @@ impl RawJsonb {
 pub fn malformed(e: Malformed) -> CbError {
     CbError::from(e)
 }
+
+/// A `jsonb` datum (in the current memory context) for JSON text the extension wrote itself.
+pub fn jsonb_of_text(text: &str) -> Result<RawJsonb, CbError> {
+    if let Err(e) = crate::json::parse::parse(text) {
+        return Err(CbError::internal(format!("built invalid JSON at byte {}: {}", e.at, e.what)));
+    }
+    let mut bytes = Vec::with_capacity(text.len() + text.len() / 2 + 64);
+    crate::json::jsonb_write::to_jsonb(text, &mut bytes)
+        .map_err(|_| CbError::internal("a document too large for jsonb".to_owned()))?;
+    Ok(RawJsonb::from_varlena(&bytes))
+}

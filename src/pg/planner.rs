@@ -13,6 +13,8 @@
 //!   bitmap index scan visits (and never marks) every dead entry, so a "cheap" bitmap plan
 //!   chosen for a small-looking table gets slower with every write. A plain index scan in
 //!   `history_id DESC` order stops at the live entries and marks the dead ones it passes.
+//! - `jit` off, always: the statements are small lookups, and a disabled sequential scan's cost
+//!   (10^10) would otherwise cross `jit_above_cost` and spend ~100 ms compiling each one.
 
 use pgrx::pg_sys;
 
@@ -37,6 +39,7 @@ fn scoped<R>(index_scans_only: bool, f: impl FnOnce() -> R) -> R {
     // SAFETY: pushes a GUC nest level, popped below (or by the transaction's abort).
     let level = unsafe { pg_sys::NewGUCNestLevel() };
     set(c"search_path", c"pg_catalog, pg_temp");
+    set(c"jit", c"off");
     if index_scans_only {
         set(c"enable_seqscan", c"off");
         set(c"enable_bitmapscan", c"off");

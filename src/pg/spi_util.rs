@@ -44,12 +44,33 @@ pub fn prepared(
     sql: impl FnOnce() -> String,
     args: &[pgrx::PgOid],
 ) -> Result<std::rc::Rc<pgrx::spi::OwnedPreparedStatement>, CbError> {
+    prepare_kept(client, key, sql, args, true)
+}
+
+/// [`prepared`] for a read-only statement: it runs on the caller's snapshot, as a `STABLE`
+/// function's statements must.
+pub fn prepared_read(
+    client: &pgrx::spi::SpiClient<'_>,
+    key: &'static str,
+    sql: impl FnOnce() -> String,
+    args: &[pgrx::PgOid],
+) -> Result<std::rc::Rc<pgrx::spi::OwnedPreparedStatement>, CbError> {
+    prepare_kept(client, key, sql, args, false)
+}
+
+fn prepare_kept(
+    client: &pgrx::spi::SpiClient<'_>,
+    key: &'static str,
+    sql: impl FnOnce() -> String,
+    args: &[pgrx::PgOid],
+    mutating: bool,
+) -> Result<std::rc::Rc<pgrx::spi::OwnedPreparedStatement>, CbError> {
     if let Some(s) = PREPARED.with(|m| m.borrow().get(key).cloned()) {
         return Ok(s);
     }
     let text = sql();
-    let prepared =
-        client.prepare_mut(text.as_str(), args).map_err(|e| CbError::internal(format!("preparing {key}: {e}")))?.keep();
+    let statement = if mutating { client.prepare_mut(text.as_str(), args) } else { client.prepare(text.as_str(), args) };
+    let prepared = statement.map_err(|e| CbError::internal(format!("preparing {key}: {e}")))?.keep();
     let prepared = std::rc::Rc::new(prepared);
     PREPARED.with(|m| m.borrow_mut().insert(key, std::rc::Rc::clone(&prepared)));
     Ok(prepared)

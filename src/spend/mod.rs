@@ -7,6 +7,6 @@
 pub use cortex_buffer_core::spend::{budget, decimal, price, usage};
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
-mod prices;
+pub(crate) mod prices;
 mod sql;
 pub mod store;

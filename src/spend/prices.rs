@@ -20,8 +20,7 @@ use pgrx::{pg_sys, PgBuiltInOids, PgOid};
 use super::decimal::Decimal;
 use super::price::{Price, PriceHistory};
 use crate::error::{CbError, SqlState};
-use crate::job::binding::{Access, Binding};
-use crate::pg::spi_util::spi;
+use crate::pg::spi_util::{prepared_read, spi};
 
 thread_local! {
     static CACHE: RefCell<HashMap<String, Rc<PriceHistory>>> = RefCell::new(HashMap::new());
@@ -61,15 +60,15 @@ pub fn model_price_changed<'a>(
     Ok(None)
 }
 
-fn load(client: &SpiClient<'_>, b: &Binding, model: &str) -> Result<PriceHistory, CbError> {
+fn load(client: &SpiClient<'_>, model: &str) -> Result<PriceHistory, CbError> {
     let text = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
-    let stmt = b.statement(client, "spend.prices", Access::Read, &[text], |_| {
+    let stmt = prepared_read(client, "spend.prices", || {
         "SELECT 'cortex_buffer.model_price'::pg_catalog.regclass::pg_catalog.oid, effective_from,
                 input_per_mtok::pg_catalog.text, output_per_mtok::pg_catalog.text, cache_write_per_mtok::pg_catalog.text,
                 cache_write_1h_per_mtok::pg_catalog.text, cache_read_per_mtok::pg_catalog.text
            FROM cortex_buffer.model_price WHERE model OPERATOR(pg_catalog.=) $1"
             .to_owned()
-    })?;
+    }, &[text])?;
     let mut entries = Vec::new();
     for r in client.select(&*stmt, None, &[model.into()]).map_err(spi)? {
         if let Some(oid) = r.get::<pg_sys::Oid>(1).map_err(spi)? {
@@ -92,7 +91,7 @@ fn load(client: &SpiClient<'_>, b: &Binding, model: &str) -> Result<PriceHistory
 }
 
 /// The price history of `model`, from the cache or the table.
-fn history(client: &SpiClient<'_>, b: &Binding, model: &str) -> Result<Rc<PriceHistory>, CbError> {
+fn history(client: &SpiClient<'_>, model: &str) -> Result<Rc<PriceHistory>, CbError> {
     register_callback();
     if STALE.with(|s| s.replace(false)) {
         CACHE.with(|c| c.borrow_mut().clear());
@@ -101,14 +100,14 @@ fn history(client: &SpiClient<'_>, b: &Binding, model: &str) -> Result<Rc<PriceH
         return Ok(h);
     }
     // No borrow is held while querying: invalidations may arrive during the query.
-    let h = Rc::new(load(client, b, model)?);
+    let h = Rc::new(load(client, model)?);
     CACHE.with(|c| c.borrow_mut().insert(model.to_owned(), Rc::clone(&h)));
     Ok(h)
 }
 
 /// The price of `model` in force at `at`.
-pub fn price_at(client: &SpiClient<'_>, b: &Binding, model: &str, at: TimestampWithTimeZone) -> Result<Price, CbError> {
-    let h = history(client, b, model)?;
+pub fn price_at(client: &SpiClient<'_>, model: &str, at: TimestampWithTimeZone) -> Result<Price, CbError> {
+    let h = history(client, model)?;
     if let Some(p) = h.at(at.into_inner()) {
         return Ok(*p);
     }
@@ -128,4 +127,10 @@ pub fn price_at(client: &SpiClient<'_>, b: &Binding, model: &str, at: TimestampW
         )
         .with_hint(insert_hint),
     })
+}
+
+/// The price of `model` in force at `at_us` (Unix microseconds), or `None` when it has none.
+pub fn price_if_any(client: &SpiClient<'_>, model: &str, at_us: i64) -> Result<Option<Price>, CbError> {
+    let h = history(client, model)?;
+    Ok(h.at(at_us.saturating_sub(crate::buffer::timestamp::POSTGRES_EPOCH_OFFSET_US)).copied())
 }

@@ -43,8 +43,7 @@ fn count(v: u64) -> i64 {
 
 /// `llm_cost()`: the exact cost of `usage` for `model` at `at`.
 pub fn llm_cost(usage: &Usage, model: &str, at: TimestampWithTimeZone) -> Result<Decimal, CbError> {
-    let b = binding::current()?;
-    pinned(|| Spi::connect(|client| cost(usage, &price_at(client, &b, model, at)?)))
+    pinned(|| Spi::connect(|client| cost(usage, &price_at(client, model, at)?)))
 }
 
 /// A job's running totals after a call was recorded (or found already counted).
@@ -128,7 +127,7 @@ pub struct Call<'a> {
 }
 
 fn record_in(client: &mut SpiClient<'_>, b: &Binding, call: &Call<'_>) -> Result<Totals, CbError> {
-    let cost_usd = cost(&call.usage, &price_at(client, b, call.model, call.at)?)?;
+    let cost_usd = cost(&call.usage, &price_at(client, call.model, call.at)?)?;
     let mirror = mirror_assignments(b);
     // 1. The job row, in the caller's rights; locked (before job_usage, see the module comment)
     //    only when its counters are written.
@@ -369,7 +368,7 @@ pub fn reserve(job: Uuid, estimate: &Usage, model: &str) -> Result<(Option<Uuid>
                 .ok_or_else(|| CbError::internal("now() is NULL"))?;
             let estimate_amount = Amount {
                 input_tokens: count(estimate.budget_input()),
-                cost: cost(estimate, &price_at(client, &b, model, at)?)?,
+                cost: cost(estimate, &price_at(client, model, at)?)?,
             };
             let agent_stmt = b.statement(client, "spend.agent", Access::Read, &[UUID], |b| {
                 format!("SELECT agent_id FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)

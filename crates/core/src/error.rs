@@ -109,9 +109,10 @@ impl CbError {
     pub fn io(action: &str, path: &str, err: &io::Error) -> CbError {
         let (state, hint) = match err.kind() {
             io::ErrorKind::NotFound => (SqlState::UndefinedFile, "Check that the path exists."),
-            io::ErrorKind::PermissionDenied => {
-                (SqlState::InsufficientPrivilege, "It must be readable by the operating-system user running PostgreSQL.")
-            }
+            io::ErrorKind::PermissionDenied => (
+                SqlState::InsufficientPrivilege,
+                "It must be readable by the operating-system user running PostgreSQL.",
+            ),
             _ => (SqlState::IoError, "See the server log and the state of the file system."),
         };
         CbError::new(state, format!("could not {action} \"{path}\": {err}")).with_hint(hint)
@@ -124,7 +125,9 @@ impl CbError {
             return h;
         }
         match self.state {
-            SqlState::InvalidParameterValue => "Check the arguments against the function's entry in the README's SQL API.",
+            SqlState::InvalidParameterValue => {
+                "Check the arguments against the function's entry in the README's SQL API."
+            }
             SqlState::CharacterNotInRepertoire => "cortex_buffer requires a database with UTF8 encoding.",
             SqlState::InsufficientPrivilege => "See the README's Privileges section for the roles to grant.",
             SqlState::UndefinedFile | SqlState::IoError => "See the server log and the state of the file system.",
@@ -132,8 +135,12 @@ impl CbError {
             SqlState::InvalidTextRepresentation => "Check the value's format.",
             SqlState::ProgramLimitExceeded => "See the README's Settings for the limit.",
             SqlState::NoDataFound => "Check the id.",
-            SqlState::ObjectNotInPrerequisiteState | SqlState::ObjectInUse => "Re-read the current state and retry if it still applies.",
-            SqlState::UndefinedTable | SqlState::InvalidTableDefinition => "See the README's Binding to an existing job table.",
+            SqlState::ObjectNotInPrerequisiteState | SqlState::ObjectInUse => {
+                "Re-read the current state and retry if it still applies."
+            }
+            SqlState::UndefinedTable | SqlState::InvalidTableDefinition => {
+                "See the README's Binding to an existing job table."
+            }
             SqlState::NumericValueOutOfRange => "Counts must be at most 2^53 - 1.",
             SqlState::UndefinedObject => "Check the name.",
             SqlState::DataCorrupted => "Fail the job: its stored state cannot be trusted.",

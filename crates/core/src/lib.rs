@@ -17,4 +17,5 @@ pub mod job;
 pub mod json;
 pub mod lifecycle;
 pub mod readiness;
+pub mod recovery;
 pub mod spend;

@@ -100,7 +100,8 @@ impl Integrity {
         self.last_failed_parse = false;
         if let Some(seq) = c.seq {
             match self.last_seq {
-                Some(last) if seq < last => self.seq_resets += 1,
+                // A writer never repeats a seq: an equal one is a new writer too.
+                Some(last) if seq <= last => self.seq_resets += 1,
                 Some(last) if seq > last.saturating_add(1) => {
                     self.seq_gaps += 1;
                     self.seq_first_missing.get_or_insert(last + 1);

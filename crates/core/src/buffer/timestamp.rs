@@ -126,6 +126,29 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
 /// Microseconds between the Unix epoch and PostgreSQL's (2000-01-01).
 pub const POSTGRES_EPOCH_OFFSET_US: i64 = 946_684_800_000_000;
 
+/// The civil date of a day number (inverse of `days_from_civil`).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Microseconds since the Unix epoch as RFC 3339 UTC with microseconds
+/// (`2026-02-23T14:30:26.100000Z`), the form `timestamptz` output and JavaScript both read.
+pub fn format_timestamp(us: i64) -> String {
+    let secs = us.div_euclid(1_000_000);
+    let micros = us.rem_euclid(1_000_000);
+    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z", sod / 3600, (sod % 3600) / 60, sod % 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +185,19 @@ mod tests {
             "1771857022",
         ] {
             assert_eq!(parse_timestamp(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn formats_round_trip() {
+        for t in [
+            "2026-02-23T14:30:26.100000Z",
+            "1970-01-01T00:00:00.000000Z",
+            "1969-12-31T23:59:59.999999Z",
+            "2000-02-29T12:00:00.000001Z",
+        ] {
+            let us = parse_timestamp(t).unwrap_or_else(|| panic!("{t}"));
+            assert_eq!(format_timestamp(us), t);
         }
     }
 }

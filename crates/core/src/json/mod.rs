@@ -10,6 +10,7 @@ pub mod number;
 pub mod parse;
 pub mod quote;
 pub mod value;
+pub mod writer;
 
 pub use canonical::{canonical_json, write_canonical};
 pub use value::JsValue;

@@ -37,6 +37,11 @@ impl Decimal {
         Decimal { mantissa: i128::from(v), scale: 0 }
     }
 
+    /// `-self` (mantissas stay within ±10^37, so this cannot overflow).
+    pub fn negated(self) -> Decimal {
+        Decimal { mantissa: -self.mantissa, scale: self.scale }
+    }
+
     /// Parses `numeric` text: `[-+]digits[.digits]`. `NaN` and infinities are refused.
     pub fn parse(text: &str) -> Result<Decimal, CbError> {
         let bad = || {

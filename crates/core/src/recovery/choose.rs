@@ -1,0 +1,724 @@
+//! Phase 2 of recovery (Spike #31 §Question 6): which session files, from where, a plan reads,
+//! or why it reads none. Pure: the shell answers the few index lookups through [`Probe`].
+//!
+//! The decision tree, from the job's latest session file (files in `(session_ordinal, path)`
+//! order, numbers compared as numbers):
+//!
+//! 1. No session files: `checkpoint_only`, `no_session_files`.
+//! 2. Search backwards, through the latest file and then earlier ones, for the last marker
+//!    (`CHECKPOINT_WRITTEN`, or the shipped schema's `CHECKPOINT`). Every file the search passes
+//!    must be usable: not quarantined (`quarantined`), trusted (`file_untrusted`), indexed at all
+//!    (`not_indexed`), and, if deleted, indexed to its end before it went (`file_gone`).
+//! 3. A marker found:
+//!    - with `match_checkpoint`, its id must equal the expected id (the `checkpoint_id` argument,
+//!      else the job's current checkpoint id): `marker_without_id`, `checkpoint_without_id`
+//!      (the job's checkpoint has no id to compare) or `marker_mismatch` otherwise;
+//!    - the plan reads the marker's file after the marker, then each later file that loaded the
+//!      marker's checkpoint (`CHECKPOINT_LOADED` naming it, before the file's first tool event).
+//!      The first later file that did not ends the chain: `chain_broken`, and nothing from that
+//!      file on is used. `reason` is `marker_matched`, or `marker_unverified` without matching.
+//! 4. No marker anywhere:
+//!    - without `match_checkpoint`: the latest file, every writer in it (`latest_file`): the
+//!      control plane's own `recoverFromBuffer` view;
+//!    - the job has no checkpoint: the latest writer segment of the latest file
+//!      (`no_checkpoint`);
+//!    - the latest file is of the shipped cortex-plane dialect, whose writer never writes a
+//!      marker: the events of the latest writer segment from the checkpoint's write time minus
+//!      the clock-skew allowance (`checkpoint_time`; `checkpoint_time_unknown` when no
+//!      `checkpoint_history` row gives that time);
+//!    - otherwise (a spike writer that lost its marker) `no_marker`.
+
+use crate::buffer::dialect::Dialect;
+use crate::checkpoint::identity::parse_uuid;
+use crate::error::CbError;
+
+use super::line::MarkerKind;
+use super::pairing::{Anomaly, AnomalyKind, Baseline, Pos};
+
+/// What the plan knows of a session file before reading its events (from `session_file`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionFile {
+    pub file_id: i64,
+    pub path: String,
+    pub rel_path: String,
+    pub dialect: Option<Dialect>,
+    pub generation: i32,
+    pub session_ordinal: Option<i64>,
+    pub size_bytes: i64,
+    pub indexed_offset: i64,
+    pub total_lines: i64,
+    pub valid_lines: i64,
+    pub corrupt_lines: i64,
+    pub corruption_ratio: f64,
+    pub tail_state: String,
+    pub tail_pending: bool,
+    pub seq_gaps: i64,
+    pub seq_resets: i64,
+    pub foreign_job_lines: i64,
+    pub trusted: bool,
+    pub gone: bool,
+    pub quarantined: bool,
+}
+
+impl SessionFile {
+    /// Bytes of the file the index does not hold yet (a pending tail included).
+    pub fn unindexed_bytes(&self) -> i64 {
+        (self.size_bytes - self.indexed_offset).max(0)
+    }
+
+    /// Why recovery cannot read this file, if it cannot.
+    pub fn unusable(&self) -> Option<(Reason, String)> {
+        if self.quarantined {
+            return Some((Reason::Quarantined, format!("{} is quarantined: the indexer gave up on it", self.rel_path)));
+        }
+        if self.generation == 0 && self.size_bytes > 0 {
+            return Some((Reason::NotIndexed, format!("{} has not been indexed yet", self.rel_path)));
+        }
+        if !self.trusted {
+            return Some((
+                Reason::FileUntrusted,
+                format!(
+                    "{} is not trusted: corruption ratio {:.3} is over cortex_buffer.max_corruption_ratio",
+                    self.rel_path, self.corruption_ratio
+                ),
+            ));
+        }
+        if self.gone && (self.unindexed_bytes() > 0 || self.tail_pending) {
+            return Some((
+                Reason::FileGone,
+                format!(
+                    "{} was deleted before the index held all of it ({} bytes missing)",
+                    self.rel_path,
+                    self.unindexed_bytes()
+                ),
+            ));
+        }
+        None
+    }
+}
+
+/// A marker as the index finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkerAt {
+    pub kind: MarkerKind,
+    pub checkpoint_id: Option<String>,
+    pub byte_offset: i64,
+    pub line_no: i64,
+    pub seq: Option<i64>,
+    pub ts_us: Option<i64>,
+}
+
+/// A `CHECKPOINT_LOADED` event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedAt {
+    pub checkpoint_id: Option<String>,
+    pub byte_offset: i64,
+}
+
+/// The index lookups the decision tree needs, per session (by index into the file list).
+pub trait Probe {
+    /// The session's last marker.
+    fn last_marker(&mut self, session: usize) -> Result<Option<MarkerAt>, CbError>;
+    /// The session's first `CHECKPOINT_LOADED`.
+    fn first_loaded(&mut self, session: usize) -> Result<Option<LoadedAt>, CbError>;
+    /// Whether the session has a tool event before `offset`.
+    fn tool_event_before(&mut self, session: usize, offset: i64) -> Result<bool, CbError>;
+    /// Where the session's last event stamped before `since_us` is (the events after it are
+    /// the time window: found from the end, so the cost follows the window).
+    fn last_offset_before(&mut self, session: usize, since_us: i64) -> Result<Option<i64>, CbError>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Buffer,
+    CheckpointOnly,
+}
+
+impl Mode {
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::Buffer => "buffer",
+            Mode::CheckpointOnly => "checkpoint_only",
+        }
+    }
+}
+
+/// Why the plan is what it is: the documented closed list (README: Recovery plans).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    // buffer
+    MarkerMatched,
+    MarkerUnverified,
+    CheckpointTime,
+    NoCheckpoint,
+    LatestFile,
+    Transcript,
+    // checkpoint_only
+    CheckpointInvalid,
+    NoSessionFiles,
+    FileGone,
+    FileUntrusted,
+    Quarantined,
+    NotIndexed,
+    NoMarker,
+    MarkerMismatch,
+    MarkerWithoutId,
+    CheckpointWithoutId,
+    CheckpointTimeUnknown,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 17] = [
+        Reason::MarkerMatched,
+        Reason::MarkerUnverified,
+        Reason::CheckpointTime,
+        Reason::NoCheckpoint,
+        Reason::LatestFile,
+        Reason::Transcript,
+        Reason::CheckpointInvalid,
+        Reason::NoSessionFiles,
+        Reason::FileGone,
+        Reason::FileUntrusted,
+        Reason::Quarantined,
+        Reason::NotIndexed,
+        Reason::NoMarker,
+        Reason::MarkerMismatch,
+        Reason::MarkerWithoutId,
+        Reason::CheckpointWithoutId,
+        Reason::CheckpointTimeUnknown,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Reason::MarkerMatched => "marker_matched",
+            Reason::MarkerUnverified => "marker_unverified",
+            Reason::CheckpointTime => "checkpoint_time",
+            Reason::NoCheckpoint => "no_checkpoint",
+            Reason::LatestFile => "latest_file",
+            Reason::Transcript => "transcript",
+            Reason::CheckpointInvalid => "checkpoint_invalid",
+            Reason::NoSessionFiles => "no_session_files",
+            Reason::FileGone => "file_gone",
+            Reason::FileUntrusted => "file_untrusted",
+            Reason::Quarantined => "quarantined",
+            Reason::NotIndexed => "not_indexed",
+            Reason::NoMarker => "no_marker",
+            Reason::MarkerMismatch => "marker_mismatch",
+            Reason::MarkerWithoutId => "marker_without_id",
+            Reason::CheckpointWithoutId => "checkpoint_without_id",
+            Reason::CheckpointTimeUnknown => "checkpoint_time_unknown",
+        }
+    }
+
+    pub fn mode(self) -> Mode {
+        match self {
+            Reason::MarkerMatched
+            | Reason::MarkerUnverified
+            | Reason::CheckpointTime
+            | Reason::NoCheckpoint
+            | Reason::LatestFile
+            | Reason::Transcript => Mode::Buffer,
+            _ => Mode::CheckpointOnly,
+        }
+    }
+}
+
+/// What the plan starts after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnchorKind {
+    Marker(MarkerKind),
+    /// The checkpoint's write time (no marker in a shipped-writer file).
+    CheckpointTime,
+    /// The first event of the latest writer (no checkpoint).
+    WriterStart,
+    /// The beginning of the file (no marker, no matching).
+    FileStart,
+}
+
+impl AnchorKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            AnchorKind::Marker(k) => k.label(),
+            AnchorKind::CheckpointTime => "checkpoint_time",
+            AnchorKind::WriterStart => "writer_start",
+            AnchorKind::FileStart => "file_start",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anchor {
+    pub kind: AnchorKind,
+    pub session: usize,
+    pub checkpoint_id: Option<String>,
+    /// The marker's own position; for the other kinds, filled in from the events read.
+    pub at: Option<Pos>,
+    /// `checkpoint_time`: the checkpoint's write time, and the allowance taken off it.
+    pub time_us: Option<i64>,
+    pub skew_us: Option<i64>,
+}
+
+/// Read one session from `from_offset` (inclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadFrom {
+    pub session: usize,
+    pub from_offset: i64,
+    pub baseline: Baseline,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    pub reason: Reason,
+    pub detail: String,
+    pub anchor: Option<Anchor>,
+    pub reads: Vec<ReadFrom>,
+    /// Keep only the latest writer segment of what is read.
+    pub segment_only: bool,
+    /// Sessions the decision looked at, in file order (those read and those that decided).
+    pub examined: Vec<usize>,
+    pub anomalies: Vec<Anomaly>,
+}
+
+impl Choice {
+    /// A plan that reads no session file.
+    pub fn checkpoint_only(reason: Reason, detail: String, examined: Vec<usize>) -> Choice {
+        Choice { reason, detail, anchor: None, reads: Vec::new(), segment_only: false, examined, anomalies: Vec::new() }
+    }
+}
+
+/// What phase 1 decided that phase 2 depends on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expectation {
+    pub match_checkpoint: bool,
+    /// The id a marker must carry: the `checkpoint_id` argument, else the current checkpoint's.
+    pub expected_id: Option<String>,
+    /// The job has a (valid) checkpoint.
+    pub has_checkpoint: bool,
+    /// When the current checkpoint was written (its `checkpoint_history` row).
+    pub checkpoint_time_us: Option<i64>,
+    pub clock_skew_us: i64,
+}
+
+/// Whether two checkpoint ids name the same checkpoint (UUIDs compare by value, any case).
+pub fn same_checkpoint(a: &str, b: &str) -> bool {
+    match (parse_uuid(a), parse_uuid(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// Runs the decision tree over `files` (in order). Files of other dialects than the cortex
+/// ones are not the job's buffer and are left out by the caller.
+pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> Result<Choice, CbError> {
+    let Some(latest) = files.len().checked_sub(1) else {
+        return Ok(Choice::checkpoint_only(
+            Reason::NoSessionFiles,
+            "the job has no session files in the index".into(),
+            Vec::new(),
+        ));
+    };
+    let mut examined = Vec::new();
+    let mut found = None;
+    for i in (0..=latest).rev() {
+        examined.insert(0, i);
+        if let Some((reason, detail)) = files.get(i).and_then(SessionFile::unusable) {
+            return Ok(Choice::checkpoint_only(reason, detail, examined));
+        }
+        if let Some(m) = probe.last_marker(i)? {
+            found = Some((i, m));
+            break;
+        }
+    }
+    let rel = |i: usize| files.get(i).map(|f| f.rel_path.clone()).unwrap_or_default();
+
+    let Some((mi, marker)) = found else {
+        let latest_dialect = files.get(latest).and_then(|f| f.dialect);
+        let examined = vec![latest];
+        if !e.match_checkpoint {
+            return Ok(Choice {
+                reason: Reason::LatestFile,
+                detail: format!("no marker in any session file: every event of the latest file, {}", rel(latest)),
+                anchor: Some(Anchor {
+                    kind: AnchorKind::FileStart,
+                    session: latest,
+                    checkpoint_id: None,
+                    at: None,
+                    time_us: None,
+                    skew_us: None,
+                }),
+                reads: vec![ReadFrom { session: latest, from_offset: 0, baseline: Baseline::FileStart }],
+                segment_only: false,
+                examined,
+                anomalies: Vec::new(),
+            });
+        }
+        if !e.has_checkpoint {
+            return Ok(Choice {
+                reason: Reason::NoCheckpoint,
+                detail: format!("the job has no checkpoint: the latest writer of {}", rel(latest)),
+                anchor: Some(Anchor {
+                    kind: AnchorKind::WriterStart,
+                    session: latest,
+                    checkpoint_id: None,
+                    at: None,
+                    time_us: None,
+                    skew_us: None,
+                }),
+                reads: vec![ReadFrom { session: latest, from_offset: 0, baseline: Baseline::FileStart }],
+                segment_only: true,
+                examined,
+                anomalies: Vec::new(),
+            });
+        }
+        if latest_dialect != Some(Dialect::CortexPlane) {
+            return Ok(Choice::checkpoint_only(
+                Reason::NoMarker,
+                "no CHECKPOINT_WRITTEN marker in the job's session files: its writer records one after every checkpoint, so the buffer cannot be placed after the current one".into(),
+                examined,
+            ));
+        }
+        let Some(time) = e.checkpoint_time_us else {
+            return Ok(Choice::checkpoint_only(
+                Reason::CheckpointTimeUnknown,
+                "no marker, and no checkpoint_history row gives the current checkpoint's write time (it was not written with write_checkpoint)".into(),
+                examined,
+            ));
+        };
+        let since = time.saturating_sub(e.clock_skew_us);
+        let from = probe.last_offset_before(latest, since)?.map_or(0, |o| o.saturating_add(1));
+        return Ok(Choice {
+            reason: Reason::CheckpointTime,
+            detail: format!(
+                "no marker (the shipped writer writes none): the latest writer's events of {} from the checkpoint's write time minus a {} ms clock-skew allowance; an agent that wants the strict spike behaviour refuses this plan",
+                rel(latest),
+                e.clock_skew_us / 1000
+            ),
+            anchor: Some(Anchor {
+                kind: AnchorKind::CheckpointTime,
+                session: latest,
+                checkpoint_id: e.expected_id.clone(),
+                at: None,
+                time_us: Some(time),
+                skew_us: Some(e.clock_skew_us),
+            }),
+            reads: vec![ReadFrom { session: latest, from_offset: from, baseline: Baseline::Unknown }],
+            segment_only: true,
+            examined,
+            anomalies: Vec::new(),
+        });
+    };
+
+    if e.match_checkpoint {
+        let refusal = match (&marker.checkpoint_id, &e.expected_id) {
+            (None, _) => Some((Reason::MarkerWithoutId, format!("the last marker ({} @{}) names no checkpoint", rel(mi), marker.byte_offset))),
+            (Some(m), None) if !e.has_checkpoint => Some((
+                Reason::MarkerMismatch,
+                format!("the last marker names checkpoint {m}, but the job has no checkpoint"),
+            )),
+            (Some(_), None) => Some((
+                Reason::CheckpointWithoutId,
+                "the job's checkpoint has no id to compare the marker with".into(),
+            )),
+            (Some(m), Some(x)) if !same_checkpoint(m, x) => Some((
+                Reason::MarkerMismatch,
+                format!("the last marker ({} @{}) names checkpoint {m}, expected {x}: the buffer is from another checkpoint cycle", rel(mi), marker.byte_offset),
+            )),
+            _ => None,
+        };
+        if let Some((reason, detail)) = refusal {
+            return Ok(Choice::checkpoint_only(reason, detail, examined));
+        }
+    }
+
+    let mut reads = vec![ReadFrom {
+        session: mi,
+        from_offset: marker.byte_offset.saturating_add(1),
+        baseline: Baseline::After(marker.seq),
+    }];
+    let mut anomalies = Vec::new();
+    let mut used = vec![mi];
+    for k in mi + 1..=latest {
+        let loaded = probe.first_loaded(k)?;
+        let tool_first = match &loaded {
+            Some(l) => probe.tool_event_before(k, l.byte_offset)?,
+            None => false,
+        };
+        let broken = match (&loaded, &marker.checkpoint_id) {
+            (None, _) => Some("it has no CHECKPOINT_LOADED event".to_owned()),
+            (Some(_), _) if tool_first => Some("a tool event comes before its CHECKPOINT_LOADED".to_owned()),
+            (Some(LoadedAt { checkpoint_id: None, .. }), _) => Some("it loaded no checkpoint (a first run)".to_owned()),
+            (Some(LoadedAt { checkpoint_id: Some(l), .. }), Some(m)) if same_checkpoint(l, m) => None,
+            (Some(LoadedAt { checkpoint_id: Some(l), .. }), _) => Some(format!("it loaded checkpoint {l}")),
+        };
+        if let Some(why) = broken {
+            anomalies.push(Anomaly {
+                kind: AnomalyKind::ChainBroken,
+                at: Pos { session: k, byte_offset: loaded.as_ref().map_or(0, |l| l.byte_offset), ..Pos::default() },
+                key: None,
+                tool_name: None,
+                detail: format!(
+                    "{} did not resume from the marker's checkpoint {}: {why}; nothing from this file on is used",
+                    rel(k),
+                    marker.checkpoint_id.as_deref().unwrap_or("(none)")
+                ),
+            });
+            break;
+        }
+        reads.push(ReadFrom { session: k, from_offset: 0, baseline: Baseline::FileStart });
+        used.push(k);
+    }
+    let reason = if e.match_checkpoint { Reason::MarkerMatched } else { Reason::MarkerUnverified };
+    let detail = format!(
+        "the last marker is in {} @{} (checkpoint {}); the plan reads {} session file(s) from it",
+        rel(mi),
+        marker.byte_offset,
+        marker.checkpoint_id.as_deref().unwrap_or("(none)"),
+        used.len()
+    );
+    Ok(Choice {
+        reason,
+        detail,
+        anchor: Some(Anchor {
+            kind: AnchorKind::Marker(marker.kind),
+            session: mi,
+            checkpoint_id: marker.checkpoint_id.clone(),
+            at: Some(Pos {
+                session: mi,
+                byte_offset: marker.byte_offset,
+                line_no: marker.line_no,
+                seq: marker.seq,
+                ts_us: marker.ts_us,
+            }),
+            time_us: None,
+            skew_us: None,
+        }),
+        reads,
+        segment_only: false,
+        examined: used,
+        anomalies,
+    })
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+
+    /// An in-memory index: per session, its events as (offset, type, checkpoint id, ts).
+    #[derive(Default)]
+    pub struct Mem {
+        pub events: Vec<Vec<(i64, &'static str, Option<&'static str>, i64)>>,
+    }
+
+    impl Probe for Mem {
+        fn last_marker(&mut self, s: usize) -> Result<Option<MarkerAt>, CbError> {
+            Ok(self.events.get(s).and_then(|ev| {
+                ev.iter().rev().find_map(|(o, t, c, ts)| {
+                    MarkerKind::of(t).map(|kind| MarkerAt {
+                        kind,
+                        checkpoint_id: c.map(str::to_owned),
+                        byte_offset: *o,
+                        line_no: 0,
+                        seq: None,
+                        ts_us: Some(*ts),
+                    })
+                })
+            }))
+        }
+        fn first_loaded(&mut self, s: usize) -> Result<Option<LoadedAt>, CbError> {
+            Ok(self.events.get(s).and_then(|ev| {
+                ev.iter()
+                    .find(|(_, t, _, _)| *t == "CHECKPOINT_LOADED")
+                    .map(|(o, _, c, _)| LoadedAt { checkpoint_id: c.map(str::to_owned), byte_offset: *o })
+            }))
+        }
+        fn tool_event_before(&mut self, s: usize, offset: i64) -> Result<bool, CbError> {
+            Ok(self.events.get(s).is_some_and(|ev| {
+                ev.iter().any(|(o, t, _, _)| *o < offset && super::super::line::TOOL_TYPES.contains(t))
+            }))
+        }
+        fn last_offset_before(&mut self, s: usize, since: i64) -> Result<Option<i64>, CbError> {
+            Ok(self.events.get(s).and_then(|ev| ev.iter().rev().find(|(.., ts)| *ts < since).map(|(o, ..)| *o)))
+        }
+    }
+
+    pub fn file(i: usize, d: Dialect) -> SessionFile {
+        SessionFile {
+            file_id: i as i64 + 1,
+            path: format!("/s/j/session-{:03}.jsonl", i + 1),
+            rel_path: format!("session-{:03}.jsonl", i + 1),
+            dialect: Some(d),
+            generation: 1,
+            session_ordinal: Some(i as i64 + 1),
+            size_bytes: 100,
+            indexed_offset: 100,
+            tail_state: "complete".into(),
+            trusted: true,
+            ..SessionFile::default()
+        }
+    }
+
+    fn expect(id: Option<&str>) -> Expectation {
+        Expectation {
+            match_checkpoint: true,
+            expected_id: id.map(str::to_owned),
+            has_checkpoint: id.is_some(),
+            checkpoint_time_us: Some(1_000),
+            clock_skew_us: 100,
+        }
+    }
+
+    const C1: &str = "0193a8b2-0000-7000-8000-000000000001";
+    const C2: &str = "0193a8b2-0000-7000-8000-000000000002";
+
+    #[test]
+    fn no_files() {
+        let c = choose(&[], &expect(Some(C1)), &mut Mem::default()).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!((c.reason, c.reason.mode()), (Reason::NoSessionFiles, Mode::CheckpointOnly));
+    }
+
+    #[test]
+    fn marker_in_an_earlier_file_chains_through_files_that_loaded_it() {
+        let files = [file(0, Dialect::CortexSpike), file(1, Dialect::CortexSpike), file(2, Dialect::CortexSpike)];
+        let mut mem = Mem {
+            events: vec![
+                vec![
+                    (0, "SESSION_START", None, 0),
+                    (10, "CHECKPOINT_WRITTEN", Some(C1), 0),
+                    (20, "TOOL_START", None, 0),
+                ],
+                vec![
+                    (0, "SESSION_START", None, 0),
+                    (10, "CHECKPOINT_LOADED", Some(C1), 0),
+                    (20, "TOOL_START", None, 0),
+                ],
+                vec![(0, "CHECKPOINT_LOADED", Some(C1), 0), (10, "TOOL_START", None, 0)],
+            ],
+        };
+        let c = choose(&files, &expect(Some(C1)), &mut mem).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(c.reason, Reason::MarkerMatched);
+        assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 11), (1, 0), (2, 0)]);
+        assert!(c.anomalies.is_empty());
+    }
+
+    #[test]
+    fn a_file_that_loaded_another_checkpoint_breaks_the_chain() {
+        let files = [file(0, Dialect::CortexSpike), file(1, Dialect::CortexSpike), file(2, Dialect::CortexSpike)];
+        for (second, third) in [
+            (Some(C2), Some(C1)), // a history fallback
+            (None, Some(C1)),     // a first run
+        ] {
+            let mut mem = Mem {
+                events: vec![
+                    vec![(10, "CHECKPOINT_WRITTEN", Some(C1), 0)],
+                    vec![(0, "CHECKPOINT_LOADED", second, 0), (5, "TOOL_START", None, 0)],
+                    vec![(0, "CHECKPOINT_LOADED", third, 0)],
+                ],
+            };
+            let c = choose(&files, &expect(Some(C1)), &mut mem).unwrap_or_else(|e| panic!("{e:?}"));
+            assert_eq!(c.reason, Reason::MarkerMatched);
+            assert_eq!(c.reads.len(), 1);
+            assert_eq!(c.anomalies.first().map(|a| (a.kind, a.at.session)), Some((AnomalyKind::ChainBroken, 1)));
+        }
+        // Loaded after its first tool event: broken too.
+        let mut mem = Mem {
+            events: vec![
+                vec![(10, "CHECKPOINT_WRITTEN", Some(C1), 0)],
+                vec![(0, "TOOL_START", None, 0), (5, "CHECKPOINT_LOADED", Some(C1), 0)],
+            ],
+        };
+        let c = choose(&files[..2], &expect(Some(C1)), &mut mem).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(c.reads.len(), 1);
+        assert_eq!(c.anomalies.len(), 1);
+    }
+
+    #[test]
+    fn marker_checks() {
+        let files = [file(0, Dialect::CortexSpike)];
+        let with = |c: Option<&'static str>| Mem { events: vec![vec![(10, "CHECKPOINT_WRITTEN", c, 0)]] };
+        let run = |m: &mut Mem, e: &Expectation| choose(&files, e, m).map(|c| c.reason).unwrap_or(Reason::Transcript);
+        assert_eq!(run(&mut with(Some(C2)), &expect(Some(C1))), Reason::MarkerMismatch);
+        assert_eq!(run(&mut with(None), &expect(Some(C1))), Reason::MarkerWithoutId);
+        assert_eq!(run(&mut with(Some(C1)), &expect(None)), Reason::MarkerMismatch);
+        let mut no_id = expect(None);
+        no_id.has_checkpoint = true;
+        assert_eq!(run(&mut with(Some(C1)), &no_id), Reason::CheckpointWithoutId);
+        assert_eq!(
+            run(&mut with(Some(&"0193A8B2-0000-7000-8000-000000000001")), &expect(Some(C1))),
+            Reason::MarkerMatched
+        );
+        let mut unmatched = expect(Some(C1));
+        unmatched.match_checkpoint = false;
+        assert_eq!(run(&mut with(Some(C2)), &unmatched), Reason::MarkerUnverified);
+    }
+
+    #[test]
+    fn unusable_files_stop_the_search() {
+        let cases: [(fn(&mut SessionFile), Reason); 4] = [
+            (|f| f.trusted = false, Reason::FileUntrusted),
+            (|f| f.quarantined = true, Reason::Quarantined),
+            (|f| f.generation = 0, Reason::NotIndexed),
+            (
+                |f| {
+                    f.gone = true;
+                    f.indexed_offset = 50;
+                },
+                Reason::FileGone,
+            ),
+        ];
+        for (spoil, reason) in cases {
+            let mut files = [file(0, Dialect::CortexSpike), file(1, Dialect::CortexSpike)];
+            spoil(&mut files[1]);
+            let mut mem = Mem { events: vec![vec![(10, "CHECKPOINT_WRITTEN", Some(C1), 0)], vec![]] };
+            let c = choose(&files, &expect(Some(C1)), &mut mem).unwrap_or_else(|e| panic!("{e:?}"));
+            assert_eq!(c.reason, reason);
+        }
+        // A deleted file the index holds to its end is still read.
+        let mut files = [file(0, Dialect::CortexSpike)];
+        files[0].gone = true;
+        let mut mem = Mem { events: vec![vec![(10, "CHECKPOINT_WRITTEN", Some(C1), 0)]] };
+        assert_eq!(choose(&files, &expect(Some(C1)), &mut mem).map(|c| c.reason).ok(), Some(Reason::MarkerMatched));
+    }
+
+    #[test]
+    fn files_without_markers() {
+        let spike = [file(0, Dialect::CortexSpike)];
+        let plane = [file(0, Dialect::CortexPlane)];
+        let events = || Mem {
+            events: vec![vec![
+                (0, "TOOL_CALL", None, 500),
+                (10, "TOOL_CALL", None, 950),
+                (20, "TOOL_CALL", None, 1_200),
+            ]],
+        };
+        let c = choose(&spike, &expect(Some(C1)), &mut events()).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(c.reason, Reason::NoMarker);
+        let c = choose(&plane, &expect(Some(C1)), &mut events()).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(c.reason, Reason::CheckpointTime);
+        assert_eq!(
+            c.reads.first().map(|r| r.from_offset),
+            Some(1),
+            "after the last event before 1000 - 100 µs of skew"
+        );
+        assert!(c.segment_only);
+        let mut no_time = expect(Some(C1));
+        no_time.checkpoint_time_us = None;
+        assert_eq!(choose(&plane, &no_time, &mut events()).map(|c| c.reason).ok(), Some(Reason::CheckpointTimeUnknown));
+        let c = choose(&plane, &expect(None), &mut events()).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!((c.reason, c.segment_only), (Reason::NoCheckpoint, true));
+        let mut unmatched = expect(Some(C1));
+        unmatched.match_checkpoint = false;
+        let c = choose(&plane, &unmatched, &mut events()).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(
+            (c.reason, c.segment_only, c.reads.first().map(|r| r.from_offset)),
+            (Reason::LatestFile, false, Some(0))
+        );
+    }
+
+    #[test]
+    fn every_reason_has_a_distinct_label() {
+        let mut labels: Vec<_> = Reason::ALL.iter().map(|r| r.label()).collect();
+        labels.sort_unstable();
+        labels.dedup();
+        assert_eq!(labels.len(), Reason::ALL.len());
+    }
+}

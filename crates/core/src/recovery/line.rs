@@ -1,0 +1,336 @@
+//! What one indexed event tells recovery: tool calls started, results, checkpoint markers and
+//! loads, by dialect (DESIGN.md §JSONL dialects). Pure.
+//!
+//! | dialect | start | result | marker | loaded |
+//! |---|---|---|---|---|
+//! | cortex-spike | `TOOL_START` (`invocation_id`, `tool_name`, `input_hash`, `input_summary`) | `TOOL_RESULT` (`invocation_id`, `success`, `result_summary`) | `CHECKPOINT_WRITTEN` (`checkpoint_id`) | `CHECKPOINT_LOADED` (`checkpoint_id`, may be null) |
+//! | cortex-plane | `TOOL_CALL` (`data.toolName`, `data.toolInput`; `data.toolCallId` if a writer adds one) | `TOOL_RESULT` (`data.toolName`, `data.output`, `data.isError`) | `CHECKPOINT` (`data.checkpointId`) | — |
+//! | claude-code | every `tool_use` block of an `assistant` line | every `tool_result` block of a `user` line | — | — |
+
+use crate::buffer::dialect::Dialect;
+use crate::json::parse::{parse, Kind, Value};
+
+use super::keys::{canonical_of, capped, input_hash};
+
+/// Event types that mark a checkpoint written (the spike's and the shipped schema's spelling).
+pub const MARKER_TYPES: [&str; 2] = ["CHECKPOINT_WRITTEN", "CHECKPOINT"];
+/// The event that says which checkpoint a session resumed from.
+pub const LOADED_TYPE: &str = "CHECKPOINT_LOADED";
+/// Event types that start or finish a tool call in the cortex dialects.
+pub const TOOL_TYPES: [&str; 3] = ["TOOL_START", "TOOL_CALL", "TOOL_RESULT"];
+
+/// One indexed event, as the shell reads it from `cortex_buffer.event`.
+#[derive(Debug, Clone, Default)]
+pub struct Row<'a> {
+    pub session: usize,
+    pub byte_offset: i64,
+    pub line_no: i64,
+    pub event_type: Option<&'a str>,
+    pub ts_us: Option<i64>,
+    pub seq: Option<i64>,
+    pub invocation_id: Option<&'a str>,
+    pub tool_name: Option<&'a str>,
+    pub checkpoint_id: Option<&'a str>,
+    pub step_index: Option<i32>,
+    pub success: Option<bool>,
+    pub request_id: Option<&'a str>,
+    /// The line as JSON text (the stored payload); `None` when the index holds no payload.
+    pub payload: Option<&'a str>,
+}
+
+/// A text capped to the plan's limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capped {
+    pub text: String,
+    pub truncated: bool,
+}
+
+impl Capped {
+    pub fn new(s: &str, max_bytes: usize) -> Capped {
+        let (text, truncated) = capped(s, max_bytes);
+        Capped { text, truncated }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Start {
+    /// The call's own id, when its dialect writes one.
+    pub id: Option<String>,
+    pub tool_name: Option<String>,
+    pub input_hash: Option<String>,
+    pub input: Option<Capped>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finish {
+    pub id: Option<String>,
+    pub tool_name: Option<String>,
+    pub success: Option<bool>,
+    pub result: Option<Capped>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerKind {
+    /// cortex-spike `CHECKPOINT_WRITTEN`.
+    CheckpointWritten,
+    /// cortex-plane `CHECKPOINT`.
+    Checkpoint,
+}
+
+impl MarkerKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            MarkerKind::CheckpointWritten => "checkpoint_written",
+            MarkerKind::Checkpoint => "checkpoint",
+        }
+    }
+
+    pub fn of(event_type: &str) -> Option<MarkerKind> {
+        match event_type {
+            "CHECKPOINT_WRITTEN" => Some(MarkerKind::CheckpointWritten),
+            "CHECKPOINT" => Some(MarkerKind::Checkpoint),
+            _ => None,
+        }
+    }
+}
+
+/// What a line means to recovery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Facts {
+    Starts(Vec<Start>),
+    Finishes(Vec<Finish>),
+    Marker { kind: MarkerKind, checkpoint_id: Option<String> },
+    Loaded { checkpoint_id: Option<String> },
+    Other,
+}
+
+fn string(v: Option<Value<'_>>) -> Option<String> {
+    v.and_then(|v| v.as_str()).map(|s| s.into_owned())
+}
+
+/// A value as text for a plan: strings as they read, anything else as canonical JSON.
+fn as_text(v: Value<'_>, max_bytes: usize) -> Capped {
+    match v.kind {
+        Kind::String => Capped::new(&v.as_str().unwrap_or_default(), max_bytes),
+        _ if v.text.len() > max_bytes.saturating_mul(4).saturating_add(1024) => {
+            // Canonicalising a huge value only to cut it: cap the written form instead.
+            Capped { text: capped(v.text, max_bytes).0, truncated: true }
+        }
+        _ => Capped::new(&canonical_of(v), max_bytes),
+    }
+}
+
+/// Claude Code `tool_result` content: a string, or blocks whose text parts are joined with
+/// newlines (other blocks show as `[<type>]`).
+fn tool_result_text(content: Value<'_>, max_bytes: usize) -> Capped {
+    if content.kind != Kind::Array {
+        return as_text(content, max_bytes);
+    }
+    let mut out = String::new();
+    for block in content.items() {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        let [kind, text] = block.pick(["type", "text"]);
+        match (string(kind).as_deref(), text.and_then(|t| t.as_str())) {
+            (Some("text"), Some(t)) => out.push_str(&t),
+            (Some(other), _) => {
+                out.push('[');
+                out.push_str(other);
+                out.push(']');
+            }
+            _ => out.push_str("[?]"),
+        }
+        if out.len() > max_bytes {
+            break;
+        }
+    }
+    Capped::new(&out, max_bytes)
+}
+
+/// What `row` (an event of a file of `dialect`) tells recovery. `max_bytes` caps results and
+/// inputs.
+pub fn facts(dialect: Dialect, row: &Row<'_>, max_bytes: usize) -> Facts {
+    let parsed = row.payload.and_then(|p| parse(p).ok());
+    let root = parsed.as_ref().map(|p| p.root);
+    let event_type = row.event_type.unwrap_or("");
+    let owned = |s: Option<&str>| s.map(str::to_owned);
+    match dialect {
+        Dialect::CortexSpike | Dialect::CortexPlane => {
+            if let Some(kind) = MarkerKind::of(event_type) {
+                return Facts::Marker { kind, checkpoint_id: owned(row.checkpoint_id) };
+            }
+            if event_type == LOADED_TYPE {
+                return Facts::Loaded { checkpoint_id: owned(row.checkpoint_id) };
+            }
+            let data = if dialect == Dialect::CortexPlane { root.and_then(|r| r.get("data")) } else { root };
+            match event_type {
+                "TOOL_START" | "TOOL_CALL" => {
+                    let (hash, input) = match dialect {
+                        Dialect::CortexSpike => {
+                            let [h, summary, input] =
+                                data.map_or([None; 3], |d| d.pick(["input_hash", "input_summary", "input"]));
+                            let input_text =
+                                summary.filter(|s| s.kind == Kind::String).or(input).map(|v| as_text(v, max_bytes));
+                            (string(h).or_else(|| input.map(input_hash)), input_text)
+                        }
+                        _ => {
+                            let input = data.and_then(|d| d.get("toolInput"));
+                            (input.map(input_hash), input.map(|v| as_text(v, max_bytes)))
+                        }
+                    };
+                    Facts::Starts(vec![Start {
+                        id: owned(row.invocation_id),
+                        tool_name: owned(row.tool_name),
+                        input_hash: hash,
+                        input,
+                    }])
+                }
+                "TOOL_RESULT" => {
+                    let result = match dialect {
+                        Dialect::CortexSpike => data.and_then(|d| {
+                            let [summary, code] = d.pick(["result_summary", "error_code"]);
+                            summary.or(code).map(|v| as_text(v, max_bytes))
+                        }),
+                        _ => data.and_then(|d| d.get("output")).map(|v| as_text(v, max_bytes)),
+                    };
+                    Facts::Finishes(vec![Finish {
+                        id: owned(row.invocation_id),
+                        tool_name: owned(row.tool_name),
+                        success: row.success,
+                        result,
+                    }])
+                }
+                _ => Facts::Other,
+            }
+        }
+        Dialect::ClaudeCode => {
+            let Some(content) = root.and_then(|r| r.get("message")).and_then(|m| m.get("content")) else {
+                return Facts::Other;
+            };
+            let mut starts = Vec::new();
+            let mut finishes = Vec::new();
+            for block in content.items() {
+                let [kind, id, name, input, tool_use_id, is_error, result] =
+                    block.pick(["type", "id", "name", "input", "tool_use_id", "is_error", "content"]);
+                match string(kind).as_deref() {
+                    Some("tool_use") if event_type == "assistant" => starts.push(Start {
+                        id: string(id),
+                        tool_name: string(name),
+                        input_hash: input.map(input_hash),
+                        input: input.map(|v| as_text(v, max_bytes)),
+                    }),
+                    Some("tool_result") if event_type == "user" => finishes.push(Finish {
+                        id: string(tool_use_id),
+                        tool_name: None,
+                        success: Some(!is_error.and_then(|v| v.as_bool()).unwrap_or(false)),
+                        result: result.map(|r| tool_result_text(r, max_bytes)),
+                    }),
+                    _ => {}
+                }
+            }
+            if !starts.is_empty() {
+                Facts::Starts(starts)
+            } else if !finishes.is_empty() {
+                Facts::Finishes(finishes)
+            } else {
+                Facts::Other
+            }
+        }
+        Dialect::WinkLog => Facts::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row<'a>(t: &'a str, payload: &'a str) -> Row<'a> {
+        Row { event_type: Some(t), payload: Some(payload), ..Row::default() }
+    }
+
+    #[test]
+    fn spike_start_and_result() {
+        let r = Row {
+            invocation_id: Some("inv1"),
+            tool_name: Some("web_search"),
+            ..row("TOOL_START", r#"{"type":"TOOL_START","input_hash":"ab","input_summary":"q=rust"}"#)
+        };
+        assert_eq!(
+            facts(Dialect::CortexSpike, &r, 100),
+            Facts::Starts(vec![Start {
+                id: Some("inv1".into()),
+                tool_name: Some("web_search".into()),
+                input_hash: Some("ab".into()),
+                input: Some(Capped { text: "q=rust".into(), truncated: false }),
+            }])
+        );
+        let r = Row {
+            invocation_id: Some("inv1"),
+            success: Some(true),
+            ..row("TOOL_RESULT", r#"{"type":"TOOL_RESULT","result_summary":"5 results found"}"#)
+        };
+        let Facts::Finishes(f) = facts(Dialect::CortexSpike, &r, 4) else { panic!("not a finish") };
+        assert_eq!(f[0].result, Some(Capped { text: "5 re".into(), truncated: true }));
+        assert_eq!(f[0].success, Some(true));
+    }
+
+    #[test]
+    fn shipped_call_hashes_its_canonical_input() {
+        let a = Row {
+            tool_name: Some("read_file"),
+            ..row(
+                "TOOL_CALL",
+                r#"{"type":"TOOL_CALL","data":{"type":"tool_use","toolName":"read_file","toolInput":{"path":"a","n":1.0}}}"#,
+            )
+        };
+        let Facts::Starts(s) = facts(Dialect::CortexPlane, &a, 100) else { panic!("not a start") };
+        assert_eq!(s[0].input.as_ref().map(|c| c.text.as_str()), Some(r#"{"n":1,"path":"a"}"#));
+        assert_eq!(s[0].input_hash, Some(super::super::keys::sha256_hex(br#"{"n":1,"path":"a"}"#)));
+        assert_eq!(s[0].id, None);
+        let r = row(
+            "TOOL_RESULT",
+            r#"{"type":"TOOL_RESULT","data":{"toolName":"read_file","output":{"lines":3},"isError":false}}"#,
+        );
+        let Facts::Finishes(f) = facts(Dialect::CortexPlane, &r, 100) else { panic!("not a finish") };
+        assert_eq!(f[0].result.as_ref().map(|c| c.text.as_str()), Some(r#"{"lines":3}"#));
+    }
+
+    #[test]
+    fn claude_code_reads_every_block() {
+        let a = row(
+            "assistant",
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"x"},{"type":"tool_use","id":"t1","name":"Read","input":{"f":"a"}},{"type":"tool_use","id":"t2","name":"Bash","input":{"c":"ls"}}]}}"#,
+        );
+        let Facts::Starts(s) = facts(Dialect::ClaudeCode, &a, 100) else { panic!("not starts") };
+        assert_eq!(s.iter().map(|s| s.id.clone().unwrap_or_default()).collect::<Vec<_>>(), ["t1", "t2"]);
+        let u = row(
+            "user",
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"},{"type":"tool_result","tool_use_id":"t2","is_error":true,"content":[{"type":"text","text":"no"},{"type":"image"}]}]}}"#,
+        );
+        let Facts::Finishes(f) = facts(Dialect::ClaudeCode, &u, 100) else { panic!("not finishes") };
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[1].success, Some(false));
+        assert_eq!(f[1].result.as_ref().map(|c| c.text.as_str()), Some("no\n[image]"));
+    }
+
+    #[test]
+    fn markers_and_loads() {
+        let m = Row { checkpoint_id: Some("c1"), ..row("CHECKPOINT_WRITTEN", "{}") };
+        assert_eq!(
+            facts(Dialect::CortexSpike, &m, 10),
+            Facts::Marker { kind: MarkerKind::CheckpointWritten, checkpoint_id: Some("c1".into()) }
+        );
+        let l = row("CHECKPOINT_LOADED", r#"{"checkpoint_id":null}"#);
+        assert_eq!(facts(Dialect::CortexSpike, &l, 10), Facts::Loaded { checkpoint_id: None });
+        assert_eq!(facts(Dialect::CortexSpike, &row("LLM_REQUEST", "{}"), 10), Facts::Other);
+    }
+
+    #[test]
+    fn no_payload_still_pairs_by_columns() {
+        let r =
+            Row { event_type: Some("TOOL_RESULT"), invocation_id: Some("i"), success: Some(false), ..Row::default() };
+        let Facts::Finishes(f) = facts(Dialect::CortexSpike, &r, 10) else { panic!("not a finish") };
+        assert_eq!((f[0].id.as_deref(), f[0].success, f[0].result.is_none()), (Some("i"), Some(false), true));
+    }
+}

@@ -1,0 +1,17 @@
+//! Recovery, pure: what a restarted agent is told (Spike #31 §Question 6, extended). Phase 1 is
+//! the checkpoint (`plan::Phase1`); phase 2 chooses the session files and the marker the plan
+//! starts after (`choose`), pairs tool calls with their results in the events read
+//! (`pairing`, with what each line means in `line`), builds stable keys (`keys`), and writes
+//! the plan (`plan`). Claude Code transcripts get the same plan keys, an agent state
+//! (`agent_state`) and de-duplicated usage (`usage`).
+
+pub mod agent_state;
+pub mod choose;
+pub mod keys;
+pub mod line;
+pub mod log_slice;
+pub mod pairing;
+pub mod plan;
+pub mod tail;
+pub mod timeline;
+pub mod usage;

@@ -1,0 +1,608 @@
+//! Pairs the tool calls of the events a plan reads with their results, and collects what the
+//! plan reports about them: the skip list, the calls in flight, lost events, anomalies and the
+//! events themselves. Pure and streaming: the shell feeds events in file order, a page at a
+//! time, so memory follows the calls and events after the marker, never the files.
+//!
+//! Pairing rules:
+//! - A start and a result that carry an id (spike `invocation_id`, Claude Code `tool_use.id` /
+//!   `tool_use_id`, a cortex-plane `data.toolCallId`) pair by that id, across writers.
+//! - Without ids (the shipped cortex-plane writer), a result pairs with the earliest unmatched
+//!   earlier start of the same tool name, within one writer segment: a `seq` lower than its
+//!   predecessor starts a new writer, and a crashed writer's open call is never completed by the
+//!   next writer's result.
+//! - A result with no start in the plan is an anomaly: `started_before_marker` when the call's
+//!   start lies before the marker (it is not a skip: the checkpoint may not cover it), else
+//!   `result_without_start`. A second result for a call is `duplicate_result`.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::buffer::dialect::Dialect;
+
+use super::keys::{derived_call_key, idempotency_key};
+use super::line::{facts, Capped, Facts, Finish, Row, Start, TOOL_TYPES};
+
+/// Where an event is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pos {
+    pub session: usize,
+    pub byte_offset: i64,
+    pub line_no: i64,
+    pub seq: Option<i64>,
+    pub ts_us: Option<i64>,
+}
+
+impl Pos {
+    fn of(row: &Row<'_>) -> Pos {
+        Pos { session: row.session, byte_offset: row.byte_offset, line_no: row.line_no, seq: row.seq, ts_us: row.ts_us }
+    }
+}
+
+/// A tool call the plan saw start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// The call's id, or its derived key (`<file relative to the job>@<offset of its start>`).
+    pub key: String,
+    pub key_is_id: bool,
+    pub tool_name: Option<String>,
+    pub start: Pos,
+    pub input_hash: Option<String>,
+    pub input: Option<Capped>,
+    /// 1 for the first call of this tool in the plan, 2 for the second...
+    pub tool_ordinal: u32,
+    /// Writer segment (counted from 0 over the plan).
+    pub segment: u32,
+    pub idempotency_key: String,
+    pub result: Option<CallResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallResult {
+    pub at: Pos,
+    pub success: Option<bool>,
+    pub result: Option<Capped>,
+    pub paired_by_order: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnomalyKind {
+    ResultWithoutStart,
+    StartedBeforeMarker,
+    DuplicateResult,
+    DuplicateStart,
+    SeqReset,
+    ChainBroken,
+    PayloadMissing,
+}
+
+impl AnomalyKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            AnomalyKind::ResultWithoutStart => "result_without_start",
+            AnomalyKind::StartedBeforeMarker => "started_before_marker",
+            AnomalyKind::DuplicateResult => "duplicate_result",
+            AnomalyKind::DuplicateStart => "duplicate_start",
+            AnomalyKind::SeqReset => "seq_reset",
+            AnomalyKind::ChainBroken => "chain_broken",
+            AnomalyKind::PayloadMissing => "payload_missing",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anomaly {
+    pub kind: AnomalyKind,
+    pub at: Pos,
+    pub key: Option<String>,
+    pub tool_name: Option<String>,
+    pub detail: String,
+}
+
+/// Events lost between two sequence numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gap {
+    /// The event after the gap.
+    pub at: Pos,
+    /// The last seq before the gap (`None`: the writer's first event, expected to be 0).
+    pub after_seq: Option<i64>,
+    pub next_seq: i64,
+    pub missing: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRef {
+    pub at: Pos,
+    pub event_type: Option<String>,
+}
+
+/// How a seq follows the previous one of its writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeqStep {
+    /// The next number (or the first one seen).
+    Next,
+    /// Numbers skipped: events lost.
+    Gap { missing: i64 },
+    /// Lower or equal: a new writer restarted the count (a writer never repeats a seq).
+    Reset,
+}
+
+pub fn seq_step(prev: Option<i64>, seq: i64) -> SeqStep {
+    match prev {
+        Some(p) if seq <= p => SeqStep::Reset,
+        Some(p) if seq > p.saturating_add(1) => SeqStep::Gap { missing: seq - p - 1 },
+        _ => SeqStep::Next,
+    }
+}
+
+/// What the seq of a session's first event read is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Baseline {
+    /// Reading starts at the file's beginning: a writer's first seq is 0.
+    FileStart,
+    /// Reading starts after the marker, whose seq this is.
+    After(Option<i64>),
+    /// Reading starts mid-file (a time window): the first seq read is the baseline.
+    Unknown,
+}
+
+/// A result with an id and no start in the plan, waiting for the shell to say whether its
+/// start lies before the marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Orphan {
+    pub id: String,
+    pub at: Pos,
+    pub tool_name: Option<String>,
+}
+
+/// Everything the plan reports about the events it read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Body {
+    pub calls: Vec<Call>,
+    pub anomalies: Vec<Anomaly>,
+    pub gaps: Vec<Gap>,
+    pub events: Vec<EventRef>,
+    /// The first event of the latest writer segment, when only that segment is kept.
+    pub segment_start: Option<Pos>,
+    /// The writer segment of the last event read (a call of an earlier one lost its writer).
+    pub last_segment: u32,
+}
+
+impl Body {
+    pub fn completed(&self) -> impl Iterator<Item = &Call> {
+        self.calls.iter().filter(|c| c.result.is_some())
+    }
+
+    pub fn in_flight(&self) -> impl Iterator<Item = &Call> {
+        self.calls.iter().filter(|c| c.result.is_none())
+    }
+}
+
+/// The files a plan reads, by index, with what pairing needs to know of them.
+#[derive(Debug, Clone)]
+pub struct SessionRef {
+    pub dialect: Dialect,
+    /// Path relative to the job directory (derived keys are built from it).
+    pub rel_path: String,
+}
+
+/// The streaming pairer.
+pub struct Pairing {
+    sessions: Vec<SessionRef>,
+    scope: String,
+    checkpoint_id: Option<String>,
+    max_bytes: usize,
+    segment_only: bool,
+    body: Body,
+    orphans: Vec<Orphan>,
+    open_by_id: HashMap<String, usize>,
+    done_by_id: HashMap<String, usize>,
+    open_by_tool: HashMap<(u32, String), VecDeque<usize>>,
+    tool_counts: HashMap<String, u32>,
+    segment: u32,
+    current: Option<usize>,
+    prev_seq: Option<i64>,
+    baseline: Baseline,
+}
+
+impl Pairing {
+    /// `scope` (the job id, or a transcript's session id) and `checkpoint_id` go into the
+    /// idempotency keys; `max_bytes` caps results and inputs; `segment_only` keeps only the
+    /// latest writer segment (a seq reset discards what came before it).
+    pub fn new(
+        sessions: Vec<SessionRef>,
+        scope: &str,
+        checkpoint_id: Option<&str>,
+        max_bytes: usize,
+        segment_only: bool,
+    ) -> Pairing {
+        Pairing {
+            sessions,
+            scope: scope.to_owned(),
+            checkpoint_id: checkpoint_id.map(str::to_owned),
+            max_bytes,
+            segment_only,
+            body: Body::default(),
+            orphans: Vec::new(),
+            open_by_id: HashMap::new(),
+            done_by_id: HashMap::new(),
+            open_by_tool: HashMap::new(),
+            tool_counts: HashMap::new(),
+            segment: 0,
+            current: None,
+            prev_seq: None,
+            baseline: Baseline::FileStart,
+        }
+    }
+
+    /// Starts reading session `session` (events then follow in file order).
+    pub fn begin(&mut self, session: usize, baseline: Baseline) {
+        if self.current.is_some() {
+            // Another file is another writer.
+            self.segment += 1;
+        }
+        self.current = Some(session);
+        self.baseline = baseline;
+        self.prev_seq = match baseline {
+            Baseline::After(seq) => seq,
+            _ => None,
+        };
+    }
+
+    /// Anything read into the plan before an anchor chosen afterwards is dropped (used when
+    /// only the latest writer segment counts).
+    fn restart(&mut self) {
+        self.body = Body::default();
+        self.orphans.clear();
+        self.open_by_id.clear();
+        self.done_by_id.clear();
+        self.open_by_tool.clear();
+        self.tool_counts.clear();
+    }
+
+    fn track_seq(&mut self, row: &Row<'_>) {
+        let Some(seq) = row.seq else { return };
+        let at = Pos::of(row);
+        match (seq_step(self.prev_seq, seq), self.prev_seq, self.baseline) {
+            (SeqStep::Reset, Some(prev), _) => {
+                self.segment += 1;
+                if self.segment_only {
+                    self.restart();
+                    self.body.segment_start = Some(at);
+                }
+                self.body.anomalies.push(Anomaly {
+                    kind: AnomalyKind::SeqReset,
+                    at,
+                    key: None,
+                    tool_name: None,
+                    detail: if self.segment_only {
+                        format!("seq {seq} after {prev}: a new writer started here; the plan covers only this writer")
+                    } else {
+                        format!("seq {seq} after {prev}: a new writer started here")
+                    },
+                });
+                if seq > 0 {
+                    self.body.gaps.push(Gap { at, after_seq: None, next_seq: seq, missing: seq });
+                }
+            }
+            (SeqStep::Gap { missing }, Some(prev), _) => {
+                self.body.gaps.push(Gap { at, after_seq: Some(prev), next_seq: seq, missing });
+            }
+            (_, None, Baseline::FileStart) if seq > 0 => {
+                self.body.gaps.push(Gap { at, after_seq: None, next_seq: seq, missing: seq });
+            }
+            _ => {}
+        }
+        self.prev_seq = Some(seq);
+    }
+
+    /// Feeds the next event of the current session.
+    pub fn feed(&mut self, row: &Row<'_>) {
+        let Some(session) = self.sessions.get(row.session) else { return };
+        let dialect = session.dialect;
+        self.track_seq(row);
+        if self.segment_only && self.body.segment_start.is_none() {
+            self.body.segment_start = Some(Pos::of(row));
+        }
+        self.body.events.push(EventRef { at: Pos::of(row), event_type: row.event_type.map(str::to_owned) });
+        if row.payload.is_none() && row.event_type.is_some_and(|t| TOOL_TYPES.contains(&t)) {
+            self.body.anomalies.push(Anomaly {
+                kind: AnomalyKind::PayloadMissing,
+                at: Pos::of(row),
+                key: row.invocation_id.map(str::to_owned),
+                tool_name: row.tool_name.map(str::to_owned),
+                detail: "the index holds no payload for this line (see event.payload_problem): no input or result"
+                    .into(),
+            });
+        }
+        match facts(dialect, row, self.max_bytes) {
+            Facts::Starts(starts) => {
+                for s in starts {
+                    self.start(row, s);
+                }
+            }
+            Facts::Finishes(finishes) => {
+                for f in finishes {
+                    self.finish_call(row, f);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn start(&mut self, row: &Row<'_>, s: Start) {
+        let at = Pos::of(row);
+        let (key, key_is_id) = match &s.id {
+            Some(id) => (id.clone(), true),
+            None => {
+                let rel = self.sessions.get(row.session).map(|r| r.rel_path.as_str()).unwrap_or("");
+                (derived_call_key(rel, row.byte_offset), false)
+            }
+        };
+        if key_is_id && (self.open_by_id.contains_key(&key) || self.done_by_id.contains_key(&key)) {
+            self.body.anomalies.push(Anomaly {
+                kind: AnomalyKind::DuplicateStart,
+                at,
+                key: Some(key),
+                tool_name: s.tool_name,
+                detail: "a second start for a call id already started in the plan; the first one is kept".into(),
+            });
+            return;
+        }
+        let tool = s.tool_name.clone().unwrap_or_default();
+        let ordinal = {
+            let n = self.tool_counts.entry(tool.clone()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let idempotency_key = idempotency_key(&self.scope, self.checkpoint_id.as_deref(), &key);
+        let index = self.body.calls.len();
+        self.body.calls.push(Call {
+            key: key.clone(),
+            key_is_id,
+            tool_name: s.tool_name,
+            start: at,
+            input_hash: s.input_hash,
+            input: s.input,
+            tool_ordinal: ordinal,
+            segment: self.segment,
+            idempotency_key,
+            result: None,
+        });
+        if key_is_id {
+            self.open_by_id.insert(key, index);
+        } else {
+            self.open_by_tool.entry((self.segment, tool)).or_default().push_back(index);
+        }
+    }
+
+    fn finish_call(&mut self, row: &Row<'_>, f: Finish) {
+        let at = Pos::of(row);
+        let by_order = f.id.is_none();
+        let found = match &f.id {
+            Some(id) => {
+                if let Some(&done) = self.done_by_id.get(id) {
+                    let first = self.body.calls.get(done).and_then(|c| c.result.as_ref()).map(|r| r.at.byte_offset);
+                    self.body.anomalies.push(Anomaly {
+                        kind: AnomalyKind::DuplicateResult,
+                        at,
+                        key: Some(id.clone()),
+                        tool_name: f.tool_name.or_else(|| self.body.calls.get(done).and_then(|c| c.tool_name.clone())),
+                        detail: format!(
+                            "a second result for this call; the first one (byte offset {}) is the one in completed",
+                            first.unwrap_or(-1)
+                        ),
+                    });
+                    return;
+                }
+                self.open_by_id.remove(id)
+            }
+            None => {
+                let tool = f.tool_name.clone().unwrap_or_default();
+                self.open_by_tool.get_mut(&(self.segment, tool)).and_then(|q| q.pop_front())
+            }
+        };
+        match found.and_then(|i| self.body.calls.get_mut(i).map(|c| (i, c))) {
+            Some((i, call)) => {
+                call.result = Some(CallResult { at, success: f.success, result: f.result, paired_by_order: by_order });
+                if call.tool_name.is_none() {
+                    call.tool_name = f.tool_name;
+                }
+                if call.key_is_id {
+                    self.done_by_id.insert(call.key.clone(), i);
+                }
+            }
+            None => match f.id {
+                Some(id) => self.orphans.push(Orphan { id, at, tool_name: f.tool_name }),
+                None => self.body.anomalies.push(Anomaly {
+                    kind: AnomalyKind::ResultWithoutStart,
+                    at,
+                    key: None,
+                    tool_name: f.tool_name.clone(),
+                    detail: format!(
+                        "no unmatched earlier call of {} in this writer segment",
+                        f.tool_name.as_deref().unwrap_or("(no tool name)")
+                    ),
+                }),
+            },
+        }
+    }
+
+    /// The plan's body. `started_before(id)` says whether a call with this id started before
+    /// the marker (the shell looks it up in the index).
+    pub fn finish<E>(mut self, mut started_before: impl FnMut(&str) -> Result<bool, E>) -> Result<Body, E> {
+        for o in std::mem::take(&mut self.orphans) {
+            let before = started_before(&o.id)?;
+            self.body.anomalies.push(Anomaly {
+                kind: if before { AnomalyKind::StartedBeforeMarker } else { AnomalyKind::ResultWithoutStart },
+                at: o.at,
+                key: Some(o.id),
+                tool_name: o.tool_name,
+                detail: if before {
+                    "the call started before the marker and finished after it: not a skip, the checkpoint may not cover it".into()
+                } else {
+                    "no start for this call id in the job's files".into()
+                },
+            });
+        }
+        self.body.anomalies.sort_by_key(|a| (a.at.session, a.at.byte_offset));
+        self.body.last_segment = self.segment;
+        Ok(self.body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sessions(d: Dialect, n: usize) -> Vec<SessionRef> {
+        (0..n).map(|i| SessionRef { dialect: d, rel_path: format!("session-{:03}.jsonl", i + 1) }).collect()
+    }
+
+    fn plane(off: i64, seq: i64, t: &str, tool: &str, data: &str) -> (i64, i64, String, String, String) {
+        (off, seq, t.to_owned(), tool.to_owned(), data.to_owned())
+    }
+
+    fn feed_plane(p: &mut Pairing, rows: &[(i64, i64, String, String, String)]) {
+        for (off, seq, t, tool, data) in rows {
+            let payload = format!(r#"{{"type":"{t}","sequence":{seq},"data":{data}}}"#);
+            p.feed(&Row {
+                session: 0,
+                byte_offset: *off,
+                line_no: *off,
+                event_type: Some(t),
+                seq: Some(*seq),
+                tool_name: (!tool.is_empty()).then_some(tool.as_str()),
+                payload: Some(&payload),
+                ..Row::default()
+            });
+        }
+    }
+
+    fn no_lookup(_: &str) -> Result<bool, ()> {
+        Ok(false)
+    }
+
+    #[test]
+    fn shipped_results_pair_in_order_by_tool_name() {
+        let mut p = Pairing::new(sessions(Dialect::CortexPlane, 1), "job", Some("cp"), 100, false);
+        p.begin(0, Baseline::FileStart);
+        feed_plane(
+            &mut p,
+            &[
+                plane(0, 0, "TOOL_CALL", "read", r#"{"toolName":"read","toolInput":{"p":"a"}}"#),
+                plane(10, 1, "TOOL_CALL", "read", r#"{"toolName":"read","toolInput":{"p":"b"}}"#),
+                plane(20, 2, "TOOL_CALL", "exec", r#"{"toolName":"exec","toolInput":{"c":"x"}}"#),
+                plane(30, 3, "TOOL_RESULT", "read", r#"{"toolName":"read","output":"A","isError":false}"#),
+                plane(40, 4, "TOOL_RESULT", "exec", r#"{"toolName":"exec","output":"X","isError":true}"#),
+                plane(50, 5, "TOOL_RESULT", "read", r#"{"toolName":"read","output":"B","isError":false}"#),
+                plane(60, 6, "TOOL_CALL", "read", r#"{"toolName":"read","toolInput":{"p":"c"}}"#),
+            ],
+        );
+        let body = p.finish(no_lookup).unwrap_or_default();
+        let done: Vec<_> = body
+            .completed()
+            .map(|c| (c.key.clone(), c.tool_ordinal, c.result.as_ref().and_then(|r| r.result.clone()).map(|r| r.text)))
+            .collect();
+        assert_eq!(
+            done,
+            [
+                ("session-001.jsonl@0".to_owned(), 1, Some("A".to_owned())),
+                ("session-001.jsonl@10".to_owned(), 2, Some("B".to_owned())),
+                ("session-001.jsonl@20".to_owned(), 1, Some("X".to_owned())),
+            ]
+        );
+        let open: Vec<_> = body.in_flight().map(|c| (c.key.clone(), c.tool_ordinal)).collect();
+        assert_eq!(open, [("session-001.jsonl@60".to_owned(), 3)]);
+        assert!(body.anomalies.is_empty(), "{:?}", body.anomalies);
+        assert!(body.completed().all(|c| c.result.as_ref().is_some_and(|r| r.paired_by_order)));
+    }
+
+    #[test]
+    fn a_new_writer_never_completes_the_old_writers_call() {
+        let mut p = Pairing::new(sessions(Dialect::CortexPlane, 1), "job", None, 100, false);
+        p.begin(0, Baseline::FileStart);
+        feed_plane(
+            &mut p,
+            &[
+                plane(0, 0, "TOOL_CALL", "read", r#"{"toolName":"read","toolInput":{}}"#),
+                // crash; the next writer starts at seq 0 in the same file
+                plane(10, 0, "TOOL_RESULT", "read", r#"{"toolName":"read","output":"?"}"#),
+                plane(20, 1, "TOOL_CALL", "read", r#"{"toolName":"read","toolInput":{}}"#),
+            ],
+        );
+        let body = p.finish(no_lookup).unwrap_or_default();
+        assert_eq!(body.completed().count(), 0);
+        assert_eq!(body.in_flight().count(), 2);
+        let kinds: Vec<_> = body.anomalies.iter().map(|a| a.kind).collect();
+        assert_eq!(kinds, [AnomalyKind::SeqReset, AnomalyKind::ResultWithoutStart]);
+    }
+
+    #[test]
+    fn segment_only_keeps_the_latest_writer() {
+        let mut p = Pairing::new(sessions(Dialect::CortexPlane, 1), "job", None, 100, true);
+        p.begin(0, Baseline::FileStart);
+        feed_plane(
+            &mut p,
+            &[
+                plane(0, 0, "TOOL_CALL", "a", r#"{"toolName":"a","toolInput":{}}"#),
+                plane(10, 1, "TOOL_RESULT", "a", r#"{"toolName":"a","output":"1"}"#),
+                plane(20, 0, "TOOL_CALL", "b", r#"{"toolName":"b","toolInput":{}}"#),
+            ],
+        );
+        let body = p.finish(no_lookup).unwrap_or_default();
+        assert_eq!(body.completed().count(), 0);
+        assert_eq!(body.in_flight().map(|c| c.key.as_str()).collect::<Vec<_>>(), ["session-001.jsonl@20"]);
+        assert_eq!(body.events.len(), 1);
+        assert_eq!(body.segment_start.map(|s| s.byte_offset), Some(20));
+    }
+
+    #[test]
+    fn ids_gaps_duplicates_and_orphans() {
+        let mut p = Pairing::new(sessions(Dialect::CortexSpike, 1), "job", Some("cp"), 100, false);
+        p.begin(0, Baseline::After(Some(4)));
+        let rows = [
+            (100, 5, "TOOL_START", "i1"),
+            (110, 6, "TOOL_RESULT", "i1"),
+            (120, 9, "TOOL_RESULT", "i1"),
+            (130, 10, "TOOL_RESULT", "i0"),
+            (140, 11, "TOOL_RESULT", "i9"),
+            (150, 12, "TOOL_START", "i2"),
+        ];
+        for (off, seq, t, id) in rows {
+            p.feed(&Row {
+                session: 0,
+                byte_offset: off,
+                event_type: Some(t),
+                seq: Some(seq),
+                invocation_id: Some(id),
+                tool_name: Some("t"),
+                success: Some(true),
+                payload: Some("{}"),
+                ..Row::default()
+            });
+        }
+        let body = p.finish(|id: &str| Ok::<bool, ()>(id == "i0")).unwrap_or_default();
+        assert_eq!(body.completed().map(|c| c.key.as_str()).collect::<Vec<_>>(), ["i1"]);
+        assert_eq!(body.in_flight().map(|c| c.key.as_str()).collect::<Vec<_>>(), ["i2"]);
+        let kinds: Vec<_> = body.anomalies.iter().map(|a| (a.kind, a.at.byte_offset)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (AnomalyKind::DuplicateResult, 120),
+                (AnomalyKind::StartedBeforeMarker, 130),
+                (AnomalyKind::ResultWithoutStart, 140)
+            ]
+        );
+        assert_eq!(body.gaps.len(), 1);
+        assert_eq!((body.gaps[0].after_seq, body.gaps[0].next_seq, body.gaps[0].missing), (Some(6), 9, 2));
+        assert!(body.calls.iter().all(|c| c.idempotency_key == idempotency_key("job", Some("cp"), &c.key)));
+    }
+
+    #[test]
+    fn the_first_event_after_the_marker_may_already_be_a_gap() {
+        let mut p = Pairing::new(sessions(Dialect::CortexSpike, 1), "job", None, 100, false);
+        p.begin(0, Baseline::After(Some(4)));
+        p.feed(&Row { event_type: Some("LLM_REQUEST"), seq: Some(7), byte_offset: 9, ..Row::default() });
+        let body = p.finish(no_lookup).unwrap_or_default();
+        assert_eq!(body.gaps.first().map(|g| (g.after_seq, g.missing)), Some((Some(4), 2)));
+    }
+}

@@ -1,0 +1,426 @@
+//! What recovery reads from the index, through SPI, in the caller's rights: a job's session
+//! files, the few lookups of the decision tree (each an index probe), and events in file order,
+//! a page at a time. Every statement is schema-qualified and runs with `search_path` pinned
+//! and sequential scans off (`planner::with_index_scans`, set by the callers).
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::spi::{SpiClient, SpiHeapTupleData};
+use pgrx::{PgBuiltInOids, PgOid, Uuid};
+
+use super::core::choose::{LoadedAt, MarkerAt, Probe, SessionFile};
+use super::core::keys::relative_to_job_dir;
+use super::core::line::{MarkerKind, Row, LOADED_TYPE, MARKER_TYPES, TOOL_TYPES};
+use crate::buffer::dialect::Dialect;
+use crate::error::CbError;
+use crate::pg::spi_util::{prepared_read, spi};
+use crate::pg::time::{timestamptz, unix_us};
+
+pub const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
+pub const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
+pub const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
+pub const TEXT_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTARRAYOID);
+pub const INT8_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8ARRAYOID);
+pub const TIMESTAMPTZ: PgOid = PgOid::BuiltIn(PgBuiltInOids::TIMESTAMPTZOID);
+
+/// Events read per page: memory follows the page, not the file.
+pub const PAGE_ROWS: i64 = 500;
+
+/// The `session_file` columns a plan reports, in this order.
+pub const FILE_COLUMNS: &str = "file_id, path, job_dir, dialect, generation, session_ordinal, size_bytes, indexed_offset,
+       total_lines, valid_lines, corrupt_lines, corruption_ratio, tail_state, tail_pending, seq_gaps, seq_resets,
+       foreign_job_lines, trusted, gone_at IS NOT NULL AS gone, quarantined_at IS NOT NULL AS quarantined, indexed_lines";
+
+// The lookups, as statements (a #[pg_test] EXPLAINs each: none scans `event` sequentially).
+pub const LAST_MARKER_SQL: &str = "SELECT byte_offset, line_no, type, checkpoint_id, seq, ts FROM cortex_buffer.event
+                  WHERE file_id OPERATOR(pg_catalog.=) $1 AND type OPERATOR(pg_catalog.=) ANY ($2)
+                  ORDER BY byte_offset DESC LIMIT 1";
+
+pub const FIRST_LOADED_SQL: &str = "SELECT byte_offset, checkpoint_id FROM cortex_buffer.event
+                  WHERE file_id OPERATOR(pg_catalog.=) $1 AND type OPERATOR(pg_catalog.=) ANY ($2)
+                  ORDER BY byte_offset LIMIT 1";
+
+pub const TOOL_BEFORE_SQL: &str = "SELECT 1 FROM cortex_buffer.event
+                  WHERE file_id OPERATOR(pg_catalog.=) $1 AND byte_offset OPERATOR(pg_catalog.<) $2
+                    AND type OPERATOR(pg_catalog.=) ANY ($3) LIMIT 1";
+
+pub const LAST_BEFORE_SQL: &str = "SELECT byte_offset FROM cortex_buffer.event
+                  WHERE file_id OPERATOR(pg_catalog.=) $1 AND ts OPERATOR(pg_catalog.<) $2
+                  ORDER BY byte_offset DESC LIMIT 1";
+
+pub const STARTED_BEFORE_SQL: &str = "SELECT 1 FROM cortex_buffer.event
+              WHERE invocation_id OPERATOR(pg_catalog.=) $1
+                AND ((file_id OPERATOR(pg_catalog.=) $2 AND byte_offset OPERATOR(pg_catalog.<) $3)
+                     OR file_id OPERATOR(pg_catalog.=) ANY ($4))
+              LIMIT 1";
+
+pub const CHECKPOINT_TIME_SQL: &str = "SELECT created_at FROM cortex_buffer.checkpoint_history
+              WHERE job_id OPERATOR(pg_catalog.=) $1 AND checkpoint_id OPERATOR(pg_catalog.=) $2
+              ORDER BY history_id DESC LIMIT 1";
+
+/// A `session_file` row as recovery sees it.
+pub fn session_file(row: &SpiHeapTupleData<'_>) -> Result<(SessionFile, i64), CbError> {
+    let g = |i: usize| row.get::<i64>(i).map_err(spi).map(Option::unwrap_or_default);
+    let path: String = row.get(2).map_err(spi)?.unwrap_or_default();
+    let job_dir: String = row.get(3).map_err(spi)?.unwrap_or_default();
+    let file = SessionFile {
+        file_id: g(1)?,
+        rel_path: relative_to_job_dir(&path, &job_dir).to_owned(),
+        path,
+        dialect: row.get::<String>(4).map_err(spi)?.as_deref().and_then(Dialect::from_label),
+        generation: row.get::<i32>(5).map_err(spi)?.unwrap_or(0),
+        session_ordinal: row.get(6).map_err(spi)?,
+        size_bytes: g(7)?,
+        indexed_offset: g(8)?,
+        total_lines: g(9)?,
+        valid_lines: g(10)?,
+        corrupt_lines: g(11)?,
+        corruption_ratio: row.get::<f64>(12).map_err(spi)?.unwrap_or(0.0),
+        tail_state: row.get::<String>(13).map_err(spi)?.unwrap_or_default(),
+        tail_pending: row.get::<bool>(14).map_err(spi)?.unwrap_or(false),
+        seq_gaps: g(15)?,
+        seq_resets: g(16)?,
+        foreign_job_lines: g(17)?,
+        trusted: row.get::<bool>(18).map_err(spi)?.unwrap_or(false),
+        gone: row.get::<bool>(19).map_err(spi)?.unwrap_or(false),
+        quarantined: row.get::<bool>(20).map_err(spi)?.unwrap_or(false),
+    };
+    Ok((file, g(21)?))
+}
+
+pub fn job_files_sql() -> String {
+    format!(
+        "SELECT {FILE_COLUMNS} FROM cortex_buffer.session_file
+          WHERE job_id OPERATOR(pg_catalog.=) $1
+            AND (dialect IS NULL OR dialect OPERATOR(pg_catalog.=) ANY ('{{cortex-spike,cortex-plane}}'::pg_catalog.text[]))
+          ORDER BY session_ordinal NULLS FIRST, path COLLATE \"C\""
+    )
+}
+
+/// The job's session files of the cortex dialects (or not identified yet), in
+/// `(session_ordinal, path)` order.
+pub fn job_files(client: &SpiClient<'_>, job: Uuid) -> Result<Vec<SessionFile>, CbError> {
+    let stmt = prepared_read(
+        client,
+        "recovery.job_files",
+        job_files_sql,
+        &[UUID],
+    )?;
+    let rows = client.select(&*stmt, None, &[job.into()]).map_err(spi)?;
+    rows.into_iter().map(|r| session_file(&r).map(|(f, _)| f)).collect()
+}
+
+/// The `session_file` row of `path`, with its indexed line count.
+pub fn file_at(client: &SpiClient<'_>, path: &str) -> Result<Option<(SessionFile, i64)>, CbError> {
+    let stmt = prepared_read(
+        client,
+        "recovery.file_at",
+        || format!("SELECT {FILE_COLUMNS} FROM cortex_buffer.session_file WHERE path OPERATOR(pg_catalog.=) $1"),
+        &[TEXT],
+    )?;
+    let rows = client.select(&*stmt, Some(1), &[path.into()]).map_err(spi)?;
+    rows.into_iter().next().map(|r| session_file(&r)).transpose()
+}
+
+/// The Claude Code transcript of session `id` (`<project>/<id>.jsonl`).
+pub fn transcript_path(client: &SpiClient<'_>, id: Uuid) -> Result<Option<String>, CbError> {
+    let stmt = prepared_read(
+        client,
+        "recovery.transcript_path",
+        || {
+            "SELECT path FROM cortex_buffer.session_file
+              WHERE pg_catalog.right(path, 43) OPERATOR(pg_catalog.=) ('/' OPERATOR(pg_catalog.||) $1 OPERATOR(pg_catalog.||) '.jsonl')
+              ORDER BY gone_at IS NOT NULL, last_seen DESC LIMIT 1"
+                .to_owned()
+        },
+        &[TEXT],
+    )?;
+    let rows = client.select(&*stmt, Some(1), &[id.to_string().into()]).map_err(spi)?;
+    rows.into_iter().next().map(|r| r.get::<String>(1).map_err(spi)).transpose().map(Option::flatten)
+}
+
+/// One event as read: owned, so a page can be dropped before the next is read.
+#[derive(Debug, Clone, Default)]
+pub struct OwnedRow {
+    pub byte_offset: i64,
+    pub line_no: i64,
+    pub event_type: Option<String>,
+    pub ts_us: Option<i64>,
+    pub seq: Option<i64>,
+    pub invocation_id: Option<String>,
+    pub tool_name: Option<String>,
+    pub checkpoint_id: Option<String>,
+    pub step_index: Option<i32>,
+    pub success: Option<bool>,
+    pub request_id: Option<String>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub cache_write_tokens: Option<i64>,
+    pub cache_read_tokens: Option<i64>,
+    pub payload: Option<String>,
+}
+
+impl OwnedRow {
+    pub fn view(&self, session: usize) -> Row<'_> {
+        Row {
+            session,
+            byte_offset: self.byte_offset,
+            line_no: self.line_no,
+            event_type: self.event_type.as_deref(),
+            ts_us: self.ts_us,
+            seq: self.seq,
+            invocation_id: self.invocation_id.as_deref(),
+            tool_name: self.tool_name.as_deref(),
+            checkpoint_id: self.checkpoint_id.as_deref(),
+            step_index: self.step_index,
+            success: self.success,
+            request_id: self.request_id.as_deref(),
+            payload: self.payload.as_deref(),
+        }
+    }
+
+    fn read(r: &SpiHeapTupleData<'_>) -> Result<OwnedRow, CbError> {
+        Ok(OwnedRow {
+            byte_offset: r.get::<i64>(1).map_err(spi)?.unwrap_or(0),
+            line_no: r.get::<i64>(2).map_err(spi)?.unwrap_or(0),
+            event_type: r.get(3).map_err(spi)?,
+            ts_us: unix_us(r.get::<TimestampWithTimeZone>(4).map_err(spi)?),
+            seq: r.get(5).map_err(spi)?,
+            invocation_id: r.get(6).map_err(spi)?,
+            tool_name: r.get(7).map_err(spi)?,
+            checkpoint_id: r.get(8).map_err(spi)?,
+            step_index: r.get(9).map_err(spi)?,
+            success: r.get(10).map_err(spi)?,
+            request_id: r.get(11).map_err(spi)?,
+            input_tokens: r.get(12).map_err(spi)?,
+            output_tokens: r.get(13).map_err(spi)?,
+            cache_write_tokens: r.get(14).map_err(spi)?,
+            cache_read_tokens: r.get(15).map_err(spi)?,
+            payload: r.get(16).map_err(spi)?,
+        })
+    }
+}
+
+/// What of an event's payload a reader needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// The line, for the types listed (tool events, Claude Code user/assistant lines).
+    For(&'static [&'static str]),
+    /// A small object with what usage counting reads (`message.{id,model,usage}`, `model`,
+    /// `data.{model,tokenUsage}`), for every event.
+    Usage,
+}
+
+/// Event types whose line pairing reads.
+pub const PAIRING_TYPES: [&str; 5] = ["TOOL_START", "TOOL_CALL", "TOOL_RESULT", "assistant", "user"];
+
+const EVENT_COLUMNS: &str = "byte_offset, line_no, type, ts, seq, invocation_id, tool_name, checkpoint_id, step_index,
+       success, request_id, input_tokens, output_tokens, cache_write_tokens, cache_read_tokens";
+
+/// A page of a file's events from an offset, with the payload as `payload` says.
+pub fn events_sql(payload: Payload) -> String {
+    let payload_sql = match payload {
+        Payload::For(_) => "CASE WHEN type OPERATOR(pg_catalog.=) ANY ($4) THEN payload::pg_catalog.text END",
+        Payload::Usage => {
+            "pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+                'model', payload OPERATOR(pg_catalog.->) 'model',
+                'message', pg_catalog.jsonb_build_object(
+                    'id', payload OPERATOR(pg_catalog.#>) '{message,id}',
+                    'model', payload OPERATOR(pg_catalog.#>) '{message,model}',
+                    'usage', payload OPERATOR(pg_catalog.#>) '{message,usage}'),
+                'data', pg_catalog.jsonb_build_object(
+                    'model', payload OPERATOR(pg_catalog.#>) '{data,model}',
+                    'tokenUsage', payload OPERATOR(pg_catalog.#>) '{data,tokenUsage}')))::pg_catalog.text"
+        }
+    };
+    format!(
+        "SELECT {EVENT_COLUMNS}, {payload_sql} FROM cortex_buffer.event
+          WHERE file_id OPERATOR(pg_catalog.=) $1 AND byte_offset OPERATOR(pg_catalog.>=) $2
+          ORDER BY byte_offset LIMIT $3"
+    )
+}
+
+/// Calls `f` with each event of `file_id` from `from_offset` (inclusive) in file order, reading
+/// `PAGE_ROWS` at a time; `f` returns false to stop.
+pub fn for_each_event(
+    client: &SpiClient<'_>,
+    file_id: i64,
+    from_offset: i64,
+    payload: Payload,
+    mut f: impl FnMut(&OwnedRow) -> Result<bool, CbError>,
+) -> Result<(), CbError> {
+    let key = match payload {
+        Payload::For(_) => "recovery.events",
+        Payload::Usage => "recovery.events.usage",
+    };
+    let stmt = prepared_read(client, key, || events_sql(payload), &[INT8, INT8, INT8, TEXT_ARRAY])?;
+    let types: Vec<String> = match payload {
+        Payload::For(t) => t.iter().map(|s| (*s).to_owned()).collect(),
+        Payload::Usage => Vec::new(),
+    };
+    let mut from = from_offset;
+    loop {
+        let rows = client.select(&*stmt, None, &[file_id.into(), from.into(), PAGE_ROWS.into(), types.clone().into()]).map_err(spi)?;
+        let mut n = 0;
+        let mut page = Vec::with_capacity(rows.len());
+        for r in rows {
+            page.push(OwnedRow::read(&r)?);
+        }
+        for row in &page {
+            n += 1;
+            from = row.byte_offset.saturating_add(1);
+            if !f(row)? {
+                return Ok(());
+            }
+        }
+        if n < PAGE_ROWS {
+            return Ok(());
+        }
+    }
+}
+
+pub fn events_before_sql() -> String {
+    format!(
+        "SELECT {EVENT_COLUMNS}, CASE WHEN type OPERATOR(pg_catalog.=) ANY ($4) THEN payload::pg_catalog.text END
+           FROM cortex_buffer.event
+          WHERE file_id OPERATOR(pg_catalog.=) $1 AND byte_offset OPERATOR(pg_catalog.<) $2
+          ORDER BY byte_offset DESC LIMIT $3"
+    )
+}
+
+/// The last `n` events of `file_id` before `before` (exclusive), newest first.
+pub fn events_before(
+    client: &SpiClient<'_>,
+    file_id: i64,
+    before: i64,
+    n: i64,
+    payload_types: &[&str],
+) -> Result<Vec<OwnedRow>, CbError> {
+    let stmt = prepared_read(
+        client,
+        "recovery.events_before",
+        events_before_sql,
+        &[INT8, INT8, INT8, TEXT_ARRAY],
+    )?;
+    let types: Vec<String> = payload_types.iter().map(|s| (*s).to_owned()).collect();
+    let rows = client.select(&*stmt, None, &[file_id.into(), before.into(), n.into(), types.into()]).map_err(spi)?;
+    rows.into_iter().map(|r| OwnedRow::read(&r)).collect()
+}
+
+/// The decision tree's lookups for a job's files.
+pub struct IndexProbe<'a, 'c> {
+    pub client: &'a SpiClient<'c>,
+    pub file_ids: Vec<i64>,
+}
+
+fn text_array(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+impl Probe for IndexProbe<'_, '_> {
+    fn last_marker(&mut self, session: usize) -> Result<Option<MarkerAt>, CbError> {
+        let Some(&file_id) = self.file_ids.get(session) else { return Ok(None) };
+        let stmt = prepared_read(
+            self.client,
+            "recovery.last_marker",
+            || LAST_MARKER_SQL.to_owned(),
+            &[INT8, TEXT_ARRAY],
+        )?;
+        let rows = self.client.select(&*stmt, Some(1), &[file_id.into(), text_array(&MARKER_TYPES).into()]).map_err(spi)?;
+        let Some(r) = rows.into_iter().next() else { return Ok(None) };
+        let kind = r.get::<String>(3).map_err(spi)?.as_deref().and_then(MarkerKind::of);
+        kind.map(|kind| -> Result<MarkerAt, CbError> {
+            Ok(MarkerAt {
+                kind,
+                checkpoint_id: r.get(4).map_err(spi)?,
+                byte_offset: r.get::<i64>(1).map_err(spi)?.unwrap_or(0),
+                line_no: r.get::<i64>(2).map_err(spi)?.unwrap_or(0),
+                seq: r.get(5).map_err(spi)?,
+                ts_us: unix_us(r.get::<TimestampWithTimeZone>(6).map_err(spi)?),
+            })
+        })
+        .transpose()
+    }
+
+    fn first_loaded(&mut self, session: usize) -> Result<Option<LoadedAt>, CbError> {
+        let Some(&file_id) = self.file_ids.get(session) else { return Ok(None) };
+        let stmt = prepared_read(
+            self.client,
+            "recovery.first_loaded",
+            || FIRST_LOADED_SQL.to_owned(),
+            &[INT8, TEXT_ARRAY],
+        )?;
+        let rows = self.client.select(&*stmt, Some(1), &[file_id.into(), vec![LOADED_TYPE.to_owned()].into()]).map_err(spi)?;
+        rows.into_iter()
+            .next()
+            .map(|r| {
+                Ok(LoadedAt {
+                    byte_offset: r.get::<i64>(1).map_err(spi)?.unwrap_or(0),
+                    checkpoint_id: r.get(2).map_err(spi)?,
+                })
+            })
+            .transpose()
+    }
+
+    fn tool_event_before(&mut self, session: usize, offset: i64) -> Result<bool, CbError> {
+        let Some(&file_id) = self.file_ids.get(session) else { return Ok(false) };
+        let stmt = prepared_read(
+            self.client,
+            "recovery.tool_before",
+            || TOOL_BEFORE_SQL.to_owned(),
+            &[INT8, INT8, TEXT_ARRAY],
+        )?;
+        let rows = self.client.select(&*stmt, Some(1), &[file_id.into(), offset.into(), text_array(&TOOL_TYPES).into()]).map_err(spi)?;
+        Ok(!rows.is_empty())
+    }
+
+    fn last_offset_before(&mut self, session: usize, since_us: i64) -> Result<Option<i64>, CbError> {
+        let Some(&file_id) = self.file_ids.get(session) else { return Ok(None) };
+        let stmt = prepared_read(
+            self.client,
+            "recovery.last_before",
+            || LAST_BEFORE_SQL.to_owned(),
+            &[INT8, TIMESTAMPTZ],
+        )?;
+        let rows = self.client.select(&*stmt, Some(1), &[file_id.into(), timestamptz(Some(since_us)).into()]).map_err(spi)?;
+        rows.into_iter().next().map(|r| r.get::<i64>(1).map_err(spi)).transpose().map(Option::flatten)
+    }
+}
+
+/// Whether a call with this id started in the job's files before the marker: in `earlier`
+/// files, or in the marker's file before its offset.
+pub fn started_before(
+    client: &SpiClient<'_>,
+    id: &str,
+    marker_file: i64,
+    marker_offset: i64,
+    earlier: &[i64],
+) -> Result<bool, CbError> {
+    let stmt = prepared_read(
+        client,
+        "recovery.started_before",
+        || STARTED_BEFORE_SQL.to_owned(),
+        &[TEXT, INT8, INT8, INT8_ARRAY],
+    )?;
+    let rows = client
+        .select(&*stmt, Some(1), &[id.into(), marker_file.into(), marker_offset.into(), earlier.to_vec().into()])
+        .map_err(spi)?;
+    Ok(!rows.is_empty())
+}
+
+/// When the job's checkpoint `checkpoint_id` was written, from `checkpoint_history`.
+pub fn checkpoint_written_at(client: &SpiClient<'_>, job: Uuid, checkpoint_id: Uuid) -> Result<Option<i64>, CbError> {
+    let stmt = prepared_read(
+        client,
+        "recovery.checkpoint_time",
+        || CHECKPOINT_TIME_SQL.to_owned(),
+        &[UUID, UUID],
+    )?;
+    let rows = client.select(&*stmt, Some(1), &[job.into(), checkpoint_id.into()]).map_err(spi)?;
+    Ok(rows
+        .into_iter()
+        .next()
+        .map(|r| r.get::<TimestampWithTimeZone>(1).map_err(spi))
+        .transpose()?
+        .flatten()
+        .and_then(|t| unix_us(Some(t))))
+}
