@@ -97,25 +97,59 @@ SELECT DISTINCT ON (f.dialect) f.dialect, e.line_no, e.type, e.ts, e.invocation_
 \echo '--- corrupt lines (the crash-cut last line of the first pod is the truncated tail)'
 SELECT regexp_replace(f.path, '^.*/', '') AS file, c.line_no, c.reason, left(c.preview, 50) AS preview
   FROM cortex_buffer.corrupt_line c JOIN cortex_buffer.session_file f USING (file_id) ORDER BY f.path, c.line_no;
-\echo '--- recovery, in one query: tool calls after job 0193a8b2-...-5a1b2c3d4e5f''s last checkpoint marker'
-WITH job AS (SELECT * FROM cortex_buffer.job_events('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f')),
-     marker AS (SELECT max(ts) AS at FROM job WHERE type = 'CHECKPOINT_WRITTEN')
-SELECT j.invocation_id, j.tool_name,
-       CASE WHEN bool_or(j.type = 'TOOL_RESULT') THEN 'finished: skip on resume' ELSE 'started, no result: redo' END AS status
-  FROM job j, marker WHERE j.ts > marker.at AND j.invocation_id IS NOT NULL
- GROUP BY j.invocation_id, j.tool_name ORDER BY min(j.ts);
 \echo '--- the indexer at a glance (cortex_buffer.indexer_status)'
 SELECT worker_state, files_tracked, events_indexed, corrupt_lines, bytes_indexed, bytes_pending, files_untrusted, last_pass_ms
   FROM cortex_buffer.indexer_status;
-\echo '--- checkpoints: two fenced writes, a stale writer refused, and the read-back (job 0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f)'
+\echo '--- the first pod checkpointed step 0 as 0193a8b2-8b00-...-c0 (its CHECKPOINT_WRITTEN marker is in its session file)'
 \set QUIET on
-DELETE FROM cortex_buffer.checkpoint_history WHERE job_id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
-DELETE FROM cortex_buffer.job WHERE id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
+DELETE FROM cortex_buffer.checkpoint_history WHERE job_id IN ('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '0193a900-2222-7abc-8def-00000000b002');
+DELETE FROM cortex_buffer.job WHERE id IN ('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '0193a900-2222-7abc-8def-00000000b002');
 INSERT INTO cortex_buffer.job (id, agent_id, status, payload)
-VALUES ('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '0193a8b0-1111-7abc-8def-0123456789ab', 'RUNNING', '{"task": "release notes"}');
+VALUES ('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '0193a8b0-1111-7abc-8def-0123456789ab', 'RUNNING', '{"task": "release notes"}'),
+       ('0193a900-2222-7abc-8def-00000000b002', '0193a8b0-1111-7abc-8def-0123456789ab', 'RUNNING', '{"task": "summarise a file"}');
 \set QUIET off
-SELECT checkpoint_id AS first_checkpoint FROM cortex_buffer.write_checkpoint(
-    '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '{"step_index": 0, "state": {"searched": true}}') \gset
+SELECT checkpoint_id AS first_checkpoint, step_index, crc FROM cortex_buffer.write_checkpoint('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f',
+    '{"checkpoint_id": "0193a8b2-8b00-7000-8000-0000000000c0", "step_index": 0, "state": {"searched": true}}') \gset
+\echo '--- recovery at pod start: one call (recovery_plan). Two pods crashed after that checkpoint; both count.'
+SELECT p->>'action' AS action, p->'checkpoint'->>'resume_step' AS resume_step, p->>'mode' AS mode, p->>'reason' AS reason,
+       p->'marker'->>'kind' AS marker, jsonb_array_length(p->'sessions') AS sessions, p->'notes' AS notes
+  FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p;
+\echo '(skip these: finished after the checkpoint, with their results)'
+SELECT c.key, c.tool_name, c.success, c.result, c.start_session
+  FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p,
+       jsonb_to_recordset(p->'completed') AS c(key text, tool_name text, success boolean, result text, start_session text);
+\echo '(verify these before repeating them: started, no result; ask the external system with the idempotency key)'
+SELECT c.key, c.tool_name, c.input, left(c.idempotency_key, 16) || '...' AS idempotency_key, c.writer_crashed
+  FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p,
+       jsonb_to_recordset(p->'in_flight') AS c(key text, tool_name text, input text, idempotency_key text, writer_crashed boolean);
+\echo '(the whole plan, as the agent receives it)'
+SELECT jsonb_pretty(cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') - 'events_after_marker' - 'sessions') AS plan;
+\echo '--- a job of the shipped writer (no call ids): calls pair by order and tool name (the buffer view, match_checkpoint => false)'
+SELECT p->>'reason' AS reason, p->'marker'->>'kind' AS marker, p->'marker'->>'session' AS marker_in,
+       (SELECT string_agg(a->>'kind' || ': ' || (a->>'detail'), '; ') FROM jsonb_array_elements(p->'anomalies') a) AS anomalies
+  FROM cortex_buffer.recovery_plan('0193a900-2222-7abc-8def-00000000b002', match_checkpoint => false) p;
+SELECT e.seq, e.type, e.session FROM cortex_buffer.recovery_plan('0193a900-2222-7abc-8def-00000000b002', match_checkpoint => false) p,
+       jsonb_to_recordset(p->'events_after_marker') AS e(seq int, type text, session text);
+\echo '--- the story of the job (job_timeline): events, gaps, corrupt lines and the records of the database'
+SELECT to_char(at, 'HH24:MI:SS.MS') AS at, source, kind, session, line_no, seq, left(detail, 60) AS detail
+  FROM cortex_buffer.job_timeline('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f');
+\echo '--- the session files of each job (job_sessions) and the files recovery will not use (untrusted_session_files)'
+SELECT job_id, regexp_replace(path, '^.*/', '') AS file, dialect, valid_lines, tail_state, last_event_type, agent_state, recovery_refusal
+  FROM cortex_buffer.job_sessions ORDER BY job_id, session_ordinal;
+SELECT reason, path FROM cortex_buffer.untrusted_session_files;
+\echo '--- a Claude Code transcript: what its agent is doing, its usage (sub-agents apart), its tool calls'
+SELECT regexp_replace(f.path, '^.*/', '') AS file, s.state, s.confidence, s.rule, s.decided_by_line, s.detail
+  FROM cortex_buffer.session_file f, cortex_buffer.agent_state(f.path) s WHERE f.dialect = 'claude-code' ORDER BY f.path;
+SELECT regexp_replace(path, '^.*/', '') AS file, subagent, model, responses, input_tokens, output_tokens, cost_usd
+  FROM cortex_buffer.session_usage('-home-demo-work-project/5b3c1f0e-8d2a-4e6b-9f10-2a3b4c5d6e7f.jsonl');
+SELECT p->>'reason' AS reason, jsonb_array_length(p->'completed') AS completed, jsonb_array_length(p->'in_flight') AS in_flight
+  FROM cortex_buffer.session_recovery('5b3c1f0e-8d2a-4e6b-9f10-2a3b4c5d6e7f'::uuid) p;
+\echo '--- usage the buffer saw vs what record_usage recorded (nothing yet: all of it is unrecorded)'
+SELECT responses, input_tokens, output_tokens, cost_usd, recorded_calls, unrecorded FROM cortex_buffer.job_usage_from_buffer('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f');
+\echo '--- a LOG-slice file: its last two entries, and whether a snapshot taken after entry 1 still agrees'
+SELECT seq, entry_type, entry FROM cortex_buffer.log_entries('wink-run-1/trace.jsonl', last_n => 2);
+SELECT agrees, reason, detail FROM cortex_buffer.check_log_snapshot('wink-run-1/trace.jsonl', 1, 2);
+\echo '--- checkpoints: the next step fenced on the first checkpoint, a stale writer refused, the read-back'
 SELECT * FROM cortex_buffer.write_checkpoint(
     '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '{"step_index": 1, "state": {"searched": true, "emailed": true}}', :'first_checkpoint');
 \set ON_ERROR_STOP 0
@@ -124,6 +158,8 @@ SELECT * FROM cortex_buffer.write_checkpoint(
     '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '{"step_index": 1, "state": {"stale": true}}', :'first_checkpoint');
 \set ON_ERROR_STOP 1
 SELECT source, checkpoint_id, step_index, crc, crc_ok, doc FROM cortex_buffer.read_checkpoint('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f');
+\echo '(the buffer is now from an older checkpoint cycle: recovery falls back to the checkpoint alone)'
+SELECT p->>'mode' AS mode, p->>'reason' AS reason, p->>'detail' AS detail FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p;
 \echo '--- liveness: a pod that stopped beating 10 minutes ago is reaped and scheduled for retry'
 \set QUIET on
 DELETE FROM cortex_buffer.crash WHERE job_id = '0193a8b2-9999-7d2e-9f00-5a1b2c3d4e5f';

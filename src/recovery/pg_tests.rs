@@ -655,4 +655,78 @@ mod tests {
             }
         }
     }
+
+    /// Every real transcript, indexed: agent_state() from the index says what replaying the
+    /// file's own bytes says (the core's tests prove the rules on every cut of these files),
+    /// and session_usage() counts the responses the core counts.
+    #[pg_test]
+    fn every_real_transcript_through_the_index() {
+        use crate::recovery::core::agent_state::{is_subagent_file, Tracker};
+        use crate::recovery::core::usage::Tally;
+        let root = TempRoot::new("rp-fixtures");
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("pgrx-tests/fixtures/claude-code");
+        let mut files = Vec::new();
+        let mut dirs = vec![fixtures.clone()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "jsonl") {
+                    files.push(p);
+                }
+            }
+        }
+        files.sort();
+        let mut placed = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            let bytes = std::fs::read(f).unwrap_or_default();
+            let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            // Keep the discovery layout: <project>/<name>.jsonl, or a sub-agent's
+            // <project>/<session>/subagents/agent-*.jsonl.
+            let rel = if f.parent().is_some_and(|p| p.ends_with("subagents")) {
+                let session = f.parent().and_then(|p| p.parent()).and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned());
+                format!("proj-{i}/{}/subagents/{name}", session.unwrap_or_default())
+            } else {
+                format!("proj-{i}/{name}")
+            };
+            root.put(&rel, &bytes);
+            placed.push((rel, bytes));
+        }
+        index(&root);
+        assert!(placed.len() >= 20);
+        for (rel, bytes) in &placed {
+            let text = String::from_utf8_lossy(bytes);
+            let mut tracker = Tracker::new(is_subagent_file(rel));
+            let mut tally = Tally::new(Some(crate::buffer::dialect::Dialect::ClaudeCode));
+            let mut offset = 0i64;
+            for (n, line) in text.split('\n').enumerate() {
+                tracker.feed(n as i64 + 1, offset, line);
+                if let Ok(p) = crate::json::parse::parse(line) {
+                    let cols = crate::buffer::normalize::columns(&p, Some(crate::buffer::dialect::Dialect::ClaudeCode));
+                    let row = crate::recovery::core::line::Row {
+                        event_type: cols.event_type.as_deref(),
+                        request_id: cols.request_id.as_deref(),
+                        payload: Some(line),
+                        ..Default::default()
+                    };
+                    tally.feed(&row, crate::spend::usage::Usage::default());
+                }
+                offset += line.len() as i64 + 1;
+            }
+            let v = tracker.verdict();
+            let want = format!("{}/{}/{}", v.state.label(), v.confidence.label(), v.line_no.map_or("-".to_owned(), |l| l.to_string()));
+            let got = one(&format!(
+                "SELECT state || '/' || confidence || '/' || coalesce(decided_by_line::text, '-') FROM cortex_buffer.agent_state('{}')",
+                root.path(rel)
+            ));
+            assert_eq!(got, want, "{rel}");
+            let responses = one(&format!(
+                "SELECT coalesce(sum(responses), 0)::text FROM cortex_buffer.session_usage('{}') WHERE path = '{}'",
+                root.path(rel),
+                root.path(rel)
+            ));
+            assert_eq!(responses, tally.responses().len().to_string(), "{rel}");
+        }
+    }
 }

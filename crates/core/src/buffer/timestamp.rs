@@ -146,7 +146,28 @@ pub fn format_timestamp(us: i64) -> String {
     let micros = us.rem_euclid(1_000_000);
     let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z", sod / 3600, (sod % 3600) / 60, sod % 60)
+    if !(0..=9999).contains(&y) {
+        return format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{micros:06}Z", sod / 3600, (sod % 3600) / 60, sod % 60);
+    }
+    // Plans carry a timestamp per call and event: written digit by digit, not through fmt.
+    let mut out = String::with_capacity(27);
+    push_digits(&mut out, y, 4);
+    for (sep, v) in [('-', m), ('-', d), ('T', sod / 3600), (':', (sod % 3600) / 60), (':', sod % 60)] {
+        out.push(sep);
+        push_digits(&mut out, v, 2);
+    }
+    out.push('.');
+    push_digits(&mut out, micros, 6);
+    out.push('Z');
+    out
+}
+
+/// The last `n` decimal digits of `v` (non-negative), zero-padded.
+fn push_digits(out: &mut String, v: i64, n: u32) {
+    for k in (0..n).rev() {
+        let digit = (v / 10i64.pow(k)) % 10;
+        out.push(char::from(b'0' + u8::try_from(digit).unwrap_or(0)));
+    }
 }
 
 #[cfg(test)]

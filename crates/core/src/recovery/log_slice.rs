@@ -139,7 +139,7 @@ pub fn check(lines: impl IntoIterator<Item = Line>, last_seq: Option<i64>, entry
             format!("{n} entries of the slice lead up to __seq__ {last}, the snapshot recorded {entry_count}: entries were added or lost below it"),
         );
     }
-    verdict(Reason::Agrees, format!("{} entries written since the snapshot", entries - n))
+    verdict(Reason::Agrees, format!("entries written since the snapshot: {}", entries - n))
 }
 
 #[cfg(test)]
