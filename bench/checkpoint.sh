@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # write_checkpoint of a realistic 50 kB checkpoint vs the same writes in plain SQL.
 # Sourced by scripts/bench.sh (cluster running; bench_psql, pgbench_tps, BENCH available).
 #
@@ -94,9 +95,14 @@ stats() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {m = (NR%2 ? a[(NR+
 # per_round <tps list A> <tps list B>: ratios of time per op, A/B, one per round
 per_round() { paste -d' ' <(tr ' ' '\n' <<<"$1" | grep -v '^$') <(tr ' ' '\n' <<<"$2" | grep -v '^$') | awk '{print $2/$1}'; }
 
+# (stats takes the samples as separate arguments: word splitting is meant.)
+# shellcheck disable=SC2046
 read -r wp wp_lo wp_hi <<<"$(stats $(per_round "${samples[write_checkpoint]}" "${samples[plain_sql]}"))"
+# shellcheck disable=SC2046
 read -r wb wb_lo wb_hi <<<"$(stats $(per_round "${samples[write_checkpoint]}" "${samples[bare_update]}"))"
+# shellcheck disable=SC2046
 read -r sw sw_lo sw_hi <<<"$(stats $(per_round "${small_w[*]}" "${small_p[*]}"))"
+# shellcheck disable=SC2046
 us() { stats $(tr ' ' '\n' <<<"$1" | grep -v '^$' | awk '{print 1e6/$1}') | cut -d' ' -f1; }
 uw="$(us "${samples[write_checkpoint]}")"; up="$(us "${samples[plain_sql]}")"; ub="$(us "${samples[bare_update]}")"
 uc="$(us "${samples[parse_crc]}")"; uo="$(us "${samples[parse_only]}")"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The session indexer. Sourced by scripts/bench.sh.
 #
 # 1. Throughput, on one generated corpus of cortex-spike files (BENCH_LINES lines, default

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Zombie reaper and heartbeat costs. Sourced by scripts/bench.sh.
 #
 # 1. reap_zombies() with 100 stale jobs among 10 000 jobs vs among 1 000 000, same run: the

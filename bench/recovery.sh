@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # recovery_plan() at pod start, and job_timeline(). Sourced by scripts/bench.sh.
 #
 # The job: a 1 kB checkpoint, one spike session file with 102 events before the checkpoint's

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # record_usage(), check_token_budget() and llm_cost() calls per second from 1 and from 8 sessions, each
 # against the same work written as plain SQL (one statement each, prepared, on tables of the
 # same shape with the same trigger), measured back to back in every round. Sourced by

@@ -4,17 +4,21 @@
 # Every benchmark measures cortex_buffer and its baseline in the same run and prints ratios;
 # absolute times on shared machines are noise. Not part of the test command.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}"
 
 name="${1:-}"
-[ -n "${name}" ] && [ -f "bench/${name}.sh" ] || die "usage: bash scripts/bench.sh <$(ls bench | sed 's/\.sh$//' | paste -sd '|')>"
+if [ -z "${name}" ] || [ ! -f "bench/${name}.sh" ]; then
+    die "usage: bash scripts/bench.sh <$(find bench -name '*.sh' -printf '%f\n' | sed 's/\.sh$//' | sort | paste -sd '|')>"
+fi
 
 ensure_toolchain
 install_extension --release
 
 BENCH="$(work_dir)/bench"
-export PGDATA="${BENCH}/data" RUN="${BENCH}/run" BIN="$("${PG_CONFIG}" --bindir)" PORT="${CORTEX_BENCH_PORT:-54339}"
+BIN="$("${PG_CONFIG}" --bindir)"
+export PGDATA="${BENCH}/data" RUN="${BENCH}/run" BIN PORT="${CORTEX_BENCH_PORT:-54339}"
 pg() { runuser -u postgres -- "$@"; }
 if pg "${BIN}/pg_ctl" status -D "${PGDATA}" >/dev/null 2>&1; then
     pg "${BIN}/pg_ctl" stop -m fast -D "${PGDATA}" >/dev/null
@@ -56,4 +60,5 @@ pgbench_tps() {
     printf '%s\n' "$tps"
 }
 export -f pg bench_psql pgbench_tps
+# shellcheck source=/dev/null
 source "bench/${name}.sh"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the run and test commands: installs what is missing (idempotent) and picks a work
 # directory the postgres OS user can reach. Source it; do not run it.
 
@@ -11,7 +12,7 @@ say() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
 
 ensure_apt_packages() {
-    local wanted=(postgresql-${PG_MAJOR} postgresql-server-dev-${PG_MAJOR} libclang-dev clang sudo)
+    local wanted=("postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" libclang-dev clang sudo shellcheck)
     local missing=()
     for p in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,12 +4,14 @@
 # examples/sessions/, and show in psql what the worker recorded. Safe to run again: it reuses
 # the cluster (restarting it so the fresh build is loaded) and the files already indexed.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}"
 
 PORT="${CORTEX_DEMO_PORT:-54329}"
 ensure_toolchain
-install_extension
+# What users run: an optimised build (the tests build whichever they need).
+install_extension --release
 
 DEMO="$(work_dir)/demo"
 PGDATA="${DEMO}/data"

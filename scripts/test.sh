@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs every test: the pure-Rust unit tests and the #[pg_test]s (one `cargo pgrx test`), then
-# the end-to-end suite in pgrx-tests/ against private clusters with the library preloaded.
+# Runs every test: the pure crates' unit tests (plain cargo test), the #[pg_test]s (one
+# `cargo pgrx test`), pgspot over the install and upgrade scripts, the golden-file SQL tests
+# (pg_regress), then the end-to-end suite in pgrx-tests/ against private clusters with the
+# library preloaded.
 # Installs whatever is missing first. Safe to run again.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}"
 
@@ -17,10 +20,11 @@ PGTEST_DIR="${WORK}/pgrx-test"
 mkdir -p "${PGTEST_DIR}"
 chown postgres "${PGTEST_DIR}"
 unlink_installed_library
-cargo pgrx test pg${PG_MAJOR} --runas postgres --pgdata "${PGTEST_DIR}/data"
+cargo pgrx test "pg${PG_MAJOR}" --runas postgres --pgdata "${PGTEST_DIR}/data"
 
 # `cargo pgrx test` installed a build with the test-only schema; the end-to-end suite runs the
 # real one.
+# shellcheck disable=SC2119 # a debug build: the end-to-end suite needs no optimisation
 install_extension
 
 say "pgspot over the install and upgrade scripts"
@@ -35,6 +39,9 @@ for f in sql/cortex_buffer--*--*.sql; do
     case "$f" in *"--${CURRENT}.sql") continue ;; esac
     printf '%s: %s\n' "$f" "$(pgspot --summary-only "$f" | tail -1)"
 done
+
+say "golden-file SQL tests (pg_regress: pgrx-tests/regress/)"
+bash scripts/regress.sh
 
 say "end-to-end tests (pgrx-tests/)"
 E2E_DIR="${WORK}/e2e"

@@ -31,7 +31,7 @@ BEGIN
          OPERATOR(pg_catalog.+) (SELECT pg_catalog.count(*) FROM pg_catalog.pg_operator WHERE oprnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace)
       INTO leftovers;
     IF leftovers OPERATOR(pg_catalog.>) 0 THEN
-        RAISE EXCEPTION 'schema cortex_buffer already holds % objects', leftovers
+        RAISE EXCEPTION 'schema cortex_buffer already holds % object(s)', leftovers
             USING ERRCODE = '42P06',
                   HINT = 'Install into a new schema: drop cortex_buffer (after moving anything you need out of it) and run CREATE EXTENSION cortex_buffer again.';
     END IF;

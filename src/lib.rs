@@ -19,6 +19,7 @@ pub mod lifecycle;
 pub mod pg;
 pub mod recovery;
 pub mod spend;
+mod upgrade;
 pub mod worker;
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -6,7 +6,7 @@ use pgrx::prelude::*;
 mod tests {
     use pgrx::prelude::*;
 
-    /// Every table, view, index, function and column in the schema has a COMMENT (DESIGN.md:
+    /// Every table, view, index, function and column in the schema has a COMMENT (docs/design.md:
     /// operators read them with \d+ and \df+).
     #[pg_test]
     fn every_object_in_the_schema_is_commented() {
@@ -63,7 +63,10 @@ GRANT cortex_buffer_operator TO operator_app;";
     fn each_role_does_its_job_and_not_the_next_ones() {
         use crate::testing::{new_job, new_job_with, one, run, TempRoot};
 
-        assert!(include_str!("../README.md").contains(README_GRANTS), "the README's grants changed: update README_GRANTS");
+        assert!(
+            include_str!("../README.md").contains(README_GRANTS),
+            "the README's grants changed: update README_GRANTS"
+        );
         run("CREATE ROLE agent_app NOLOGIN; CREATE ROLE control_plane_app NOLOGIN; CREATE ROLE operator_app NOLOGIN");
         run("CREATE ROLE stranger NOLOGIN");
         run(README_GRANTS);
@@ -129,9 +132,23 @@ GRANT cortex_buffer_operator TO operator_app;";
             "SELECT count(*) FROM cortex_buffer.job_sessions".to_owned(),
         ];
         // What more than one role does (reading a job's recovery and events).
-        let shared = ["count(*) FROM cortex_buffer.event", "index_now", "recovery_plan", "job_events", "job_usage_from_buffer", "agent_state", "job_sessions", "log_entries", "untrusted_session_files"];
+        let shared = [
+            "count(*) FROM cortex_buffer.event",
+            "index_now",
+            "recovery_plan",
+            "job_events",
+            "job_usage_from_buffer",
+            "agent_state",
+            "job_sessions",
+            "log_entries",
+            "untrusted_session_files",
+        ];
         let own = |s: &String| !shared.iter().any(|x| s.contains(x));
-        for (role, work) in [("operator_app", &operator_job[..]), ("agent_app", &agent_job[..]), ("control_plane_app", &control_plane_job[..])] {
+        for (role, work) in [
+            ("operator_app", &operator_job[..]),
+            ("agent_app", &agent_job[..]),
+            ("control_plane_app", &control_plane_job[..]),
+        ] {
             for sql in work.iter() {
                 assert_eq!(as_role(role, sql), "00000", "{role} must be able to: {sql}");
             }

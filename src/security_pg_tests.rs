@@ -53,7 +53,9 @@ mod tests {
         run("SET cortex_buffer.settle_period = 0");
         let root = TempRoot::new("canary");
         let line = |seq: u32, t: &str| {
-            format!(r#"{{"type":"{t}","timestamp":"2026-02-23T14:30:0{seq}.000Z","job_id":"{JOB}","seq":{seq},"invocation_id":"i{seq}"}}"#)
+            format!(
+                r#"{{"type":"{t}","timestamp":"2026-02-23T14:30:0{seq}.000Z","job_id":"{JOB}","seq":{seq},"invocation_id":"i{seq}"}}"#
+            )
         };
         root.put(
             &format!("{JOB}/session-001.jsonl"),
@@ -132,7 +134,8 @@ mod tests {
         .map(|p| sqlstate_of(&format!("SELECT * FROM cortex_buffer.file_integrity('{p}')")))
         .collect();
         // Inside, the file is judged.
-        let inside = sqlstate_of(&format!("SELECT * FROM cortex_buffer.file_integrity('{dir}/{JOB}/session-001.jsonl')"));
+        let inside =
+            sqlstate_of(&format!("SELECT * FROM cortex_buffer.file_integrity('{dir}/{JOB}/session-001.jsonl')"));
         run("RESET ROLE");
         for (state, hint) in &answers {
             assert_eq!(state, "42501");
@@ -171,13 +174,22 @@ mod tests {
     fn lines_claiming_another_job_are_not_that_jobs() {
         run("SET cortex_buffer.settle_period = 0");
         let root = TempRoot::new("isolation");
-        let line = |job: &str, t: &str| format!(r#"{{"type":"{t}","timestamp":"2026-02-23T14:30:00Z","job_id":"{job}"}}"#);
+        let line =
+            |job: &str, t: &str| format!(r#"{{"type":"{t}","timestamp":"2026-02-23T14:30:00Z","job_id":"{job}"}}"#);
         // In JOB's directory: one of its own lines, one claiming OTHER_JOB, one naming nobody.
         root.put(
             &format!("{JOB}/session_20260223T143022Z_pod-a.jsonl"),
-            format!("{}\n{}\n{}\n", line(JOB, "MINE"), line(OTHER_JOB, "FORGED"), r#"{"type":"PLAIN","timestamp":"t"}"#),
+            format!(
+                "{}\n{}\n{}\n",
+                line(JOB, "MINE"),
+                line(OTHER_JOB, "FORGED"),
+                r#"{"type":"PLAIN","timestamp":"t"}"#
+            ),
         );
-        root.put(&format!("{OTHER_JOB}/session_20260223T143022Z_pod-b.jsonl"), format!("{}\n", line(OTHER_JOB, "REAL")));
+        root.put(
+            &format!("{OTHER_JOB}/session_20260223T143022Z_pod-b.jsonl"),
+            format!("{}\n", line(OTHER_JOB, "REAL")),
+        );
         run(&format!("SELECT count(*) FROM cortex_buffer.index_sessions('{}')", root.dir()));
         assert_eq!(one(&format!("SELECT string_agg(type, ',') FROM cortex_buffer.job_events('{JOB}')")), "MINE,PLAIN");
         assert_eq!(one(&format!("SELECT string_agg(type, ',') FROM cortex_buffer.job_events('{OTHER_JOB}')")), "REAL");
@@ -189,7 +201,9 @@ mod tests {
         );
         // The line keeps the job it named, and its directory's job is the file's.
         assert_eq!(
-            one(&format!("SELECT job_id::text FROM cortex_buffer.event WHERE type = 'FORGED' AND job_id = '{OTHER_JOB}'")),
+            one(&format!(
+                "SELECT job_id::text FROM cortex_buffer.event WHERE type = 'FORGED' AND job_id = '{OTHER_JOB}'"
+            )),
             OTHER_JOB
         );
         assert_eq!(one("SELECT count(*)::text FROM cortex_buffer.event WHERE type = 'PLAIN' AND job_id IS NULL"), "1");

@@ -14,7 +14,9 @@ use cortex_buffer_e2e::{psql_concurrently, wait_for, Cluster};
 const JOB: &str = "0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f";
 
 fn line(seq: u64) -> String {
-    format!(r#"{{"type":"TOOL_RESULT","timestamp":"2026-02-23T14:30:00.000Z","job_id":"{JOB}","seq":{seq},"step_index":1}}"#)
+    format!(
+        r#"{{"type":"TOOL_RESULT","timestamp":"2026-02-23T14:30:00.000Z","job_id":"{JOB}","seq":{seq},"step_index":1}}"#
+    )
 }
 
 #[test]
@@ -95,18 +97,19 @@ fn a_statement_timeout_interrupts_index_sessions_on_either_insert_path() {
     let index = format!("SELECT sum(events_added) FROM cortex_buffer.index_sessions('{}')", c.sessions.display());
     for path in ["direct", "sql"] {
         if path == "sql" {
-            c.psql("CREATE FUNCTION public.pass_through() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$");
+            c.psql(
+                "CREATE FUNCTION public.pass_through() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+            );
             c.psql("CREATE TRIGGER pass_through BEFORE INSERT ON cortex_buffer.event FOR EACH ROW EXECUTE FUNCTION public.pass_through()");
         }
         let t = Instant::now();
-        let err = c
-            .psql_session("postgres", &["SET statement_timeout = '300ms'", &index])
-            .err()
-            .unwrap_or_default();
+        let err = c.psql_session("postgres", &["SET statement_timeout = '300ms'", &index]).err().unwrap_or_default();
         assert!(err.contains("canceling statement due to statement timeout"), "{path}: {err}");
         assert!(t.elapsed() < Duration::from_secs(5), "{path}: the timeout took effect after {:?}", t.elapsed());
         assert_eq!(
-            c.psql("SELECT count(*) || ' ' || (SELECT count(*) FROM cortex_buffer.event) FROM cortex_buffer.session_file"),
+            c.psql(
+                "SELECT count(*) || ' ' || (SELECT count(*) FROM cortex_buffer.event) FROM cortex_buffer.session_file"
+            ),
             "0 0",
             "{path}: nothing of the interrupted statement is kept"
         );

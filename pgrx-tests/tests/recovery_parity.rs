@@ -33,12 +33,26 @@ fn session_file(rng: &mut Rng, job: &str) -> String {
         let at = format!("2026-03-01T09:{:02}:{:02}.{:03}Z", (i / 60) % 60, i % 60, rng.below(1000));
         let tool = rng.pick(&tools);
         let (t, data) = match rng.below(20) {
-            0..=5 => ("TOOL_CALL", format!(r#"{{"type":"tool_use","timestamp":"{at}","toolName":"{tool}","toolInput":{{"n":{i}}}}}"#)),
-            6..=11 => ("TOOL_RESULT", format!(r#"{{"type":"tool_result","timestamp":"{at}","toolName":"{tool}","output":"r{i}","isError":false}}"#)),
+            0..=5 => (
+                "TOOL_CALL",
+                format!(r#"{{"type":"tool_use","timestamp":"{at}","toolName":"{tool}","toolInput":{{"n":{i}}}}}"#),
+            ),
+            6..=11 => (
+                "TOOL_RESULT",
+                format!(
+                    r#"{{"type":"tool_result","timestamp":"{at}","toolName":"{tool}","output":"r{i}","isError":false}}"#
+                ),
+            ),
             12..=14 => ("LLM_RESPONSE", format!(r#"{{"type":"text","timestamp":"{at}","content":"t{i}"}}"#)),
-            15 => ("LLM_RESPONSE", format!(r#"{{"type":"usage","timestamp":"{at}","tokenUsage":{{"inputTokens":10,"outputTokens":2}}}}"#)),
+            15 => (
+                "LLM_RESPONSE",
+                format!(r#"{{"type":"usage","timestamp":"{at}","tokenUsage":{{"inputTokens":10,"outputTokens":2}}}}"#),
+            ),
             16 => ("CHECKPOINT", format!(r#"{{"checkpointId":"c{i}"}}"#)),
-            17 => ("ERROR", format!(r#"{{"type":"error","timestamp":"{at}","message":"m","classification":"transient"}}"#)),
+            17 => (
+                "ERROR",
+                format!(r#"{{"type":"error","timestamp":"{at}","message":"m","classification":"transient"}}"#),
+            ),
             18 => {
                 // A crash and a new writer appending to the same file.
                 seq = 0;

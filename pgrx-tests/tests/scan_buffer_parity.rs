@@ -1,5 +1,5 @@
 //! Parity with the control plane's `scanBuffer`: generated cortex-spike files full of the line
-//! kinds DESIGN.md §Line and file rules names (truncated tails, interior garbage, non-object
+//! kinds docs/design.md §Line and file rules names (truncated tails, interior garbage, non-object
 //! JSON, missing keys, blank lines, BOM and NBSP, invalid UTF-8, NUL bytes, `1e400`, lone
 //! surrogates, deep nesting, CRLF...) are judged by cortex_buffer — both `file_integrity()` and
 //! what indexing stores — and by the control plane's own JavaScript (oracle/scan_buffer.mjs);

@@ -117,7 +117,10 @@ fn create_extension_refuses_a_schema_someone_else_prepared() {
         ],
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let err = c.psql_session("postgres", &["\\set VERBOSITY verbose", "CREATE EXTENSION cortex_buffer"]).err().unwrap_or_default();
+    let err = c
+        .psql_session("postgres", &["\\set VERBOSITY verbose", "CREATE EXTENSION cortex_buffer"])
+        .err()
+        .unwrap_or_default();
     assert!(err.contains("42P06") && err.contains("belongs to role mallory"), "{err}");
     assert!(err.contains("HINT"), "{err}");
     assert_eq!(c.psql("SELECT count(*) FROM pg_extension WHERE extname = 'cortex_buffer'"), "0");
@@ -126,7 +129,7 @@ fn create_extension_refuses_a_schema_someone_else_prepared() {
     c.psql("CREATE SCHEMA cortex_buffer");
     c.psql("CREATE TABLE cortex_buffer.leftover (x int)");
     let err = c.try_psql("postgres", "CREATE EXTENSION cortex_buffer").err().unwrap_or_default();
-    assert!(err.contains("schema cortex_buffer already holds 1 objects"), "{err}");
+    assert!(err.contains("schema cortex_buffer already holds 1 object(s)"), "{err}");
     c.psql("DROP TABLE cortex_buffer.leftover");
     c.psql("CREATE EXTENSION cortex_buffer");
     assert_eq!(c.psql("SELECT extversion IS NOT NULL FROM pg_extension WHERE extname = 'cortex_buffer'"), "t");
@@ -163,7 +166,7 @@ fn a_file_swapped_for_a_link_outside_is_never_read() {
                 let _ = symlink(&secret, &link);
                 let _ = std::fs::rename(&link, &path);
                 n += 1;
-                if n % 50 == 0 {
+                if n.is_multiple_of(50) {
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }

@@ -21,35 +21,11 @@ use super::indexer::{CorruptRow, FileRules, Progress};
 use super::pass::{FileOutcome, FileRef};
 use super::pipeline::{self, i64_of, Limits, OwnedEvent, PipelineError, Rows};
 use super::scan::{relative, FileStat};
+use super::settings::Settings;
 use super::volume::Volume;
 use crate::error::CbError;
-use crate::pg::guc;
 use crate::pg::jsonb::RawJsonb;
 use crate::pg::spi_util::{prepared, spi};
-
-/// The limits indexing runs with (from the settings).
-#[derive(Debug, Clone, Copy)]
-pub struct Settings {
-    pub max_line_bytes: usize,
-    pub max_line_memory: u64,
-    pub batch_rows: usize,
-    pub settle_us: i64,
-    pub quarantine_after: i32,
-    pub max_corruption_ratio: f64,
-}
-
-impl Settings {
-    pub fn current() -> Settings {
-        Settings {
-            max_line_bytes: guc::max_line_bytes(),
-            max_line_memory: guc::max_line_memory(),
-            batch_rows: guc::batch_rows(),
-            settle_us: guc::settle_period_us(),
-            quarantine_after: guc::quarantine_after(),
-            max_corruption_ratio: guc::max_corruption_ratio(),
-        }
-    }
-}
 
 /// A batch is sent once it holds this many bytes, whatever the row count: one SQL statement's
 /// worth on the SQL path; on the direct path batches are small (a few slots' worth) so the

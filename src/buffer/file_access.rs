@@ -69,7 +69,8 @@ impl Target {
         }
         let configured = guc::sessions_dir();
         if let Ok(volume) = resolve_root(&configured) {
-            let rel = volume.relative(p).or_else(|| p.strip_prefix(&configured).ok()).filter(|r| !r.as_os_str().is_empty());
+            let rel =
+                volume.relative(p).or_else(|| p.strip_prefix(&configured).ok()).filter(|r| !r.as_os_str().is_empty());
             if let Some(rel) = rel.map(Path::to_path_buf) {
                 return Some(Target::Inside { volume, rel });
             }

@@ -8,7 +8,7 @@ use pgrx::prelude::*;
 use pgrx::spi::{SpiClient, SpiHeapTupleData};
 use pgrx::{PgBuiltInOids, PgOid};
 
-use super::catalog::{from_i64, to_i64};
+use super::catalog_store::{from_i64, to_i64};
 use super::dialect::Dialect;
 use super::index_plan::IndexState;
 use super::integrity::Integrity;

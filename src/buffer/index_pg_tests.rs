@@ -546,11 +546,9 @@ mod tests {
         let by_invocation = plan("SELECT * FROM cortex_buffer.event WHERE invocation_id = 'toolu_01'");
         assert!(by_invocation.contains("event_invocation_idx"), "{by_invocation}");
         // job_events() is a definer function (never inlined): its own query is planned here.
-        run(
-            "DO $$ BEGIN EXECUTE 'PREPARE job_events_body(uuid, timestamptz) AS ' || regexp_replace(regexp_replace(
+        run("DO $$ BEGIN EXECUTE 'PREPARE job_events_body(uuid, timestamptz) AS ' || regexp_replace(regexp_replace(
                 (SELECT prosrc FROM pg_proc WHERE oid = 'cortex_buffer.job_events(uuid, timestamptz)'::regprocedure),
-                '\\mjob\\M', '$1', 'g'), '\\msince\\M', '$2', 'g'); END $$",
-        );
+                '\\mjob\\M', '$1', 'g'), '\\msince\\M', '$2', 'g'); END $$");
         let job_events = plan(&format!("EXECUTE job_events_body('{JOB}', now())"));
         run("DEALLOCATE job_events_body");
         assert!(job_events.contains("session_file_job_order_idx") && job_events.contains("event_pkey"), "{job_events}");

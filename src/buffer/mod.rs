@@ -9,15 +9,17 @@ pub use cortex_buffer_core::buffer::{
 };
 pub use cortex_buffer_watch::{pass, pipeline, scan, volume};
 
-pub mod catalog;
+pub mod catalog_store;
 mod direct_insert;
 pub mod event_store;
 pub mod file_access;
 mod file_row;
 #[cfg(any(test, feature = "pg_test"))]
 mod index_pg_tests;
+pub mod indexing;
 #[cfg(any(test, feature = "pg_test"))]
 mod insert_rules_pg_tests;
+pub mod settings;
 mod sql;
 mod status_sql;
 

@@ -1,77 +1,22 @@
 //! SQL functions of the session-buffer capability: `index_sessions()` runs the worker's pass
-//! synchronously, `index_now()` wakes the worker.
+//! synchronously (`indexing::pass`, each file in a subtransaction). The worker's own SQL face
+//! (`index_now`, `indexer_worker`) is in `worker::sql`.
 
 use std::time::Duration;
 
 use pgrx::prelude::*;
 
-use super::catalog::InTransaction;
-use super::event_store::{self, Settings};
-use super::pass::{index_pass, now_us, run_pass, FileIndexer, FileOutcome, FileRef, KnownCache, PassError};
+use super::indexing::{self, Mode};
+use super::pass::{now_us, FileOutcome, KnownCache, PassError};
 use super::scan::resolve_root;
-use super::volume::Volume;
 use crate::error::{CbError, SqlState};
 use crate::pg::guc;
-use crate::pg::privilege::{as_definer, caller_is_superuser};
-use crate::pg::raise::{notice, raise};
-use crate::pg::xact::subtransaction;
+use crate::pg::privilege::caller_is_superuser;
+use crate::pg::raise::raise;
+use crate::pg::xact::TxnFailure;
 use crate::pg::OrRaise;
-use crate::worker::shared::{self, Phase};
 
 type IndexRow = (String, Option<String>, Option<String>, Option<i64>, String, Option<String>, i64, i64);
-
-/// Indexes each file in a subtransaction of the caller's transaction, so one bad file rolls
-/// back alone and is counted.
-struct SubtransactionIndexer<'v> {
-    volume: &'v Volume,
-    settings: Settings,
-    now_us: i64,
-}
-
-impl FileIndexer for SubtransactionIndexer<'_> {
-    fn index(&mut self, file: &FileRef) -> FileOutcome {
-        let index = || as_definer(|| event_store::index_one(file, self.volume, &self.settings, self.now_us));
-        match subtransaction(index) {
-            Ok(outcome) => outcome,
-            Err(failure) => {
-                let error = failure.to_string();
-                let quarantined = subtransaction(|| {
-                    as_definer(|| event_store::record_failure(file.file_id, &error, self.settings.quarantine_after))
-                })
-                .unwrap_or(false);
-                FileOutcome::Failed { error, quarantined }
-            }
-        }
-    }
-}
-
-/// One synchronous discovery pass over `dir` (superuser only) or `cortex_buffer.sessions_dir`;
-/// returns every session file found, gone or skipped, with what the pass did about it.
-/// The symbol install scripts before 0.5.0 bind `index_sessions(text)` to (six result
-/// columns, discovery only). That schema lacks what this library writes, so it says what to do.
-#[allow(clippy::type_complexity)]
-#[pg_extern(sql = false)]
-fn index_sessions(
-    _dir: default!(Option<&str>, "NULL"),
-) -> TableIterator<
-    'static,
-    (
-        name!(path, String),
-        name!(job_dir, Option<String>),
-        name!(dialect, Option<String>),
-        name!(size_bytes, Option<i64>),
-        name!(action, String),
-        name!(detail, Option<String>),
-    ),
-> {
-    raise(
-        CbError::new(
-            SqlState::ObjectNotInPrerequisiteState,
-            format!("the installed cortex_buffer extension is older than its library ({})", env!("CARGO_PKG_VERSION")),
-        )
-        .with_hint("Run ALTER EXTENSION cortex_buffer UPDATE in this database."),
-    )
-}
 
 /// One synchronous pass: discovery and indexing, as the worker does it.
 #[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
@@ -108,16 +53,15 @@ fn index_sessions_and_events(
     };
     let volume = resolve_root(&dir).or_raise();
     let mut cache = KnownCache::default();
-    let now = now_us();
-    let report = match run_pass(&volume, &mut InTransaction, &mut cache, Duration::ZERO, now) {
-        Ok(r) => r,
-        Err(PassError::Root(e) | PassError::Catalog(e)) => raise(e),
-    };
-    let settings = Settings::current();
-    let mut indexer = SubtransactionIndexer { volume: &volume, settings, now_us: now };
-    let outcomes: std::collections::HashMap<String, FileOutcome> =
-        index_pass(&mut cache, &mut indexer, now, settings.settle_us).into_iter().collect();
-    let rows: Vec<IndexRow> = report
+    let pass =
+        match indexing::pass(&volume, &mut cache, Duration::ZERO, now_us(), Mode::Caller, &mut |_| {}, |_, _| true) {
+            Ok(p) => p,
+            Err(PassError::Root(e) | PassError::Catalog(TxnFailure::Refused(e))) => raise(e),
+            Err(PassError::Catalog(failure)) => raise(CbError::internal(failure.to_string())),
+        };
+    let outcomes: std::collections::HashMap<String, FileOutcome> = pass.files.into_iter().collect();
+    let rows: Vec<IndexRow> = pass
+        .report
         .files
         .into_iter()
         .map(|f| {
@@ -160,46 +104,11 @@ fn index_sessions_and_events(
     TableIterator::new(rows)
 }
 
-/// Wakes the background worker for an immediate pass. False (with a NOTICE saying why) when no
-/// worker is there to wake.
-#[pg_extern(volatile)]
-fn index_now() -> bool {
-    let (message, hint) = match shared::phase() {
-        None => (
-            "cortex_buffer's background worker is not running: the library is not in shared_preload_libraries",
-            "Add cortex_buffer to shared_preload_libraries and restart the server, or call cortex_buffer.index_sessions().",
-        ),
-        Some(Phase::Absent) => (
-            "cortex_buffer's background worker is not running (it may be starting or restarting after an error)",
-            "See the server log for lines from \"cortex_buffer indexer\".",
-        ),
-        Some(Phase::Disabled) => (
-            "cortex_buffer's background worker is disabled",
-            "Set cortex_buffer.worker_enabled = on and reload the configuration.",
-        ),
-        Some(Phase::Active | Phase::Waiting) => {
-            if shared::wake() {
-                return true;
-            }
-            ("cortex_buffer's background worker exited before it could be woken", "Try again in a few seconds.")
-        }
-    };
-    notice(message, Some(hint));
-    false
-}
-
 extension_sql_file!("index_schema.sql", name = "buffer_index_schema", requires = ["buffer_schema"]);
 extension_sql_file!(
     "buffer.sql",
     name = "buffer_sql",
-    requires = [
-        "buffer_schema",
-        "buffer_index_schema",
-        index_sessions_and_events,
-        index_now,
-        status_sql::file_integrity,
-        status_sql::indexer_worker
-    ]
+    requires = ["buffer_schema", "buffer_index_schema", index_sessions_and_events, status_sql::file_integrity]
 );
 
 #[cfg(any(test, feature = "pg_test"))]
@@ -339,11 +248,5 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(sqlstate_of("SELECT * FROM cortex_buffer.index_sessions()").0, "42501");
         Spi::run("RESET ROLE").unwrap_or_else(|e| panic!("{e}"));
-    }
-
-    #[pg_test]
-    fn index_now_is_false_with_a_notice_when_the_worker_is_disabled() {
-        // The test cluster preloads the library with cortex_buffer.worker_enabled = off.
-        assert_eq!(Spi::get_one::<bool>("SELECT cortex_buffer.index_now()").ok().flatten(), Some(false));
     }
 }

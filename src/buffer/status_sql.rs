@@ -1,6 +1,5 @@
-//! SQL functions that report on session files: `file_integrity(path)` judges a file's current
-//! bytes on demand (the control plane's `scanBuffer`, server-side), `indexer_worker()` feeds
-//! the `indexer_status` view.
+//! `file_integrity(path)`: a session file's current bytes judged on demand, as the control
+//! plane's `scanBuffer` judges them, server-side.
 
 use std::path::Path;
 
@@ -9,17 +8,16 @@ use pgrx::prelude::*;
 
 use super::dialect::{detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
 use super::discovery::{classify, Layout};
-use super::event_store::Settings;
+use super::file_access::Target;
 use super::indexer::{index_file, CorruptRow, EventRow, FileRules, IndexError, Progress, Sink};
 use super::integrity::Severity;
 use super::pass::now_us;
-use super::file_access::Target;
 use super::scan::FileStat;
+use super::settings::Settings;
 use super::timestamp::POSTGRES_EPOCH_OFFSET_US;
 use crate::pg::privilege::as_definer;
 use crate::pg::raise::notice;
 use crate::pg::spi_util::spi;
-use crate::worker::shared;
 
 /// Counts only: `file_integrity()` stores nothing.
 struct Discard;
@@ -173,40 +171,5 @@ fn file_integrity(
         i.seq_first_missing,
         ts(i.first_ts_us),
         ts(i.last_ts_us),
-    ))
-}
-
-/// The background worker's own figures (shared memory), for the `indexer_status` view.
-#[allow(clippy::type_complexity)]
-#[pg_extern(volatile)]
-fn indexer_worker() -> TableIterator<
-    'static,
-    (
-        name!(worker_pid, Option<i32>),
-        name!(worker_state, String),
-        name!(last_pass_at, Option<TimestampWithTimeZone>),
-        name!(last_pass_ms, Option<f64>),
-        name!(passes, i64),
-        name!(events_indexed, i64),
-        name!(errors, i64),
-    ),
-> {
-    let s = shared::stats();
-    let state = match s.phase {
-        None => "not preloaded",
-        Some(shared::Phase::Absent) => "not running",
-        Some(shared::Phase::Active) => "indexing",
-        Some(shared::Phase::Disabled) => "disabled",
-        Some(shared::Phase::Waiting) => "waiting",
-    };
-    let ran = s.passes > 0;
-    TableIterator::once((
-        (s.pid != 0).then_some(s.pid),
-        state.to_owned(),
-        if ran { ts(Some(s.last_pass_us)) } else { None },
-        ran.then(|| s.last_pass_duration_us as f64 / 1000.0),
-        i64::try_from(s.passes).unwrap_or(i64::MAX),
-        i64::try_from(s.events_indexed).unwrap_or(i64::MAX),
-        i64::try_from(s.errors).unwrap_or(i64::MAX),
     ))
 }

@@ -8,7 +8,9 @@ use pgrx::spi::SpiClient;
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
 use super::crc::{crc_as_int4, stored_crc, Canonical};
-use super::identity::{doc_identity, format_uuid, plan_write, uuid_v7, Current, DocIdentity, UuidBytes};
+use super::identity::{
+    doc_identity, format_uuid, may_checkpoint, plan_write, step_index_of, uuid_v7, Current, DocIdentity, UuidBytes,
+};
 use crate::error::{CbError, SqlState};
 use crate::job::binding::{self, Access, Binding};
 use crate::pg::guc;
@@ -127,10 +129,7 @@ fn read_job_row(client: &SpiClient<'_>, b: &Binding, job: Uuid, lock: bool) -> R
     let hist_step: Option<i32> = row.get(6).map_err(spi)?;
     let own = DocIdentity {
         checkpoint_id: own_id.as_deref().and_then(super::identity::parse_uuid),
-        step_index: own_step
-            .as_deref()
-            .and_then(|s| s.parse::<f64>().ok())
-            .and_then(|f| (f.fract() == 0.0 && f >= 0.0 && f <= f64::from(i32::MAX)).then_some(f as i32)),
+        step_index: own_step.as_deref().and_then(|s| s.parse::<f64>().ok()).and_then(step_index_of),
     };
     let history = hist_id.zip(hist_step).map(|(id, step)| (*id.as_bytes(), step));
     Ok(Some(JobRow {
@@ -195,15 +194,7 @@ pub fn write(
     with_index_scans(|| {
         Spi::connect_mut(|client| {
             let row = read_job_row(client, &b, job, true)?.ok_or_else(|| b.no_such_job(job))?;
-            if row.status != "RUNNING" {
-                return Err(CbError::new(
-                    SqlState::ObjectNotInPrerequisiteState,
-                    format!("job {job} is {}, not RUNNING; its checkpoint cannot be written", row.status),
-                )
-                .with_hint(
-                    "Only the process running the job may checkpoint; a reaped or finished job's writer must stop.",
-                ));
-            }
+            may_checkpoint(&job.to_string(), &row.status)?;
             let planned = plan_write(
                 own,
                 row.current,
@@ -237,7 +228,13 @@ fn stored_crc_param(b: &Binding, crc: u32) -> (PgOid, pgrx::datum::DatumWithOid<
 }
 
 /// Appends the history row (as the definer role); returns its id.
-fn append_history(client: &mut SpiClient<'_>, b: &Binding, job: Uuid, doc: &RawJsonb, w: &Written) -> Result<i64, CbError> {
+fn append_history(
+    client: &mut SpiClient<'_>,
+    b: &Binding,
+    job: Uuid,
+    doc: &RawJsonb,
+    w: &Written,
+) -> Result<i64, CbError> {
     let insert = b.statement(
         client,
         "checkpoint.write.history",
@@ -249,7 +246,7 @@ fn append_history(client: &mut SpiClient<'_>, b: &Binding, job: Uuid, doc: &RawJ
         job.into(),
         Uuid::from_bytes(w.checkpoint_id).into(),
         w.step_index.into(),
-        doc.clone().into(),
+        (*doc).into(),
         i64::from(w.crc).into(),
         i32::try_from(w.size_bytes).unwrap_or(i32::MAX).into(),
         (guc::checkpoint_history_keep() - 1).into(),
@@ -269,7 +266,7 @@ fn store_in_two_statements(
     let (crc_type, stored) = stored_crc_param(b, w.crc);
     let key = if b.shape.crc_is_int4 { "checkpoint.write.int4" } else { "checkpoint.write.int8" };
     let stmt = b.statement(client, key, Access::Write, &[UUID, JSONB, crc_type], update_job_sql)?;
-    client.update(&*stmt, None, &[job.into(), doc.clone().into(), stored]).map_err(spi)?;
+    client.update(&*stmt, None, &[job.into(), doc.into(), stored]).map_err(spi)?;
     append_history(client, b, job, &doc, w)?;
     Ok(())
 }

@@ -4,7 +4,7 @@ use pgrx::datum::{Interval, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::Uuid;
 
-use super::{breaker, jobs};
+use super::{circuit_store, liveness_store};
 use crate::error::{CbError, SqlState};
 use crate::job::binding;
 use crate::pg::jsonb::RawJsonb;
@@ -24,7 +24,7 @@ fn positive(i: &Interval, name: &str) {
 /// agent must stop.
 #[pg_extern(volatile, strict)]
 fn heartbeat(job_id: Uuid) -> bool {
-    jobs::heartbeat(job_id).or_raise()
+    liveness_store::heartbeat(job_id).or_raise()
 }
 
 /// Transitions RUNNING jobs without a recent heartbeat to FAILED and then RETRYING or
@@ -54,7 +54,7 @@ fn reap_zombies(
                 .with_hint("Pass the most jobs to reap in this call."),
         );
     }
-    let rows: Vec<_> = jobs::reap(stale_after, max_jobs)
+    let rows: Vec<_> = liveness_store::reap(stale_after, max_jobs)
         .or_raise()
         .into_iter()
         .map(|r| (r.job_id, r.agent_id, r.attempt, r.new_status.to_owned(), r.retry_after, r.last_heartbeat))
@@ -66,7 +66,7 @@ fn reap_zombies(
 /// outside a transaction block: it builds the index concurrently).
 #[pg_extern(stable)]
 fn reaper_index_sql() -> String {
-    jobs::reaper_index_sql(&binding::current().or_raise())
+    liveness_store::reaper_index_sql(&binding::current().or_raise())
 }
 
 /// Jobs in WAITING_FOR_APPROVAL for longer than `idle_after` (their pods can be scaled to zero).
@@ -76,7 +76,7 @@ fn idle_paused_jobs(
 ) -> TableIterator<'static, (name!(job_id, Uuid), name!(agent_id, Uuid), name!(waiting_since, TimestampWithTimeZone))> {
     let idle_after = idle_after.unwrap_or_else(|| Interval::from_micros(30 * 60 * 1_000_000));
     positive(&idle_after, "idle_after");
-    TableIterator::new(jobs::idle_paused(idle_after).or_raise())
+    TableIterator::new(liveness_store::idle_paused(idle_after).or_raise())
 }
 
 /// Appends a crash record for the job's current attempt; returns its id.
@@ -96,9 +96,9 @@ fn record_crash(
                 .with_hint("Pass the crashed job's id."),
         )
     });
-    jobs::record_crash(
+    liveness_store::record_crash(
         job,
-        jobs::CrashReport { exit_code, error_message, lifecycle_state, step_index, last_tool, tokens },
+        liveness_store::CrashReport { exit_code, error_message, lifecycle_state, step_index, last_tool, tokens },
     )
     .or_raise()
 }
@@ -112,7 +112,7 @@ fn retry_decision(
     'static,
     (name!(retry, bool), name!(reason, String), name!(strategy, String), name!(delay, Option<Interval>)),
 > {
-    let d = jobs::retry_decision(job_id).or_raise();
+    let d = liveness_store::retry_decision(job_id).or_raise();
     TableIterator::once((
         d.retry,
         d.reason.label().to_owned(),
@@ -125,7 +125,7 @@ fn retry_decision(
 /// one canary job once an open breaker's cooldown has passed.
 #[pg_extern(volatile, strict)]
 fn admit_job(agent_id: Uuid, job_id: Uuid) -> bool {
-    breaker::admit(agent_id, job_id).or_raise()
+    circuit_store::admit(agent_id, job_id).or_raise()
 }
 
 type StateRow = TableIterator<
@@ -133,7 +133,7 @@ type StateRow = TableIterator<
     (name!(state, String), name!(failures_in_window, i32), name!(open_until, Option<TimestampWithTimeZone>)),
 >;
 
-fn state_row(r: breaker::Report) -> StateRow {
+fn state_row(r: circuit_store::Report) -> StateRow {
     TableIterator::once((r.state.label().to_owned(), r.failures_in_window, r.open_until))
 }
 
@@ -148,7 +148,7 @@ fn record_outcome(
     'static,
     (name!(state, String), name!(failures_in_window, i32), name!(open_until, Option<TimestampWithTimeZone>)),
 > {
-    state_row(breaker::record_outcome(agent_id, job_id, success).or_raise())
+    state_row(circuit_store::record_outcome(agent_id, job_id, success).or_raise())
 }
 
 /// The agent's breaker: closed, open (until `open_until`) or half_open.
@@ -160,7 +160,7 @@ fn circuit_state(
     'static,
     (name!(state, String), name!(failures_in_window, i32), name!(open_until, Option<TimestampWithTimeZone>)),
 > {
-    state_row(breaker::state(agent_id).or_raise())
+    state_row(circuit_store::state(agent_id).or_raise())
 }
 
 extension_sql_file!("schema.sql", name = "lifecycle_schema", requires = ["job_schema"]);

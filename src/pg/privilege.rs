@@ -88,8 +88,11 @@ fn check_installed_version() -> Result<(), CbError> {
             format!("the installed cortex_buffer extension is version {v}, older than its library ({library})"),
         )
         .with_hint("Run ALTER EXTENSION cortex_buffer UPDATE in this database.")),
-        None => Err(CbError::new(SqlState::ObjectNotInPrerequisiteState, "extension cortex_buffer is not installed in this database")
-            .with_hint("Run CREATE EXTENSION cortex_buffer.")),
+        None => Err(CbError::new(
+            SqlState::ObjectNotInPrerequisiteState,
+            "extension cortex_buffer is not installed in this database",
+        )
+        .with_hint("Run CREATE EXTENSION cortex_buffer.")),
     }
 }
 

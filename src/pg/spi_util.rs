@@ -69,7 +69,8 @@ fn prepare_kept(
         return Ok(s);
     }
     let text = sql();
-    let statement = if mutating { client.prepare_mut(text.as_str(), args) } else { client.prepare(text.as_str(), args) };
+    let statement =
+        if mutating { client.prepare_mut(text.as_str(), args) } else { client.prepare(text.as_str(), args) };
     let prepared = statement.map_err(|e| CbError::internal(format!("preparing {key}: {e}")))?.keep();
     let prepared = std::rc::Rc::new(prepared);
     PREPARED.with(|m| m.borrow_mut().insert(key, std::rc::Rc::clone(&prepared)));

@@ -99,12 +99,7 @@ pub fn job_files_sql() -> String {
 /// The job's session files of the cortex dialects (or not identified yet), in
 /// `(session_ordinal, path)` order.
 pub fn job_files(client: &SpiClient<'_>, job: Uuid) -> Result<Vec<SessionFile>, CbError> {
-    let stmt = prepared_read(
-        client,
-        "recovery.job_files",
-        job_files_sql,
-        &[UUID],
-    )?;
+    let stmt = prepared_read(client, "recovery.job_files", job_files_sql, &[UUID])?;
     let rows = client.select(&*stmt, None, &[job.into()]).map_err(spi)?;
     rows.into_iter().map(|r| session_file(&r).map(|(f, _)| f)).collect()
 }
@@ -259,7 +254,9 @@ pub fn for_each_event(
     };
     let mut from = from_offset;
     loop {
-        let rows = client.select(&*stmt, None, &[file_id.into(), from.into(), PAGE_ROWS.into(), types.clone().into()]).map_err(spi)?;
+        let rows = client
+            .select(&*stmt, None, &[file_id.into(), from.into(), PAGE_ROWS.into(), types.clone().into()])
+            .map_err(spi)?;
         let mut n = 0;
         let mut page = Vec::with_capacity(rows.len());
         for r in rows {
@@ -295,12 +292,7 @@ pub fn events_before(
     n: i64,
     payload_types: &[&str],
 ) -> Result<Vec<OwnedRow>, CbError> {
-    let stmt = prepared_read(
-        client,
-        "recovery.events_before",
-        events_before_sql,
-        &[INT8, INT8, INT8, TEXT_ARRAY],
-    )?;
+    let stmt = prepared_read(client, "recovery.events_before", events_before_sql, &[INT8, INT8, INT8, TEXT_ARRAY])?;
     let types: Vec<String> = payload_types.iter().map(|s| (*s).to_owned()).collect();
     let rows = client.select(&*stmt, None, &[file_id.into(), before.into(), n.into(), types.into()]).map_err(spi)?;
     rows.into_iter().map(|r| OwnedRow::read(&r)).collect()
@@ -319,13 +311,10 @@ fn text_array(items: &[&str]) -> Vec<String> {
 impl Probe for IndexProbe<'_, '_> {
     fn last_marker(&mut self, session: usize) -> Result<Option<MarkerAt>, CbError> {
         let Some(&file_id) = self.file_ids.get(session) else { return Ok(None) };
-        let stmt = prepared_read(
-            self.client,
-            "recovery.last_marker",
-            || LAST_MARKER_SQL.to_owned(),
-            &[INT8, TEXT_ARRAY],
-        )?;
-        let rows = self.client.select(&*stmt, Some(1), &[file_id.into(), text_array(&MARKER_TYPES).into()]).map_err(spi)?;
+        let stmt =
+            prepared_read(self.client, "recovery.last_marker", || LAST_MARKER_SQL.to_owned(), &[INT8, TEXT_ARRAY])?;
+        let rows =
+            self.client.select(&*stmt, Some(1), &[file_id.into(), text_array(&MARKER_TYPES).into()]).map_err(spi)?;
         let Some(r) = rows.into_iter().next() else { return Ok(None) };
         let kind = r.get::<String>(3).map_err(spi)?.as_deref().and_then(MarkerKind::of);
         kind.map(|kind| -> Result<MarkerAt, CbError> {
@@ -343,13 +332,10 @@ impl Probe for IndexProbe<'_, '_> {
 
     fn first_loaded(&mut self, session: usize) -> Result<Option<LoadedAt>, CbError> {
         let Some(&file_id) = self.file_ids.get(session) else { return Ok(None) };
-        let stmt = prepared_read(
-            self.client,
-            "recovery.first_loaded",
-            || FIRST_LOADED_SQL.to_owned(),
-            &[INT8, TEXT_ARRAY],
-        )?;
-        let rows = self.client.select(&*stmt, Some(1), &[file_id.into(), vec![LOADED_TYPE.to_owned()].into()]).map_err(spi)?;
+        let stmt =
+            prepared_read(self.client, "recovery.first_loaded", || FIRST_LOADED_SQL.to_owned(), &[INT8, TEXT_ARRAY])?;
+        let rows =
+            self.client.select(&*stmt, Some(1), &[file_id.into(), vec![LOADED_TYPE.to_owned()].into()]).map_err(spi)?;
         rows.into_iter()
             .next()
             .map(|r| {
@@ -369,19 +355,19 @@ impl Probe for IndexProbe<'_, '_> {
             || TOOL_BEFORE_SQL.to_owned(),
             &[INT8, INT8, TEXT_ARRAY],
         )?;
-        let rows = self.client.select(&*stmt, Some(1), &[file_id.into(), offset.into(), text_array(&TOOL_TYPES).into()]).map_err(spi)?;
+        let rows = self
+            .client
+            .select(&*stmt, Some(1), &[file_id.into(), offset.into(), text_array(&TOOL_TYPES).into()])
+            .map_err(spi)?;
         Ok(!rows.is_empty())
     }
 
     fn last_offset_before(&mut self, session: usize, since_us: i64) -> Result<Option<i64>, CbError> {
         let Some(&file_id) = self.file_ids.get(session) else { return Ok(None) };
-        let stmt = prepared_read(
-            self.client,
-            "recovery.last_before",
-            || LAST_BEFORE_SQL.to_owned(),
-            &[INT8, TIMESTAMPTZ],
-        )?;
-        let rows = self.client.select(&*stmt, Some(1), &[file_id.into(), timestamptz(Some(since_us)).into()]).map_err(spi)?;
+        let stmt =
+            prepared_read(self.client, "recovery.last_before", || LAST_BEFORE_SQL.to_owned(), &[INT8, TIMESTAMPTZ])?;
+        let rows =
+            self.client.select(&*stmt, Some(1), &[file_id.into(), timestamptz(Some(since_us)).into()]).map_err(spi)?;
         rows.into_iter().next().map(|r| r.get::<i64>(1).map_err(spi)).transpose().map(Option::flatten)
     }
 }
@@ -409,12 +395,7 @@ pub fn started_before(
 
 /// When the job's checkpoint `checkpoint_id` was written, from `checkpoint_history`.
 pub fn checkpoint_written_at(client: &SpiClient<'_>, job: Uuid, checkpoint_id: Uuid) -> Result<Option<i64>, CbError> {
-    let stmt = prepared_read(
-        client,
-        "recovery.checkpoint_time",
-        || CHECKPOINT_TIME_SQL.to_owned(),
-        &[UUID, UUID],
-    )?;
+    let stmt = prepared_read(client, "recovery.checkpoint_time", || CHECKPOINT_TIME_SQL.to_owned(), &[UUID, UUID])?;
     let rows = client.select(&*stmt, Some(1), &[job.into(), checkpoint_id.into()]).map_err(spi)?;
     Ok(rows
         .into_iter()

@@ -7,8 +7,8 @@
 pub use cortex_buffer_core::recovery as core;
 
 mod index;
-mod plan;
 #[cfg(any(test, feature = "pg_test"))]
 mod pg_tests;
+mod plan;
 mod sql;
 mod transcript;

@@ -21,7 +21,8 @@ mod tests {
 
     impl Spike {
         fn new(job: &str, pod: &str, loaded: Option<&str>) -> Spike {
-            let mut s = Spike { job: job.into(), session: format!("sess-{pod}"), seq: 0, second: 0, text: String::new() };
+            let mut s =
+                Spike { job: job.into(), session: format!("sess-{pod}"), seq: 0, second: 0, text: String::new() };
             s.event("SESSION_START", &format!(r#""buffer_schema_version":1,"agent_id":"a","pod_name":"{pod}""#));
             let cp = loaded.map_or("null".to_owned(), |c| format!("\"{c}\""));
             s.event("CHECKPOINT_LOADED", &format!(r#""checkpoint_id":{cp},"step_index":null"#));
@@ -45,7 +46,12 @@ mod tests {
         }
 
         fn start(&mut self, id: &str, tool: &str) -> &mut Spike {
-            self.event("TOOL_START", &format!(r#""invocation_id":"{id}","tool_name":"{tool}","input_hash":"h-{id}","input_summary":"in-{id}""#))
+            self.event(
+                "TOOL_START",
+                &format!(
+                    r#""invocation_id":"{id}","tool_name":"{tool}","input_hash":"h-{id}","input_summary":"in-{id}""#
+                ),
+            )
         }
 
         fn result(&mut self, id: &str, tool: &str, ok: bool) -> &mut Spike {
@@ -92,7 +98,11 @@ mod tests {
         }
 
         fn call(&mut self, at: &str, tool: &str, input: &str) -> &mut Shipped {
-            self.event(at, "TOOL_CALL", &format!(r#"{{"type":"tool_use","timestamp":"{at}","toolName":"{tool}","toolInput":{input}}}"#))
+            self.event(
+                at,
+                "TOOL_CALL",
+                &format!(r#"{{"type":"tool_use","timestamp":"{at}","toolName":"{tool}","toolInput":{input}}}"#),
+            )
         }
 
         fn result(&mut self, at: &str, tool: &str, output: &str, error: bool) -> &mut Shipped {
@@ -130,11 +140,17 @@ mod tests {
     }
 
     fn keys(v: &Value, list: &str) -> Vec<String> {
-        v[list].as_array().map(|a| a.iter().map(|c| c["key"].as_str().unwrap_or("").to_owned()).collect()).unwrap_or_default()
+        v[list]
+            .as_array()
+            .map(|a| a.iter().map(|c| c["key"].as_str().unwrap_or("").to_owned()).collect())
+            .unwrap_or_default()
     }
 
     fn kinds(v: &Value) -> Vec<String> {
-        v["anomalies"].as_array().map(|a| a.iter().map(|c| c["kind"].as_str().unwrap_or("").to_owned()).collect()).unwrap_or_default()
+        v["anomalies"]
+            .as_array()
+            .map(|a| a.iter().map(|c| c["kind"].as_str().unwrap_or("").to_owned()).collect())
+            .unwrap_or_default()
     }
 
     fn reason(v: &Value) -> (&str, &str) {
@@ -186,13 +202,19 @@ mod tests {
         assert_eq!(p["checkpoint"]["resume_step"], 4);
         assert_eq!(p["checkpoint"]["source"], "current");
         assert_eq!(reason(&p), ("buffer", "marker_matched"));
-        assert_eq!((p["marker"]["kind"].as_str(), p["marker"]["checkpoint_id"].as_str()), (Some("checkpoint_written"), Some(C1)));
+        assert_eq!(
+            (p["marker"]["kind"].as_str(), p["marker"]["checkpoint_id"].as_str()),
+            (Some("checkpoint_written"), Some(C1))
+        );
         assert_eq!(keys(&p, "completed"), ["i1"], "i0 finished before the marker: the checkpoint covers it");
         assert_eq!(p["completed"][0]["success"], false);
         assert_eq!(keys(&p, "in_flight"), ["i2"]);
         assert_eq!(p["lost_events"][0]["missing"], 2);
         assert_eq!(p["sessions"][0]["integrity"]["tail_state"], "truncated");
-        let events: Vec<&str> = p["events_after_marker"].as_array().map(|a| a.iter().filter_map(|e| e["type"].as_str()).collect()).unwrap_or_default();
+        let events: Vec<&str> = p["events_after_marker"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|e| e["type"].as_str()).collect())
+            .unwrap_or_default();
         assert_eq!(events, ["TOOL_START", "TOOL_RESULT", "TOOL_START"]);
     }
 
@@ -298,7 +320,10 @@ mod tests {
         root.put(&file, format!("{}not json\nnot json either\n{}", s.text, "{\"type\":\"X\",\"timestamp\":\"t\"}\n"));
         index(&root);
         assert_eq!(reason(&plan(&job)), ("checkpoint_only", "file_untrusted"));
-        assert_eq!(one(&format!("SELECT reason FROM cortex_buffer.untrusted_session_files WHERE job_id = '{job}'")), "file_untrusted");
+        assert_eq!(
+            one(&format!("SELECT reason FROM cortex_buffer.untrusted_session_files WHERE job_id = '{job}'")),
+            "file_untrusted"
+        );
 
         root.put(&file, &s.text);
         index(&root);
@@ -306,7 +331,9 @@ mod tests {
         let path = root.path(&file);
         run(&format!("UPDATE cortex_buffer.session_file SET quarantined_at = now() WHERE path = '{path}'"));
         assert_eq!(reason(&plan(&job)), ("checkpoint_only", "quarantined"));
-        run(&format!("UPDATE cortex_buffer.session_file SET quarantined_at = NULL, generation = 0 WHERE path = '{path}'"));
+        run(&format!(
+            "UPDATE cortex_buffer.session_file SET quarantined_at = NULL, generation = 0 WHERE path = '{path}'"
+        ));
         assert_eq!(reason(&plan(&job)), ("checkpoint_only", "not_indexed"));
         // Deleted once fully indexed: the index still has it all.
         run(&format!("UPDATE cortex_buffer.session_file SET generation = 1, gone_at = now() WHERE path = '{path}'"));
@@ -351,13 +378,20 @@ mod tests {
         let root = TempRoot::new("rp-shipped");
         let job = spike_job(&root);
         checkpoint(&job, C1, 1);
-        let at = |secs: i64| one(&format!("SELECT to_char((now() + make_interval(secs => {secs})) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"));
+        let at = |secs: i64| {
+            one(&format!("SELECT to_char((now() + make_interval(secs => {secs})) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"))
+        };
         let mut w = Shipped::new(&job);
         w.call(&at(-60), "read", r#"{"path":"old"}"#).result(&at(-59), "read", r#""old""#, false);
         w.call(&at(1), "read", r#"{"path":"a"}"#);
         w.call(&at(2), "read", r#"{"path":"b"}"#);
         w.call(&at(3), "exec", r#"{"cmd":"ls"}"#);
-        w.result(&at(4), "read", r#""A""#, false).result(&at(5), "exec", r#"{"rc":1}"#, true).result(&at(6), "read", r#""B""#, false);
+        w.result(&at(4), "read", r#""A""#, false).result(&at(5), "exec", r#"{"rc":1}"#, true).result(
+            &at(6),
+            "read",
+            r#""B""#,
+            false,
+        );
         w.call(&at(7), "read", r#"{"path":"c"}"#);
         root.put(&format!("{job}/session-001.jsonl"), &w.text);
         index(&root);
@@ -370,17 +404,32 @@ mod tests {
             .as_array()
             .map(|a| {
                 a.iter()
-                    .map(|c| (c["tool_name"].as_str().unwrap_or("").to_owned(), c["tool_ordinal"].as_i64().unwrap_or(0), c["result"].as_str().unwrap_or("").to_owned()))
+                    .map(|c| {
+                        (
+                            c["tool_name"].as_str().unwrap_or("").to_owned(),
+                            c["tool_ordinal"].as_i64().unwrap_or(0),
+                            c["result"].as_str().unwrap_or("").to_owned(),
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default();
-        assert_eq!(done, [("read".into(), 1, "A".into()), ("read".into(), 2, "B".into()), ("exec".into(), 1, r#"{"rc":1}"#.into())]);
-        assert!(p["completed"].as_array().is_some_and(|a| a.iter().all(|c| c["paired_by"] == "order" && c["key_source"] == "derived")));
+        assert_eq!(
+            done,
+            [("read".into(), 1, "A".into()), ("read".into(), 2, "B".into()), ("exec".into(), 1, r#"{"rc":1}"#.into())]
+        );
+        assert!(p["completed"]
+            .as_array()
+            .is_some_and(|a| a.iter().all(|c| c["paired_by"] == "order" && c["key_source"] == "derived")));
         assert_eq!(p["completed"][0]["key"].as_str().map(|k| k.starts_with("session-001.jsonl@")), Some(true));
         // The input hash is SHA-256 of canonical_json(toolInput): an agent can compute it.
-        let hash = one(r#"SELECT encode(sha256(convert_to(cortex_buffer.canonical_json('{"path":"a"}'), 'UTF8')), 'hex')"#);
+        let hash =
+            one(r#"SELECT encode(sha256(convert_to(cortex_buffer.canonical_json('{"path":"a"}'), 'UTF8')), 'hex')"#);
         assert_eq!(p["completed"][0]["input_hash"], hash.as_str());
-        assert_eq!((p["in_flight"][0]["tool_name"].as_str(), p["in_flight"][0]["tool_ordinal"].as_i64()), (Some("read"), Some(3)));
+        assert_eq!(
+            (p["in_flight"][0]["tool_name"].as_str(), p["in_flight"][0]["tool_ordinal"].as_i64()),
+            (Some("read"), Some(3))
+        );
 
         // A restarted writer appends to the same file from sequence 0: only its events count,
         // and the crashed writer's open call is never completed by the new writer's result.
@@ -398,7 +447,10 @@ mod tests {
         let p = plan_of(&format!("cortex_buffer.recovery_plan('{job}', match_checkpoint => false)"));
         assert_eq!(reason(&p), ("buffer", "latest_file"));
         assert_eq!(p["events_after_marker"].as_array().map(Vec::len), Some(11));
-        assert_eq!(p["in_flight"].as_array().map(|a| a.iter().filter(|c| c["writer_crashed"] == true).count()), Some(1));
+        assert_eq!(
+            p["in_flight"].as_array().map(|a| a.iter().filter(|c| c["writer_crashed"] == true).count()),
+            Some(1)
+        );
     }
 
     #[pg_test]
@@ -415,7 +467,11 @@ mod tests {
         // No checkpoint at all: the latest writer.
         let other = spike_job(&root);
         let mut w = Shipped::new(&other);
-        w.call("2026-01-01T00:00:00.000Z", "read", "{}").restart().call("2026-01-01T00:01:00.000Z", "read", r#"{"x":1}"#);
+        w.call("2026-01-01T00:00:00.000Z", "read", "{}").restart().call(
+            "2026-01-01T00:01:00.000Z",
+            "read",
+            r#"{"x":1}"#,
+        );
         root.put(&format!("{other}/session-001.jsonl"), &w.text);
         index(&root);
         let p = plan(&other);
@@ -435,19 +491,29 @@ mod tests {
         let cut: String = String::from_utf8_lossy(&bytes).split_inclusive('\n').take(206).collect();
         root.put("proj/11111111-2222-4333-8444-555555555555.jsonl", cut);
         index(&root);
-        let whole = plan_of(&format!("cortex_buffer.session_recovery('{}')", root.path("proj/7acd37a8-2745-4b58-a8a9-46164b22ad9e.jsonl")));
+        let whole = plan_of(&format!(
+            "cortex_buffer.session_recovery('{}')",
+            root.path("proj/7acd37a8-2745-4b58-a8a9-46164b22ad9e.jsonl")
+        ));
         assert_eq!(reason(&whole), ("buffer", "transcript"));
         assert_eq!(whole["session_id"], "7acd37a8-2745-4b58-a8a9-46164b22ad9e");
         let results: usize = String::from_utf8_lossy(&bytes)
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|v| v["type"] == "user")
-            .map(|v| v["message"]["content"].as_array().map_or(0, |a| a.iter().filter(|b| b["type"] == "tool_result").count()))
+            .map(|v| {
+                v["message"]["content"]
+                    .as_array()
+                    .map_or(0, |a| a.iter().filter(|b| b["type"] == "tool_result").count())
+            })
             .sum();
         assert_eq!(whole["completed"].as_array().map(Vec::len), Some(results), "every tool_result block pairs");
         assert_eq!(whole["in_flight"].as_array().map(Vec::len), Some(0));
         let cut = plan_of("cortex_buffer.session_recovery('11111111-2222-4333-8444-555555555555'::uuid)");
-        let open: Vec<String> = cut["in_flight"].as_array().map(|a| a.iter().filter_map(|c| c["tool_name"].as_str().map(str::to_owned)).collect()).unwrap_or_default();
+        let open: Vec<String> = cut["in_flight"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|c| c["tool_name"].as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
         assert_eq!(open, ["Edit", "Edit", "TodoWrite"]);
         assert_eq!(
             one("SELECT state || '/' || confidence FROM cortex_buffer.agent_state('11111111-2222-4333-8444-555555555555'::uuid)"),
@@ -458,16 +524,22 @@ mod tests {
     #[pg_test]
     fn agent_state_reads_the_tail_the_index_does_not_hold_yet() {
         let root = TempRoot::at("/tmp/cortex_buffer-pgtest-sessions");
-        let prompt = r#"{"type":"user","message":{"role":"user","content":"go"},"timestamp":"2026-01-01T00:00:00.000Z"}"#;
+        let prompt =
+            r#"{"type":"user","message":{"role":"user","content":"go"},"timestamp":"2026-01-01T00:00:00.000Z"}"#;
         let tool = r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}],"stop_reason":null},"timestamp":"2026-01-01T00:00:01.000Z"}"#;
         let result = r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]},"timestamp":"2026-01-01T00:00:02.000Z"}"#;
         root.put("p/aaaaaaaa-0000-4000-8000-000000000001.jsonl", format!("{prompt}\n{tool}\n"));
         index(&root);
-        let state = || one("SELECT state || '/' || decided_by_line FROM cortex_buffer.agent_state('p/aaaaaaaa-0000-4000-8000-000000000001.jsonl')");
+        let state = || {
+            one("SELECT state || '/' || decided_by_line FROM cortex_buffer.agent_state('p/aaaaaaaa-0000-4000-8000-000000000001.jsonl')")
+        };
         assert_eq!(state(), "acting/2");
         // A result line without its newline, not indexed yet: it parses, so it counts.
         root.append("p/aaaaaaaa-0000-4000-8000-000000000001.jsonl", result);
-        run(&format!("UPDATE cortex_buffer.session_file SET size_bytes = size_bytes + {} WHERE path LIKE '%aaaaaaaa-0000%'", result.len()));
+        run(&format!(
+            "UPDATE cortex_buffer.session_file SET size_bytes = size_bytes + {} WHERE path LIKE '%aaaaaaaa-0000%'",
+            result.len()
+        ));
         assert_eq!(state(), "thinking/3");
         // A file the index has never seen: read from disk.
         root.put("p/bbbbbbbb-0000-4000-8000-000000000002.jsonl", format!("{prompt}\n{tool}"));
@@ -485,7 +557,10 @@ mod tests {
         let root = TempRoot::new("rp-usage");
         let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("pgrx-tests/fixtures/claude-code");
         let main = "claude-code-log/-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1";
-        root.put("proj/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl", std::fs::read(fixtures.join(format!("{main}.jsonl"))).unwrap_or_default());
+        root.put(
+            "proj/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl",
+            std::fs::read(fixtures.join(format!("{main}.jsonl"))).unwrap_or_default(),
+        );
         for sub in ["agent-a36efb2a1231c41e2.jsonl", "agent-a4ca7529859c158c2.jsonl"] {
             root.put(
                 &format!("proj/ef958aa1-0e93-49f0-bb71-150f63befcd1/subagents/{sub}"),
@@ -493,14 +568,20 @@ mod tests {
             );
         }
         let priced = "claude-code-log/-Users-dain-workspace-JSSoundRecorder/7acd37a8-2745-4b58-a8a9-46164b22ad9e.jsonl";
-        root.put("rec/7acd37a8-2745-4b58-a8a9-46164b22ad9e.jsonl", std::fs::read(fixtures.join(priced)).unwrap_or_default());
+        root.put(
+            "rec/7acd37a8-2745-4b58-a8a9-46164b22ad9e.jsonl",
+            std::fs::read(fixtures.join(priced)).unwrap_or_default(),
+        );
         index(&root);
         let rows = one(&format!(
             "SELECT string_agg(subagent::text || ':' || coalesce(model, '-') || ':' || (cost_usd IS NULL)::text, ',' ORDER BY path COLLATE \"C\")
                FROM cortex_buffer.session_usage('{}')",
             root.path("proj/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl")
         ));
-        assert_eq!(rows, "false:claude-opus-4-7:true,true:claude-opus-4-7:true,true:claude-opus-4-7:true", "sub-agents apart; no price, no cost");
+        assert_eq!(
+            rows, "false:claude-opus-4-7:true,true:claude-opus-4-7:true,true:claude-opus-4-7:true",
+            "sub-agents apart; no price, no cost"
+        );
         let same = one(&format!(
             "SELECT ((SELECT cost_usd FROM cortex_buffer.session_usage('{}')) = (SELECT sum(cortex_buffer.llm_cost(u, 'claude-sonnet-4-5-20250929')) FROM (
                  SELECT DISTINCT ON (payload #>> '{{message,id}}', request_id) payload #> '{{message,usage}}' AS u
@@ -518,7 +599,13 @@ mod tests {
         let mut s = Spike::new(&job, "p1", None);
         for i in 0..3 {
             s.event("LLM_REQUEST", r#""model":"claude-sonnet-4-5-20250929","step_index":0"#);
-            s.event("LLM_RESPONSE", &format!(r#""step_index":0,"prompt_tokens":{},"completion_tokens":100,"finish_reason":"tool_use""#, 1000 * (i + 1)));
+            s.event(
+                "LLM_RESPONSE",
+                &format!(
+                    r#""step_index":0,"prompt_tokens":{},"completion_tokens":100,"finish_reason":"tool_use""#,
+                    1000 * (i + 1)
+                ),
+            );
         }
         root.put(&format!("{job}/session_20260223T143000Z_p1.jsonl"), &s.text);
         index(&root);
@@ -538,16 +625,27 @@ mod tests {
         let mut text = String::new();
         for seq in 1..=6 {
             let t = if seq % 2 == 0 { "m:B" } else { "m:A" };
-            text.push_str(&format!(r#"{{"__type__":"{t}","name":"n{seq}","__seq__":{seq},"__ts__":"2025-01-15T10:30:0{seq}.000+00:00"}}"#));
+            text.push_str(&format!(
+                r#"{{"__type__":"{t}","name":"n{seq}","__seq__":{seq},"__ts__":"2025-01-15T10:30:0{seq}.000+00:00"}}"#
+            ));
             text.push('\n');
         }
         root.put("logs/tools.jsonl", &text);
         index(&root);
         let path = root.path("logs/tools.jsonl");
-        assert_eq!(one(&format!("SELECT string_agg(seq::text, ',') FROM cortex_buffer.log_entries('{path}')")), "1,2,3,4,5,6");
-        assert_eq!(one(&format!("SELECT string_agg(seq::text, ',') FROM cortex_buffer.log_entries('{path}', 'm:A', 2)")), "3,5");
+        assert_eq!(
+            one(&format!("SELECT string_agg(seq::text, ',') FROM cortex_buffer.log_entries('{path}')")),
+            "1,2,3,4,5,6"
+        );
+        assert_eq!(
+            one(&format!("SELECT string_agg(seq::text, ',') FROM cortex_buffer.log_entries('{path}', 'm:A', 2)")),
+            "3,5"
+        );
         assert_eq!(one(&format!("SELECT string_agg(seq::text, ',') FROM cortex_buffer.log_entries('{path}', start_seq => 2, end_seq => 4)")), "2,3");
-        assert_eq!(one(&format!("SELECT entry::text FROM cortex_buffer.log_entries('{path}', last_n => 1)")), r#"{"name": "n6"}"#);
+        assert_eq!(
+            one(&format!("SELECT entry::text FROM cortex_buffer.log_entries('{path}', last_n => 1)")),
+            r#"{"name": "n6"}"#
+        );
         let check = |last: &str, count: i64, t: &str| {
             one(&format!("SELECT agrees::text || ':' || reason FROM cortex_buffer.check_log_snapshot('{path}', {last}, {count}{t})"))
         };
@@ -578,7 +676,9 @@ mod tests {
         s.start("i1", "t").lose(1).result("i1", "t", true);
         root.put(&format!("{job}/session_20260223T143000Z_p1.jsonl"), format!("{}garbage\n", s.text));
         index(&root);
-        let sources = one(&format!("SELECT string_agg(DISTINCT source, ',' ORDER BY source) FROM cortex_buffer.job_timeline('{job}')"));
+        let sources = one(&format!(
+            "SELECT string_agg(DISTINCT source, ',' ORDER BY source) FROM cortex_buffer.job_timeline('{job}')"
+        ));
         assert_eq!(sources, "checkpoint_history,circuit_admission,corrupt_line,crash,event,gap,usage");
         let events = one(&format!("SELECT string_agg(kind, ',' ORDER BY n) FROM cortex_buffer.job_timeline('{job}') WITH ORDINALITY t(at, source, kind, session, line_no, byte_offset, seq, detail, n) WHERE source IN ('event', 'gap', 'corrupt_line')"));
         assert_eq!(events, "SESSION_START,CHECKPOINT_LOADED,TOOL_START,lost_events,TOOL_RESULT,corrupt_line");
@@ -620,7 +720,10 @@ mod tests {
             "TOOL_START|acting|confirmed|-"
         );
         assert_eq!(one("SELECT count(*)::text FROM cortex_buffer.untrusted_session_files"), "0");
-        assert_eq!(one("SELECT cortex_buffer.session_file_refusal(false, 1, 10, 10, false, false, false, 0.5)"), "file_untrusted");
+        assert_eq!(
+            one("SELECT cortex_buffer.session_file_refusal(false, 1, 10, 10, false, false, false, 0.5)"),
+            "file_untrusted"
+        );
     }
 
     /// Every statement recovery runs is an index lookup: none reads `event` sequentially, so a
@@ -685,7 +788,11 @@ mod tests {
             // Keep the discovery layout: <project>/<name>.jsonl, or a sub-agent's
             // <project>/<session>/subagents/agent-*.jsonl.
             let rel = if f.parent().is_some_and(|p| p.ends_with("subagents")) {
-                let session = f.parent().and_then(|p| p.parent()).and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned());
+                let session = f
+                    .parent()
+                    .and_then(|p| p.parent())
+                    .and_then(|p| p.file_name())
+                    .map(|n| n.to_string_lossy().into_owned());
                 format!("proj-{i}/{}/subagents/{name}", session.unwrap_or_default())
             } else {
                 format!("proj-{i}/{name}")
@@ -715,7 +822,12 @@ mod tests {
                 offset += line.len() as i64 + 1;
             }
             let v = tracker.verdict();
-            let want = format!("{}/{}/{}", v.state.label(), v.confidence.label(), v.line_no.map_or("-".to_owned(), |l| l.to_string()));
+            let want = format!(
+                "{}/{}/{}",
+                v.state.label(),
+                v.confidence.label(),
+                v.line_no.map_or("-".to_owned(), |l| l.to_string())
+            );
             let got = one(&format!(
                 "SELECT state || '/' || confidence || '/' || coalesce(decided_by_line::text, '-') FROM cortex_buffer.agent_state('{}')",
                 root.path(rel)

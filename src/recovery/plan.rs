@@ -93,7 +93,7 @@ pub fn job_plan(job: Uuid, checkpoint_id: Option<Uuid>, match_checkpoint: bool) 
     with_index_scans(|| {
         Spi::connect(|client| {
             if let Some(id) = p1.checkpoint_id.as_deref().and_then(crate::checkpoint::identity::parse_uuid) {
-                p1.created_at_us = index::checkpoint_written_at(&client, job, Uuid::from_bytes(id))?;
+                p1.created_at_us = index::checkpoint_written_at(client, job, Uuid::from_bytes(id))?;
             }
             let expected = checkpoint_id.as_ref().map(uuid_text).or_else(|| p1.checkpoint_id.clone());
             let subject = Subject::Job {
@@ -105,12 +105,13 @@ pub fn job_plan(job: Uuid, checkpoint_id: Option<Uuid>, match_checkpoint: bool) 
             if p1.source == Source::Invalid {
                 let choice = Choice::checkpoint_only(
                     Reason::CheckpointInvalid,
-                    "no stored checkpoint passes its CRC: fail the job (resuming could repeat or skip side effects)".into(),
+                    "no stored checkpoint passes its CRC: fail the job (resuming could repeat or skip side effects)"
+                        .into(),
                     Vec::new(),
                 );
                 return Ok(render(&subject, &[], &choice, &Body::default()));
             }
-            let files = index::job_files(&client, job)?;
+            let files = index::job_files(client, job)?;
             let e = Expectation {
                 match_checkpoint,
                 expected_id: expected.clone(),
@@ -118,10 +119,10 @@ pub fn job_plan(job: Uuid, checkpoint_id: Option<Uuid>, match_checkpoint: bool) 
                 checkpoint_time_us: p1.created_at_us,
                 clock_skew_us: guc::recovery_clock_skew_us(),
             };
-            let mut probe = IndexProbe { client: &client, file_ids: files.iter().map(|f| f.file_id).collect() };
+            let mut probe = IndexProbe { client, file_ids: files.iter().map(|f| f.file_id).collect() };
             let choice = choose(&files, &e, &mut probe)?;
             let checkpoint_for_keys = choice.anchor.as_ref().and_then(|a| a.checkpoint_id.clone()).or(expected);
-            let body = read_body(&client, &files, &choice, &uuid_text(&job), checkpoint_for_keys.as_deref())?;
+            let body = read_body(client, &files, &choice, &uuid_text(&job), checkpoint_for_keys.as_deref())?;
             Ok(render(&subject, &files, &choice, &body))
         })
     })
@@ -137,11 +138,14 @@ pub fn transcript_session_id(path: &str) -> Option<String> {
 pub fn transcript_plan(path: &str) -> Result<String, CbError> {
     with_index_scans(|| {
         Spi::connect(|client| {
-            let file = indexed_file(&client, path)?;
+            let file = indexed_file(client, path)?;
             if file.dialect != Some(Dialect::ClaudeCode) {
                 return Err(CbError::new(
                     SqlState::InvalidParameterValue,
-                    format!("\"{path}\" is not a Claude Code transcript (dialect {})", file.dialect.map_or("unknown", |d| d.label())),
+                    format!(
+                        "\"{path}\" is not a Claude Code transcript (dialect {})",
+                        file.dialect.map_or("unknown", |d| d.label())
+                    ),
                 )
                 .with_hint("Use recovery_plan(job_id) for a job's session files."));
             }
@@ -168,7 +172,7 @@ pub fn transcript_plan(path: &str) -> Result<String, CbError> {
             };
             let session_id = transcript_session_id(path);
             let scope = session_id.clone().unwrap_or_else(|| path.to_owned());
-            let body = read_body(&client, &files, &choice, &scope, None)?;
+            let body = read_body(client, &files, &choice, &scope, None)?;
             Ok(render(&Subject::Transcript { session_id }, &files, &choice, &body))
         })
     })

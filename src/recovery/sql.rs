@@ -18,7 +18,10 @@ use crate::spend::decimal::Decimal;
 
 fn required<T>(value: Option<T>, name: &str) -> T {
     value.unwrap_or_else(|| {
-        raise(CbError::new(SqlState::NullValueNotAllowed, format!("{name} must not be NULL")).with_hint(format!("Pass a {name}.")))
+        raise(
+            CbError::new(SqlState::NullValueNotAllowed, format!("{name} must not be NULL"))
+                .with_hint(format!("Pass a {name}.")),
+        )
     })
 }
 
@@ -87,7 +90,9 @@ fn state_row(v: Verdict) -> TableIterator<'static, StateRow> {
 /// sure that is, and which line decided it.
 #[pg_extern(volatile, strict, name = "agent_state")]
 #[allow(clippy::type_complexity)]
-fn agent_state(path: &str) -> TableIterator<
+fn agent_state(
+    path: &str,
+) -> TableIterator<
     'static,
     (
         name!(state, String),
@@ -105,7 +110,9 @@ fn agent_state(path: &str) -> TableIterator<
 /// `agent_state` by Claude Code session id.
 #[pg_extern(volatile, strict, name = "agent_state")]
 #[allow(clippy::type_complexity)]
-fn agent_state_by_id(session_id: Uuid) -> TableIterator<
+fn agent_state_by_id(
+    session_id: Uuid,
+) -> TableIterator<
     'static,
     (
         name!(state, String),
@@ -143,7 +150,16 @@ fn job_timeline(
 > {
     let rows = transcript::job_timeline(job_id).or_raise();
     TableIterator::new(rows.into_iter().map(|e| {
-        (timestamptz(e.ts_us), e.source.label().to_owned(), e.kind, e.session, e.line_no, e.byte_offset, e.seq, e.detail)
+        (
+            timestamptz(e.ts_us),
+            e.source.label().to_owned(),
+            e.kind,
+            e.session,
+            e.line_no,
+            e.byte_offset,
+            e.seq,
+            e.detail,
+        )
     }))
 }
 
@@ -218,7 +234,10 @@ fn job_usage_from_buffer(
     w.field_int("responses", b.responses - rec(|r| r.calls));
     w.field_int("input_tokens", count(b.input_tokens) - rec(|r| r.input_tokens));
     w.field_int("output_tokens", count(b.output_tokens) - rec(|r| r.output_tokens));
-    w.field_int("cache_creation_input_tokens", count(b.cache_creation_input_tokens) - rec(|r| r.cache_creation_input_tokens));
+    w.field_int(
+        "cache_creation_input_tokens",
+        count(b.cache_creation_input_tokens) - rec(|r| r.cache_creation_input_tokens),
+    );
     w.field_int("cache_read_input_tokens", count(b.cache_read_input_tokens) - rec(|r| r.cache_read_input_tokens));
     match (b.cost_usd, recorded_cost.unwrap_or(Decimal::ZERO)) {
         (Some(buffer), recorded) => {

@@ -41,8 +41,13 @@ pub fn absolute(path: &str) -> Result<String, CbError> {
         return Ok(path.to_owned());
     }
     if path.split('/').any(|c| c == ".." || c == ".") || path.is_empty() {
-        return Err(CbError::new(SqlState::InvalidParameterValue, format!("\"{path}\" is not a path below sessions_dir"))
-            .with_hint("Pass an absolute path, or one relative to cortex_buffer.sessions_dir without . or .. components."));
+        return Err(CbError::new(
+            SqlState::InvalidParameterValue,
+            format!("\"{path}\" is not a path below sessions_dir"),
+        )
+        .with_hint(
+            "Pass an absolute path, or one relative to cortex_buffer.sessions_dir without . or .. components.",
+        ));
     }
     let root = crate::buffer::scan::resolve_root(&crate::pg::guc::sessions_dir())
         .map(|v| v.path().display().to_string())
@@ -53,7 +58,7 @@ pub fn absolute(path: &str) -> Result<String, CbError> {
 /// Agent state of the file at `path`.
 pub fn agent_state(path: &str) -> Result<Verdict, CbError> {
     let path = absolute(path)?;
-    let indexed = with_index_scans(|| Spi::connect(|c| index::file_at(&c, &path)))?;
+    let indexed = with_index_scans(|| Spi::connect(|c| index::file_at(c, &path)))?;
     match indexed {
         Some((file, lines)) if file.generation > 0 => from_index(&path, &file, lines),
         _ => Ok(from_disk(&path)),
@@ -62,7 +67,7 @@ pub fn agent_state(path: &str) -> Result<Verdict, CbError> {
 
 /// The transcript of Claude Code session `id`.
 pub fn transcript_of(id: Uuid) -> Result<String, CbError> {
-    with_index_scans(|| Spi::connect(|c| index::transcript_path(&c, id)))?.ok_or_else(|| {
+    with_index_scans(|| Spi::connect(|c| index::transcript_path(c, id)))?.ok_or_else(|| {
         CbError::new(SqlState::UndefinedFile, format!("no transcript of session {id} in the index"))
             .with_hint("Claude Code writes <sessions_dir>/<project>/<session id>.jsonl; check that it is there and indexed (SELECT cortex_buffer.index_now()).")
     })
@@ -71,7 +76,7 @@ pub fn transcript_of(id: Uuid) -> Result<String, CbError> {
 fn from_index(path: &str, file: &SessionFile, indexed_lines: i64) -> Result<Verdict, CbError> {
     let sub = is_subagent_file(path);
     if file.dialect != Some(Dialect::ClaudeCode) {
-        let last = with_index_scans(|| Spi::connect(|c| index::events_before(&c, file.file_id, i64::MAX, 1, &[])))?;
+        let last = with_index_scans(|| Spi::connect(|c| index::events_before(c, file.file_id, i64::MAX, 1, &[])))?;
         let last = last.first();
         let (state, confidence) = cortex_state(last.and_then(|r| r.event_type.as_deref()));
         return Ok(Verdict {
@@ -92,22 +97,20 @@ fn from_index(path: &str, file: &SessionFile, indexed_lines: i64) -> Result<Verd
     let mut window: Vec<OwnedRow> = Vec::new();
     let mut before = i64::MAX;
     with_index_scans(|| {
-        Spi::connect(|c| {
-            loop {
-                let page = index::events_before(&c, file.file_id, before, STATE_PAGE, &STATE_TYPES)?;
-                let n = page.len();
-                let mut anchored = false;
-                for row in page {
-                    before = row.byte_offset;
-                    anchored = row.payload.as_deref().is_some_and(|t| is_anchor(t, sub));
-                    window.push(row);
-                    if anchored {
-                        break;
-                    }
+        Spi::connect(|c| loop {
+            let page = index::events_before(c, file.file_id, before, STATE_PAGE, &STATE_TYPES)?;
+            let n = page.len();
+            let mut anchored = false;
+            for row in page {
+                before = row.byte_offset;
+                anchored = row.payload.as_deref().is_some_and(|t| is_anchor(t, sub));
+                window.push(row);
+                if anchored {
+                    break;
                 }
-                if anchored || (n as i64) < STATE_PAGE {
-                    return Ok::<(), CbError>(());
-                }
+            }
+            if anchored || (n as i64) < STATE_PAGE {
+                return Ok::<(), CbError>(());
             }
         })
     })?;
@@ -161,7 +164,10 @@ fn from_disk(path: &str) -> Verdict {
     let mut f = match target.open(path) {
         Ok(f) => f,
         Err(e) => {
-            notice(format!("could not read \"{path}\": {e}"), Some("agent_state() reads the index, or the file itself when the index does not hold it."));
+            notice(
+                format!("could not read \"{path}\": {e}"),
+                Some("agent_state() reads the index, or the file itself when the index does not hold it."),
+            );
             return Verdict::unknown(format!("the file is not in the index and cannot be read: {e}"));
         }
     };
@@ -222,7 +228,7 @@ fn tally_file(client: &SpiClient<'_>, tally: &mut Tally, file: &SessionFile) -> 
 
 fn priced(client: &SpiClient<'_>, tally: &Tally) -> Result<Vec<ModelTotals>, CbError> {
     tally.totals(|model, ts| match ts {
-        Some(ts) => crate::spend::prices::price_if_any(client, model, ts),
+        Some(ts) => crate::spend::price_cache::price_if_any(client, model, ts),
         None => Ok(None),
     })
 }
@@ -239,11 +245,11 @@ pub fn session_usage(path: &str) -> Result<Vec<FileUsage>, CbError> {
     let path = absolute(path)?;
     with_index_scans(|| {
         Spi::connect(|c| {
-            let main = indexed_file(&c, &path)?;
+            let main = indexed_file(c, &path)?;
             let mut files = vec![main];
             if let Some(stem) = path.strip_suffix(".jsonl") {
                 let stmt = prepared_read(
-                    &c,
+                    c,
                     "recovery.subagent_files",
                     || {
                         format!(
@@ -261,11 +267,15 @@ pub fn session_usage(path: &str) -> Result<Vec<FileUsage>, CbError> {
             let mut out = Vec::new();
             for f in &files {
                 let mut tally = Tally::new(f.dialect);
-                tally_file(&c, &mut tally, f)?;
+                tally_file(c, &mut tally, f)?;
                 let subagent = is_subagent_file(&f.path);
-                let totals = priced(&c, &tally)?;
+                let totals = priced(c, &tally)?;
                 if totals.is_empty() {
-                    out.push(FileUsage { path: f.path.clone(), subagent, totals: ModelTotals { cost_usd: Some(Decimal::ZERO), ..ModelTotals::default() } });
+                    out.push(FileUsage {
+                        path: f.path.clone(),
+                        subagent,
+                        totals: ModelTotals { cost_usd: Some(Decimal::ZERO), ..ModelTotals::default() },
+                    });
                 }
                 for t in totals {
                     out.push(FileUsage { path: f.path.clone(), subagent, totals: t });
@@ -296,12 +306,12 @@ pub struct Recorded {
 pub fn job_usage(job: Uuid) -> Result<JobUsage, CbError> {
     with_index_scans(|| {
         Spi::connect(|c| {
-            let files = index::job_files(&c, job)?;
+            let files = index::job_files(c, job)?;
             let mut tally = Tally::new(None);
             for f in &files {
-                tally_file(&c, &mut tally, f)?;
+                tally_file(c, &mut tally, f)?;
             }
-            let per_model = priced(&c, &tally)?;
+            let per_model = priced(c, &tally)?;
             let mut sum = ModelTotals { cost_usd: Some(Decimal::ZERO), ..ModelTotals::default() };
             let mut unpriced = 0;
             let mut models = Vec::new();
@@ -323,7 +333,7 @@ pub fn job_usage(job: Uuid) -> Result<JobUsage, CbError> {
                 }
             }
             let stmt = prepared_read(
-                &c,
+                c,
                 "recovery.recorded_usage",
                 || {
                     "SELECT llm_calls, input_tokens, output_tokens,
@@ -337,7 +347,6 @@ pub fn job_usage(job: Uuid) -> Result<JobUsage, CbError> {
             let recorded = c
                 .select(&*stmt, Some(1), &[job.into()])
                 .map_err(spi)?
-                .into_iter()
                 .next()
                 .map(|r| -> Result<Recorded, CbError> {
                     let g = |i: usize| r.get::<i64>(i).map_err(spi).map(Option::unwrap_or_default);
@@ -382,9 +391,9 @@ pub fn log_entries(
     let path = absolute(path)?;
     with_index_scans(|| {
         Spi::connect(|c| {
-            let file = indexed_file(&c, &path)?;
+            let file = indexed_file(c, &path)?;
             let stmt = prepared_read(
-                &c,
+                c,
                 "recovery.log_entries",
                 || {
                     "SELECT seq, type, ts, line_no, byte_offset,
@@ -402,7 +411,11 @@ pub fn log_entries(
             )?;
             let limit = last_n.unwrap_or(i64::MAX);
             let rows = c
-                .select(&*stmt, None, &[file.file_id.into(), entry_type.into(), limit.into(), start_seq.into(), end_seq.into()])
+                .select(
+                    &*stmt,
+                    None,
+                    &[file.file_id.into(), entry_type.into(), limit.into(), start_seq.into(), end_seq.into()],
+                )
                 .map_err(spi)?;
             rows.into_iter()
                 .map(|r| {
@@ -434,9 +447,9 @@ pub fn check_log_snapshot(
     let path = absolute(path)?;
     with_index_scans(|| {
         Spi::connect(|c| {
-            let file = indexed_file(&c, &path)?;
+            let file = indexed_file(c, &path)?;
             let stmt = prepared_read(
-                &c,
+                c,
                 "recovery.log_lines",
                 || {
                     "SELECT byte_offset, seq, type, false FROM cortex_buffer.event
@@ -452,7 +465,9 @@ pub fn check_log_snapshot(
             let mut lines = Vec::new();
             let mut from = 0i64;
             loop {
-                let rows = c.select(&*stmt, None, &[file.file_id.into(), from.into(), index::PAGE_ROWS.into()]).map_err(spi)?;
+                let rows = c
+                    .select(&*stmt, None, &[file.file_id.into(), from.into(), index::PAGE_ROWS.into()])
+                    .map_err(spi)?;
                 let n = rows.len() as i64;
                 for r in rows {
                     from = r.get::<i64>(1).map_err(spi)?.unwrap_or(0).saturating_add(1);
@@ -554,10 +569,10 @@ fn job_records(c: &SpiClient<'_>, job: Uuid) -> Result<Vec<Entry>, CbError> {
 pub fn job_timeline(job: Uuid) -> Result<Vec<TimelineRow>, CbError> {
     with_index_scans(|| {
         Spi::connect(|c| {
-            let mut timeline = Timeline::new(job_records(&c, job)?);
-            let files = index::job_files(&c, job)?;
+            let mut timeline = Timeline::new(job_records(c, job)?);
+            let files = index::job_files(c, job)?;
             let corrupt = prepared_read(
-                &c,
+                c,
                 "recovery.timeline_corrupt",
                 || {
                     "SELECT byte_offset, line_no, reason FROM cortex_buffer.corrupt_line
@@ -571,7 +586,6 @@ pub fn job_timeline(job: Uuid) -> Result<Vec<TimelineRow>, CbError> {
                 let mut corrupt_lines: std::collections::VecDeque<(i64, i64, String)> = c
                     .select(&*corrupt, None, &[f.file_id.into()])
                     .map_err(spi)?
-                    .into_iter()
                     .map(|r| {
                         Ok((
                             r.get::<i64>(1).map_err(spi)?.unwrap_or(0),
@@ -590,7 +604,7 @@ pub fn job_timeline(job: Uuid) -> Result<Vec<TimelineRow>, CbError> {
                     seq: None,
                     detail: Some(reason),
                 };
-                index::for_each_event(&c, f.file_id, 0, Payload::For(&[]), |row| {
+                index::for_each_event(c, f.file_id, 0, Payload::For(&[]), |row| {
                     while corrupt_lines.front().is_some_and(|(o, ..)| *o < row.byte_offset) {
                         if let Some(x) = corrupt_lines.pop_front() {
                             timeline.line(corrupt_entry(x));

@@ -194,7 +194,7 @@ extension_sql_file!(
     name = "spend_sql",
     requires = [
         "spend_schema",
-        prices::model_price_changed,
+        price_cache::model_price_changed,
         llm_cost,
         record_usage,
         set_budget,

@@ -15,9 +15,9 @@ use pgrx::spi::{SpiClient, SpiHeapTupleData};
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
 use super::budget::{self, Amount, Limits, Verdict};
+use super::cost::cost;
 use super::decimal::Decimal;
-use super::price::cost;
-use super::prices::price_at;
+use super::price_cache::price_at;
 use super::usage::Usage;
 use crate::error::{CbError, SqlState};
 use crate::job::binding::{self, Access, Binding};
@@ -215,7 +215,8 @@ fn record_in(client: &mut SpiClient<'_>, b: &Binding, call: &Call<'_>) -> Result
                 sets = mirror_assignments(b).join(", ")
             )
         })?;
-        let budget_input = totals.input_tokens.saturating_add(totals.cache_write_tokens).saturating_add(totals.cache_read_tokens);
+        let budget_input =
+            totals.input_tokens.saturating_add(totals.cache_write_tokens).saturating_add(totals.cache_read_tokens);
         client
             .update(
                 &*update,
@@ -324,8 +325,10 @@ pub fn set_budget(
         return Err(CbError::new(SqlState::InvalidParameterValue, "budget limits must not be negative")
             .with_hint("Pass NULL for no limit, 0 to allow nothing."));
     }
-    pinned(|| as_definer(|| Spi::connect_mut(|client| {
-        let rows = client
+    pinned(|| {
+        as_definer(|| {
+            Spi::connect_mut(|client| {
+                let rows = client
             .update(
                 "INSERT INTO cortex_buffer.agent_budget AS a (agent_id, max_input_tokens_per_job, max_cost_usd_per_job)
                  VALUES ($1, $2, $3::pg_catalog.numeric)
@@ -338,10 +341,12 @@ pub fn set_budget(
                 &[agent.into(), max_input_tokens.into(), max_cost.map(|c| c.to_string()).into()],
             )
             .map_err(spi)?;
-        let r = rows.into_iter().next().ok_or_else(|| CbError::internal("set_budget returned no row"))?;
-        let at: Option<TimestampWithTimeZone> = r.get(3).map_err(spi)?;
-        Ok((limits_at(&r, 1)?, at.ok_or_else(|| CbError::internal("set_budget: no updated_at"))?))
-    })))
+                let r = rows.into_iter().next().ok_or_else(|| CbError::internal("set_budget returned no row"))?;
+                let at: Option<TimestampWithTimeZone> = r.get(3).map_err(spi)?;
+                Ok((limits_at(&r, 1)?, at.ok_or_else(|| CbError::internal("set_budget: no updated_at"))?))
+            })
+        })
+    })
 }
 
 /// Deletes a few reservations past their keeping time: amortised upkeep on every
@@ -550,25 +555,29 @@ pub fn settle(reservation: Uuid, actual: &Usage, request_id: Option<&str>) -> Re
 /// `release_reservation()`: gives the budget back for a call that was never made. False when
 /// the reservation was already settled or released.
 pub fn release(reservation: Uuid) -> Result<bool, CbError> {
-    pinned(|| as_definer(|| Spi::connect_mut(|client| {
-        let rows = client
-            .update(
-                "SELECT settled_at IS NULL AND released_at IS NULL
+    pinned(|| {
+        as_definer(|| {
+            Spi::connect_mut(|client| {
+                let rows = client
+                    .update(
+                        "SELECT settled_at IS NULL AND released_at IS NULL
                    FROM cortex_buffer.budget_reservation WHERE reservation_id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-                Some(1),
-                &[reservation.into()],
-            )
-            .map_err(spi)?;
-        let open: bool = rows
-            .into_iter()
-            .next()
-            .ok_or_else(|| no_such_reservation(reservation))?
-            .get(1)
-            .map_err(spi)?
-            .unwrap_or(false);
-        if open {
-            close_reservation(client, reservation, Closed::Released)?;
-        }
-        Ok(open)
-    })))
+                        Some(1),
+                        &[reservation.into()],
+                    )
+                    .map_err(spi)?;
+                let open: bool = rows
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| no_such_reservation(reservation))?
+                    .get(1)
+                    .map_err(spi)?
+                    .unwrap_or(false);
+                if open {
+                    close_reservation(client, reservation, Closed::Released)?;
+                }
+                Ok(open)
+            })
+        })
+    })
 }

@@ -2,7 +2,6 @@
 //! from indexing is logged once and shown in `pg_stat_activity`; every SQL error is caught,
 //! logged and retried at the next poll.
 
-use std::collections::HashMap;
 use std::ffi::CString;
 use std::time::{Duration, Instant};
 
@@ -12,18 +11,13 @@ use pgrx::prelude::*;
 use super::readiness::{assess, ConditionLog, ProblemLog, Wait};
 use super::shared::{self, Phase};
 use super::WORKER_NAME;
-use crate::buffer::catalog;
-use crate::buffer::event_store::{self, Settings};
-use crate::buffer::pass::{
-    index_pass, now_us, run_pass, Catalog, FileIndexer, FileOutcome, FileRef, KnownCache, PassError, Row,
-};
-use crate::buffer::reconcile::Known;
+use crate::buffer::indexing::{self, Mode};
+use crate::buffer::pass::{now_us, FileOutcome, FileRef, KnownCache, PassError};
 use crate::buffer::scan::resolve_root;
 use crate::buffer::volume::Volume;
 use crate::error::CbError;
 use crate::pg::guc;
-use crate::pg::privilege::as_definer;
-use crate::pg::xact::{guarded, TxnFailure};
+use crate::pg::xact::guarded;
 
 /// The library's version; the installed extension must match it.
 const LIBRARY_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -169,36 +163,37 @@ impl Worker {
         report_activity(pg_sys::BackendState::STATE_RUNNING, &format!("scanning {}", root.display()));
         let started = Instant::now();
         let now = now_us();
-        match run_pass(&volume, &mut WorkerCatalog, &mut self.cache, CATALOG_CACHE_MAX_AGE, now) {
-            Ok(report) => {
-                for p in self.problems.fresh(&report.problems) {
+        let mut events = 0;
+        let mut before_file =
+            |file: &FileRef| report_activity(pg_sys::BackendState::STATE_RUNNING, &format!("indexing {}", file.path));
+        let each = |path: &str, outcome: &FileOutcome| {
+            match outcome {
+                FileOutcome::Indexed { events: e, note, .. } => {
+                    events += e;
+                    if let Some(note) = note {
+                        log!("{WORKER_NAME}: \"{path}\" {note}");
+                    }
+                }
+                FileOutcome::Skipped(_) => {}
+                FileOutcome::Failed { error, quarantined } => {
+                    shared::count_error();
+                    if *quarantined {
+                        warning!("{WORKER_NAME}: quarantined \"{path}\" after repeated failures: {error}");
+                    } else {
+                        warning!("{WORKER_NAME}: could not index \"{path}\" (will retry): {error}");
+                    }
+                }
+            }
+            !shutdown_requested()
+        };
+        let problems = &mut self.problems;
+        match indexing::pass(&volume, &mut self.cache, CATALOG_CACHE_MAX_AGE, now, Mode::Worker, &mut before_file, each)
+        {
+            Ok(pass) => {
+                for p in problems.fresh(&pass.report.problems) {
                     log!("{WORKER_NAME}: skipping \"{}\": {}", p.path, p.reason);
                 }
-                let settings = Settings::current();
-                let mut indexer = WorkerIndexer { volume: &volume, settings, now_us: now };
-                let mut events = 0;
-                for (path, outcome) in index_pass(&mut self.cache, &mut indexer, now, settings.settle_us) {
-                    match outcome {
-                        FileOutcome::Indexed { events: e, note, .. } => {
-                            events += e;
-                            if let Some(note) = note {
-                                log!("{WORKER_NAME}: \"{path}\" {note}");
-                            }
-                        }
-                        FileOutcome::Skipped(_) => {}
-                        FileOutcome::Failed { error, quarantined } => {
-                            shared::count_error();
-                            if quarantined {
-                                warning!("{WORKER_NAME}: quarantined \"{path}\" after repeated failures: {error}");
-                            } else {
-                                warning!("{WORKER_NAME}: could not index \"{path}\" (will retry): {error}");
-                            }
-                        }
-                    }
-                    if shutdown_requested() {
-                        break;
-                    }
-                }
+                let report = pass.report;
                 shared::record_pass(now, started.elapsed(), events);
                 if report.written > 0 || report.gone > 0 {
                     debug1!(
@@ -235,46 +230,5 @@ fn installed_version() -> Result<Option<String>, CbError> {
     Spi::get_one::<String>(
         "SELECT (SELECT extversion FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'cortex_buffer')",
     )
-        .map_err(|e| CbError::internal(format!("SPI: {e}")))
-}
-
-/// Indexes each file in a transaction of its own; a failure is rolled back and counted in
-/// another, so no file can stop the worker or the files after it.
-struct WorkerIndexer<'v> {
-    volume: &'v Volume,
-    settings: Settings,
-    now_us: i64,
-}
-
-impl FileIndexer for WorkerIndexer<'_> {
-    fn index(&mut self, file: &FileRef) -> FileOutcome {
-        report_activity(pg_sys::BackendState::STATE_RUNNING, &format!("indexing {}", file.path));
-        match guarded(|| as_definer(|| event_store::index_one(file, self.volume, &self.settings, self.now_us))) {
-            Ok(outcome) => outcome,
-            // pg_cancel_backend() on the worker: that file's work is rolled back, it is not
-            // the file's fault.
-            Err(failure) if failure.sqlstate() == "57014" => FileOutcome::Skipped("cancelled".into()),
-            Err(failure) => {
-                let error = failure.to_string();
-                let quarantined = guarded(|| {
-                    as_definer(|| event_store::record_failure(file.file_id, &error, self.settings.quarantine_after))
-                })
-                .unwrap_or(false);
-                FileOutcome::Failed { error, quarantined }
-            }
-        }
-    }
-}
-
-/// The catalogue with each call in its own guarded transaction.
-struct WorkerCatalog;
-
-impl Catalog for WorkerCatalog {
-    type Error = TxnFailure;
-    fn load(&mut self, root_prefix: &str) -> Result<HashMap<String, Known>, TxnFailure> {
-        guarded(|| as_definer(|| catalog::load(root_prefix)))
-    }
-    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, TxnFailure> {
-        guarded(|| as_definer(|| catalog::store(rows, gone)))
-    }
+    .map_err(|e| CbError::internal(format!("SPI: {e}")))
 }

@@ -5,6 +5,7 @@
 mod main_loop;
 pub use cortex_buffer_core::readiness;
 pub mod shared;
+mod sql;
 
 use std::time::Duration;
 

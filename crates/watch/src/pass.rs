@@ -220,8 +220,8 @@ pub fn run_pass<C: Catalog>(
 }
 
 fn detect_dialect(volume: &Volume, found: &Found, problems: &mut Vec<Problem>) -> Option<Dialect> {
-    let prefix = relative(volume, &found.path)
-        .and_then(|rel| read_prefix(volume, &rel, &found.stat, DETECTION_PREFIX_BYTES));
+    let prefix =
+        relative(volume, &found.path).and_then(|rel| read_prefix(volume, &rel, &found.stat, DETECTION_PREFIX_BYTES));
     match prefix {
         Ok((prefix, whole)) => detect(&found.file_name, found.layout, first_object(&prefix, whole).as_ref()),
         Err(e) => {
@@ -263,12 +263,14 @@ pub trait FileIndexer {
 }
 
 /// The indexing half of a pass: every present file under `root_prefix` that is worth a look
-/// is handed to `indexer`, in path order; the cache learns each outcome.
+/// is handed to `indexer`, in path order; the cache learns each outcome, and `keep_going` sees
+/// it (returning false stops the pass after that file: a shutdown).
 pub fn index_pass<I: FileIndexer>(
     cache: &mut KnownCache,
     indexer: &mut I,
     now_us: i64,
     settle_us: i64,
+    mut keep_going: impl FnMut(&str, &FileOutcome) -> bool,
 ) -> Vec<(String, FileOutcome)> {
     let mut todo: Vec<FileRef> = cache
         .entries
@@ -299,7 +301,11 @@ pub fn index_pass<I: FileIndexer>(
                 FileOutcome::Skipped(_) => {}
             }
         }
+        let more = keep_going(&file.path, &outcome);
         outcomes.push((file.path, outcome));
+        if !more {
+            break;
+        }
     }
     outcomes
 }

@@ -201,10 +201,7 @@ pub fn read_prefix(volume: &Volume, rel: &Path, stat: &FileStat, max: usize) -> 
 
 /// The volume-relative form of an absolute session-file path.
 pub fn relative(volume: &Volume, path: &str) -> io::Result<PathBuf> {
-    volume
-        .relative(Path::new(path))
-        .map(Path::to_path_buf)
-        .ok_or_else(|| io::Error::from_raw_os_error(libc::EXDEV))
+    volume.relative(Path::new(path)).map(Path::to_path_buf).ok_or_else(|| io::Error::from_raw_os_error(libc::EXDEV))
 }
 
 #[cfg(test)]
@@ -347,7 +344,10 @@ mod tests {
         t.put("file", "x");
         let not_dir = resolve_root(t.0.join("file").to_str().unwrap_or_default()).unwrap_err();
         assert_eq!(not_dir.state, SqlState::InvalidParameterValue);
-        assert_eq!(resolve_root(t.0.to_str().unwrap_or_default()).ok().map(|v| v.path().to_path_buf()), Some(t.0.clone()));
+        assert_eq!(
+            resolve_root(t.0.to_str().unwrap_or_default()).ok().map(|v| v.path().to_path_buf()),
+            Some(t.0.clone())
+        );
     }
 
     #[test]

@@ -279,11 +279,22 @@ mod tests {
         let v = Volume::open(&t.0.join("root")).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(read(&v, "job/in.jsonl").ok().as_deref(), Some("inside\n"));
         symlink("in.jsonl", t.0.join("root/job/alias.jsonl")).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(read(&v, "job/alias.jsonl").ok().as_deref(), Some("inside\n"), "a link that stays inside is followed");
+        assert_eq!(
+            read(&v, "job/alias.jsonl").ok().as_deref(),
+            Some("inside\n"),
+            "a link that stays inside is followed"
+        );
         symlink(t.0.join("outside/secret"), t.0.join("root/job/abs.jsonl")).unwrap_or_else(|e| panic!("{e}"));
         symlink("../../outside/secret", t.0.join("root/job/rel.jsonl")).unwrap_or_else(|e| panic!("{e}"));
         symlink(t.0.join("outside"), t.0.join("root/linked-dir")).unwrap_or_else(|e| panic!("{e}"));
-        for rel in ["job/abs.jsonl", "job/rel.jsonl", "../outside/secret", "job/../../outside/secret", "linked-dir/secret", "/etc/hostname"] {
+        for rel in [
+            "job/abs.jsonl",
+            "job/rel.jsonl",
+            "../outside/secret",
+            "job/../../outside/secret",
+            "linked-dir/secret",
+            "/etc/hostname",
+        ] {
             let e = read(&v, rel).err().unwrap_or_else(|| panic!("{rel} was read"));
             assert!(leaves_volume(&e), "{rel}: {e}");
         }

@@ -1,5 +1,5 @@
 //! Which JSONL dialect a session file speaks, from its name and its first line that parses
-//! (DESIGN.md §JSONL dialects). Content is more specific than a name, so a recognisable first
+//! (docs/design.md §JSONL dialects). Content is more specific than a name, so a recognisable first
 //! object wins; the name decides while the file has no parseable object yet; any other JSON
 //! object stream is `wink-log` (dataclass dumps, optionally with `__type__`/`__seq__`/`__ts__`).
 

@@ -1,4 +1,4 @@
-//! The discovery rule (DESIGN.md §JSONL dialects): which paths under `sessions_dir` are session
+//! The discovery rule (docs/design.md §Discovery): which paths under `sessions_dir` are session
 //! files. It is the only rule; everything else under the root is ignored.
 //!
 //! - `<root>/<dir>/<file>.jsonl` — a job's session file (cortex dialects) or a Claude Code

@@ -326,7 +326,8 @@ mod tests {
 
     #[test]
     fn every_difference_sends_rows_through_sql() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut TableShape)>)> = vec![
+        type Change = Box<dyn Fn(&mut TableShape)>;
+        let cases: Vec<(&str, Change)> = vec![
             ("not a plain table", Box::new(|t| t.plain_table = false)),
             ("partition", Box::new(|t| t.partition = true)),
             ("heap", Box::new(|t| t.heap = false)),

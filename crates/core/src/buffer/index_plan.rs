@@ -1,5 +1,5 @@
 //! Whether a session file needs indexing, and how: append after the committed offset, or
-//! re-index from byte 0 as a new generation (DESIGN.md §Line and file rules). Pure.
+//! re-index from byte 0 as a new generation (docs/design.md §Line and file rules). Pure.
 
 use super::dialect::Dialect;
 use super::discovery::FileStat;

@@ -1,4 +1,4 @@
-//! Per-file integrity, accumulated line by line as the file is indexed (DESIGN.md §Line and
+//! Per-file integrity, accumulated line by line as the file is indexed (docs/design.md §Line and
 //! file rules). Pure.
 //!
 //! `corrupt` counts every line that is not an event, parse failures included; a parse failure

@@ -1,5 +1,5 @@
 //! What one line is: blank, an event, or corrupt — exactly as the control plane's `scanBuffer`
-//! judges it for the cortex dialects (DESIGN.md §Line and file rules). Pure.
+//! judges it for the cortex dialects (docs/design.md §Line and file rules). Pure.
 //!
 //! The line's bytes are decoded as UTF-8 with invalid sequences replaced by U+FFFD, trimmed of
 //! JavaScript white space (BOM and NBSP included), and parsed with `JSON.parse`'s rules. A cortex
@@ -34,6 +34,9 @@ impl Rules {
     }
 }
 
+// `Event` is large (the parser's member slots) but a verdict is returned by value once per line
+// and matched at once: boxing it would cost an allocation per line on the indexer's hot path.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Verdict<'a> {
     Blank,

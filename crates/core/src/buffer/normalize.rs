@@ -1,4 +1,4 @@
-//! The columns an event row carries, read from its line by dialect (DESIGN.md §JSONL
+//! The columns an event row carries, read from its line by dialect (docs/design.md §JSONL
 //! dialects). Pure. A field that is missing or of another type is NULL; it never makes the
 //! line less of an event.
 //!

@@ -1,4 +1,4 @@
-//! Checkpoint identity and the rules of a write (DESIGN.md §SQL contract, Checkpoints): which
+//! Checkpoint identity and the rules of a write (docs/design.md §SQL contract, Checkpoints): which
 //! checkpoint id and step a write records, and when it is refused. Pure.
 
 use crate::error::{CbError, SqlState};
@@ -41,7 +41,7 @@ pub fn doc_identity<'a, N: JsonNode<'a>>(doc: N, reject: impl Fn(N::Error) -> Cb
         None => None,
         Some(n) => match n.kind().map_err(&reject)? {
             Kind::Null => None,
-            Kind::Number(x) if x.fract() == 0.0 && x >= 0.0 && x <= f64::from(i32::MAX) => Some(x as i32),
+            Kind::Number(x) if step_index_of(x).is_some() => step_index_of(x),
             _ => {
                 return Err(CbError::new(
                     SqlState::InvalidParameterValue,
@@ -72,7 +72,7 @@ fn malformed_id(text: &str) -> CbError {
         .with_hint("Omit checkpoint_id to have a UUIDv7 generated, or pass a UUID string.")
 }
 
-/// The job's current checkpoint identity (DESIGN.md: the newest history row whose CRC matches
+/// The job's current checkpoint identity (docs/design.md: the newest history row whose CRC matches
 /// the job row, else the stored document's own members, else unknown).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Current {
@@ -94,6 +94,25 @@ impl Current {
 pub struct Planned {
     pub checkpoint_id: UuidBytes,
     pub step_index: i32,
+}
+
+/// A JSON number as a `step_index`: a whole number from 0 to 2147483647 (JavaScript reads
+/// `4.0` as 4), else `None`.
+pub fn step_index_of(x: f64) -> Option<i32> {
+    (x.fract() == 0.0 && (0.0..=f64::from(i32::MAX)).contains(&x)).then_some(x as i32)
+}
+
+/// Whether a job in `status` may checkpoint: only a `RUNNING` job's own process may, so a
+/// reaped pod cannot overwrite its successor's checkpoint.
+pub fn may_checkpoint(job: &str, status: &str) -> Result<(), CbError> {
+    if status == "RUNNING" {
+        return Ok(());
+    }
+    Err(CbError::new(
+        SqlState::ObjectNotInPrerequisiteState,
+        format!("job {job} is {status}, not RUNNING; its checkpoint cannot be written"),
+    )
+    .with_hint("Only the process running the job may checkpoint; a reaped or finished job's writer must stop."))
 }
 
 /// Decides a write: fencing on `expected`, step regression, and the identity to record.
@@ -295,5 +314,18 @@ mod tests {
         assert_eq!(u[6] >> 4, 7, "version 7");
         // Later milliseconds sort later.
         assert!(uuid_v7(2, [0; 10]) > uuid_v7(1, [0xff; 10]));
+    }
+
+    #[test]
+    fn only_a_running_job_may_checkpoint_and_steps_are_whole_non_negative_numbers() {
+        assert!(may_checkpoint("j", "RUNNING").is_ok());
+        for status in ["WAITING_FOR_APPROVAL", "FAILED", "RETRYING", "COMPLETED"] {
+            assert_eq!(may_checkpoint("j", status).map_err(|e| e.state), Err(SqlState::ObjectNotInPrerequisiteState));
+        }
+        assert_eq!(step_index_of(4.0), Some(4));
+        assert_eq!(step_index_of(2_147_483_647.0), Some(i32::MAX));
+        for bad in [-1.0, 0.5, 2_147_483_648.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(step_index_of(bad), None, "{bad}");
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! The column contract a job table must meet to be bound with `cortex_buffer.job_table`
-//! (DESIGN.md §Interoperability, "Binding contract"). Pure: the shell reads the catalogue into
+//! (docs/design.md §Interoperability facts, "The binding contract"). Pure: the shell reads the catalogue into
 //! [`Column`]s and this decides, listing every problem at once.
 
 /// The nine job states, in the control plane's enum order.

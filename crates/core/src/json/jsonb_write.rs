@@ -424,7 +424,8 @@ impl Writer<'_> {
         if *total > MAX_OFFLEN {
             return Err(TooLarge);
         }
-        let stored = if k % JB_OFFSET_STRIDE == 0 { (e & JENTRY_TYPEMASK) | *total as u32 | JENTRY_HAS_OFF } else { e };
+        let stored =
+            if k.is_multiple_of(JB_OFFSET_STRIDE) { (e & JENTRY_TYPEMASK) | *total as u32 | JENTRY_HAS_OFF } else { e };
         let at = jentries + 4 * k;
         self.out.get_mut(at..at + 4).ok_or(TooLarge)?.copy_from_slice(&stored.to_ne_bytes());
         Ok(())

@@ -503,10 +503,13 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
 pub mod tests {
     use super::*;
 
-    /// An in-memory index: per session, its events as (offset, type, checkpoint id, ts).
+    /// One event of the in-memory index: offset, type, checkpoint id, ts.
+    pub type MemEvent = (i64, &'static str, Option<&'static str>, i64);
+
+    /// An in-memory index: per session, its events.
     #[derive(Default)]
     pub struct Mem {
-        pub events: Vec<Vec<(i64, &'static str, Option<&'static str>, i64)>>,
+        pub events: Vec<Vec<MemEvent>>,
     }
 
     impl Probe for Mem {
@@ -643,7 +646,7 @@ pub mod tests {
         no_id.has_checkpoint = true;
         assert_eq!(run(&mut with(Some(C1)), &no_id), Reason::CheckpointWithoutId);
         assert_eq!(
-            run(&mut with(Some(&"0193A8B2-0000-7000-8000-000000000001")), &expect(Some(C1))),
+            run(&mut with(Some("0193A8B2-0000-7000-8000-000000000001")), &expect(Some(C1))),
             Reason::MarkerMatched
         );
         let mut unmatched = expect(Some(C1));
@@ -653,7 +656,8 @@ pub mod tests {
 
     #[test]
     fn unusable_files_stop_the_search() {
-        let cases: [(fn(&mut SessionFile), Reason); 4] = [
+        type Spoil = fn(&mut SessionFile);
+        let cases: [(Spoil, Reason); 4] = [
             (|f| f.trusted = false, Reason::FileUntrusted),
             (|f| f.quarantined = true, Reason::Quarantined),
             (|f| f.generation = 0, Reason::NotIndexed),

@@ -1,5 +1,5 @@
 //! What one indexed event tells recovery: tool calls started, results, checkpoint markers and
-//! loads, by dialect (DESIGN.md §JSONL dialects). Pure.
+//! loads, by dialect (docs/design.md §JSONL dialects). Pure.
 //!
 //! | dialect | start | result | marker | loaded |
 //! |---|---|---|---|---|

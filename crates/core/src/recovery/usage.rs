@@ -17,8 +17,8 @@ use std::collections::{BTreeMap, HashMap};
 use crate::buffer::dialect::Dialect;
 use crate::error::CbError;
 use crate::json::parse::parse;
+use crate::spend::cost::{cost, Price};
 use crate::spend::decimal::Decimal;
-use crate::spend::price::{cost, Price};
 use crate::spend::usage::{self, Usage};
 
 use super::line::Row;

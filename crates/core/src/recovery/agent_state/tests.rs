@@ -164,10 +164,8 @@ fn proved(all: &[Option<serde_json::Value>], c: &Calls, k: usize, subagent: bool
                 }
                 _ => {}
             },
-            Some("progress") => {
-                if v["data"]["type"] == "hook_progress" && v["data"]["hookEvent"] == "Stop" {
-                    return Some(State::Idle);
-                }
+            Some("progress") if v["data"]["type"] == "hook_progress" && v["data"]["hookEvent"] == "Stop" => {
+                return Some(State::Idle);
             }
             _ => {}
         }

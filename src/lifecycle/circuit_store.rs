@@ -144,14 +144,15 @@ fn report(client: &SpiClient<'_>, agent: Uuid, c: &Circuit, now: i64, p: &Params
 /// extension's own tables: all of it runs as the definer role.)
 pub fn admit(agent: Uuid, job: Uuid) -> Result<bool, CbError> {
     with_index_scans(|| {
-        as_definer(|| Spi::connect_mut(|client| {
-            let p = params(client, agent)?;
-            let (before, now) = load(client, agent, true)?;
-            let (admitted, after) = before.admit(now, *job.as_bytes(), &p);
-            store(client, agent, &before, &after)?;
-            if admitted {
-                let canary = after.canary.is_some_and(|c| c.job == *job.as_bytes());
-                client
+        as_definer(|| {
+            Spi::connect_mut(|client| {
+                let p = params(client, agent)?;
+                let (before, now) = load(client, agent, true)?;
+                let (admitted, after) = before.admit(now, *job.as_bytes(), &p);
+                store(client, agent, &before, &after)?;
+                if admitted {
+                    let canary = after.canary.is_some_and(|c| c.job == *job.as_bytes());
+                    client
                     .update(
                         "INSERT INTO cortex_buffer.circuit_admission AS a (job_id, agent_id, canary) VALUES ($1, $2, $3)
                          ON CONFLICT (job_id) DO UPDATE SET canary = a.canary OR excluded.canary",
@@ -159,20 +160,22 @@ pub fn admit(agent: Uuid, job: Uuid) -> Result<bool, CbError> {
                         &[job.into(), agent.into(), canary.into()],
                     )
                     .map_err(spi)?;
-            }
-            Ok(admitted)
-        }))
+                }
+                Ok(admitted)
+            })
+        })
     })
 }
 
 /// Records a job's outcome and returns the breaker afterwards.
 pub fn record_outcome(agent: Uuid, job: Uuid, success: bool) -> Result<Report, CbError> {
     with_index_scans(|| {
-        as_definer(|| Spi::connect_mut(|client| {
-            let p = params(client, agent)?;
-            let (before, now) = load(client, agent, true)?;
-            // Read after the lock: a fresh snapshot sees every outcome recorded before ours.
-            let admitted_at: Option<TimestampWithTimeZone> = client
+        as_definer(|| {
+            Spi::connect_mut(|client| {
+                let p = params(client, agent)?;
+                let (before, now) = load(client, agent, true)?;
+                // Read after the lock: a fresh snapshot sees every outcome recorded before ours.
+                let admitted_at: Option<TimestampWithTimeZone> = client
                 .update(
                     "DELETE FROM cortex_buffer.circuit_admission WHERE job_id OPERATOR(pg_catalog.=) $1 RETURNING admitted_at",
                     None,
@@ -180,29 +183,31 @@ pub fn record_outcome(agent: Uuid, job: Uuid, success: bool) -> Result<Report, C
                 )
                 .map_err(spi)?
                 .pipe_first()?;
-            let admitted_at = unix_us(admitted_at);
-            let counted = before.counts(success, admitted_at);
-            client
+                let admitted_at = unix_us(admitted_at);
+                let counted = before.counts(success, admitted_at);
+                client
                 .update(
                     "INSERT INTO cortex_buffer.circuit_outcome (agent_id, job_id, success, counted) VALUES ($1, $2, $3, $4)",
                     None,
                     &[agent.into(), job.into(), success.into(), counted.into()],
                 )
                 .map_err(spi)?;
-            let failures = failures_in_window(client, agent, &p, now)?;
-            let after = before.after_outcome(now, *job.as_bytes(), success, u32::try_from(failures).unwrap_or(0), &p);
-            store(client, agent, &before, &after)?;
-            // Outcomes older than the window can never count again.
-            client
-                .update(
-                    "DELETE FROM cortex_buffer.circuit_outcome
+                let failures = failures_in_window(client, agent, &p, now)?;
+                let after =
+                    before.after_outcome(now, *job.as_bytes(), success, u32::try_from(failures).unwrap_or(0), &p);
+                store(client, agent, &before, &after)?;
+                // Outcomes older than the window can never count again.
+                client
+                    .update(
+                        "DELETE FROM cortex_buffer.circuit_outcome
                       WHERE agent_id OPERATOR(pg_catalog.=) $1 AND recorded_at OPERATOR(pg_catalog.<) $2",
-                    None,
-                    &[agent.into(), timestamptz(Some(now.saturating_sub(p.window_us))).into()],
-                )
-                .map_err(spi)?;
-            report(client, agent, &after, now, &p)
-        }))
+                        None,
+                        &[agent.into(), timestamptz(Some(now.saturating_sub(p.window_us))).into()],
+                    )
+                    .map_err(spi)?;
+                report(client, agent, &after, now, &p)
+            })
+        })
     })
 }
 

@@ -17,8 +17,8 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, PgBuiltInOids, PgOid};
 
+use super::cost::{Price, PriceHistory};
 use super::decimal::Decimal;
-use super::price::{Price, PriceHistory};
 use crate::error::{CbError, SqlState};
 use crate::pg::spi_util::{prepared_read, spi};
 
@@ -62,13 +62,18 @@ pub fn model_price_changed<'a>(
 
 fn load(client: &SpiClient<'_>, model: &str) -> Result<PriceHistory, CbError> {
     let text = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
-    let stmt = prepared_read(client, "spend.prices", || {
-        "SELECT 'cortex_buffer.model_price'::pg_catalog.regclass::pg_catalog.oid, effective_from,
+    let stmt = prepared_read(
+        client,
+        "spend.prices",
+        || {
+            "SELECT 'cortex_buffer.model_price'::pg_catalog.regclass::pg_catalog.oid, effective_from,
                 input_per_mtok::pg_catalog.text, output_per_mtok::pg_catalog.text, cache_write_per_mtok::pg_catalog.text,
                 cache_write_1h_per_mtok::pg_catalog.text, cache_read_per_mtok::pg_catalog.text
            FROM cortex_buffer.model_price WHERE model OPERATOR(pg_catalog.=) $1"
             .to_owned()
-    }, &[text])?;
+        },
+        &[text],
+    )?;
     let mut entries = Vec::new();
     for r in client.select(&*stmt, None, &[model.into()]).map_err(spi)? {
         if let Some(oid) = r.get::<pg_sys::Oid>(1).map_err(spi)? {
@@ -132,5 +137,5 @@ pub fn price_at(client: &SpiClient<'_>, model: &str, at: TimestampWithTimeZone) 
 /// The price of `model` in force at `at_us` (Unix microseconds), or `None` when it has none.
 pub fn price_if_any(client: &SpiClient<'_>, model: &str, at_us: i64) -> Result<Option<Price>, CbError> {
     let h = history(client, model)?;
-    Ok(h.at(at_us.saturating_sub(crate::buffer::timestamp::POSTGRES_EPOCH_OFFSET_US)).copied())
+    Ok(h.at(at_us.saturating_sub(cortex_buffer_core::buffer::timestamp::POSTGRES_EPOCH_OFFSET_US)).copied())
 }

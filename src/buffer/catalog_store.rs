@@ -1,5 +1,6 @@
-//! `cortex_buffer.session_file` through SPI: the [`Catalog`] both the worker and
-//! `index_sessions()` use. Each call is one statement over arrays, never one per file.
+//! The session-file catalogue's store: `cortex_buffer.session_file` read and written through
+//! SPI for a pass (`indexing` wraps these in the `pass::Catalog` the watch crate drives). Each
+//! call is one statement over arrays, never one per file.
 
 use std::collections::HashMap;
 
@@ -9,11 +10,10 @@ use pgrx::prelude::*;
 use super::dialect::Dialect;
 use super::file_row::{timestamptz, unix_us};
 use super::index_plan::IndexState;
-use super::pass::{Catalog, Row};
+use super::pass::Row;
 use super::reconcile::Known;
 use super::scan::FileStat;
 use crate::error::CbError;
-use crate::pg::privilege::as_definer;
 use crate::pg::spi_util::spi;
 
 const LOAD_SQL: &str = "
@@ -69,7 +69,8 @@ pub fn load(root_prefix: &str) -> Result<HashMap<String, Known>, CbError> {
             let time = |name: &str| -> Result<Option<i64>, CbError> {
                 Ok(unix_us(row.get_by_name::<TimestampWithTimeZone, _>(name).map_err(spi)?))
             };
-            let text = |name: &str| -> Result<Option<String>, CbError> { row.get_by_name::<String, _>(name).map_err(spi) };
+            let text =
+                |name: &str| -> Result<Option<String>, CbError> { row.get_by_name::<String, _>(name).map_err(spi) };
             let Some(path) = text("path")? else { continue };
             let count = |name: &str| -> Result<u64, CbError> { Ok(u64::try_from(r(name)?.unwrap_or(0)).unwrap_or(0)) };
             let stat = FileStat {
@@ -119,7 +120,8 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbErro
             let job_dirs: Vec<String> = rows.iter().map(|r| r.job_dir.clone()).collect();
             let dialects: Vec<Option<String>> = rows.iter().map(|r| r.dialect.map(|d| d.label().to_owned())).collect();
             let sizes: Vec<i64> = rows.iter().map(|r| i64::try_from(r.stat.size).unwrap_or(i64::MAX)).collect();
-            let mtimes: Vec<Option<TimestampWithTimeZone>> = rows.iter().map(|r| timestamptz(Some(r.stat.mtime_us))).collect();
+            let mtimes: Vec<Option<TimestampWithTimeZone>> =
+                rows.iter().map(|r| timestamptz(Some(r.stat.mtime_us))).collect();
             let devices: Vec<i64> = rows.iter().map(|r| to_i64(r.stat.device)).collect();
             let inodes: Vec<i64> = rows.iter().map(|r| to_i64(r.stat.inode)).collect();
             let ordinals: Vec<Option<i64>> = rows.iter().map(|r| r.ordinal).collect();
@@ -152,19 +154,6 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbErro
         }
         Ok(ids)
     })
-}
-
-/// The catalogue in the caller's transaction (for `index_sessions()`).
-pub struct InTransaction;
-
-impl Catalog for InTransaction {
-    type Error = CbError;
-    fn load(&mut self, root_prefix: &str) -> Result<HashMap<String, Known>, CbError> {
-        as_definer(|| load(root_prefix))
-    }
-    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbError> {
-        as_definer(|| store(rows, gone))
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The lint gate .ci/run runs before the tests: formatting, clippy with warnings as errors,
+# ShellCheck, and released SQL scripts that never change. Installs shellcheck if missing.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "${REPO_ROOT}"
+
+ensure_toolchain
+
+say "cargo fmt --check (the workspace and the end-to-end crate)"
+cargo fmt --all --check
+(cd pgrx-tests && cargo fmt --check)
+
+say "cargo clippy --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+(cd pgrx-tests && cargo clippy --all-targets -- -D warnings)
+
+say "shellcheck scripts/ bench/ .ci/run"
+shellcheck -x scripts/*.sh bench/*.sh .ci/run
+
+say "released SQL scripts are unchanged (sql/released/SHA256SUMS)"
+(cd sql && sha256sum --quiet --check released/SHA256SUMS) || die "a released SQL script changed: released scripts never change; put the change in the next version's upgrade script"
+# Every released script must be listed: the install scripts kept for upgrade tests, and every
+# upgrade script that does not lead to the version being developed.
+CURRENT="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
+for f in sql/released/cortex_buffer--*.sql sql/cortex_buffer--*--*.sql; do
+    case "$f" in *"--${CURRENT}.sql") continue ;; esac
+    grep -q " ${f#sql/}\$" sql/released/SHA256SUMS || die "$f is released but not in sql/released/SHA256SUMS (CONTRIBUTING.md: shipping a version)"
+done
+
+say "lint passed"

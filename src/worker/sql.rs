@@ -1,0 +1,101 @@
+//! The background worker's SQL face: `index_now()` wakes it, `indexer_worker()` reads its
+//! figures from shared memory (the `indexer_status` view joins them with `session_file`).
+//! Arrows run from the worker to the buffer, never back.
+
+use pgrx::datum::TimestampWithTimeZone;
+use pgrx::prelude::*;
+
+use super::shared::{self, Phase};
+use crate::pg::raise::notice;
+use cortex_buffer_core::buffer::timestamp::POSTGRES_EPOCH_OFFSET_US;
+
+fn ts(unix_us: Option<i64>) -> Option<TimestampWithTimeZone> {
+    unix_us
+        .and_then(|u| u.checked_sub(POSTGRES_EPOCH_OFFSET_US))
+        .and_then(|pg| TimestampWithTimeZone::try_from(pg).ok())
+}
+
+/// Wakes the background worker for an immediate pass. False (with a NOTICE saying why) when no
+/// worker is there to wake.
+#[pg_extern(volatile)]
+fn index_now() -> bool {
+    let (message, hint) = match shared::phase() {
+        None => (
+            "cortex_buffer's background worker is not running: the library is not in shared_preload_libraries",
+            "Add cortex_buffer to shared_preload_libraries and restart the server, or call cortex_buffer.index_sessions().",
+        ),
+        Some(Phase::Absent) => (
+            "cortex_buffer's background worker is not running (it may be starting or restarting after an error)",
+            "See the server log for lines from \"cortex_buffer indexer\".",
+        ),
+        Some(Phase::Disabled) => (
+            "cortex_buffer's background worker is disabled",
+            "Set cortex_buffer.worker_enabled = on and reload the configuration.",
+        ),
+        Some(Phase::Active | Phase::Waiting) => {
+            if shared::wake() {
+                return true;
+            }
+            ("cortex_buffer's background worker exited before it could be woken", "Try again in a few seconds.")
+        }
+    };
+    notice(message, Some(hint));
+    false
+}
+
+/// The background worker's own figures (shared memory), for the `indexer_status` view.
+#[allow(clippy::type_complexity)]
+#[pg_extern(volatile)]
+fn indexer_worker() -> TableIterator<
+    'static,
+    (
+        name!(worker_pid, Option<i32>),
+        name!(worker_state, String),
+        name!(last_pass_at, Option<TimestampWithTimeZone>),
+        name!(last_pass_ms, Option<f64>),
+        name!(passes, i64),
+        name!(events_indexed, i64),
+        name!(errors, i64),
+    ),
+> {
+    let s = shared::stats();
+    let state = match s.phase {
+        None => "not preloaded",
+        Some(shared::Phase::Absent) => "not running",
+        Some(shared::Phase::Active) => "indexing",
+        Some(shared::Phase::Disabled) => "disabled",
+        Some(shared::Phase::Waiting) => "waiting",
+    };
+    let ran = s.passes > 0;
+    TableIterator::once((
+        (s.pid != 0).then_some(s.pid),
+        state.to_owned(),
+        if ran { ts(Some(s.last_pass_us)) } else { None },
+        ran.then(|| s.last_pass_duration_us as f64 / 1000.0),
+        i64::try_from(s.passes).unwrap_or(i64::MAX),
+        i64::try_from(s.events_indexed).unwrap_or(i64::MAX),
+        i64::try_from(s.errors).unwrap_or(i64::MAX),
+    ))
+}
+
+extension_sql_file!("worker.sql", name = "worker_sql", requires = ["buffer_schema", index_now, indexer_worker]);
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    #[pg_test]
+    fn index_now_is_false_with_a_notice_when_the_worker_is_disabled() {
+        // The test cluster preloads the library with cortex_buffer.worker_enabled = off.
+        assert_eq!(Spi::get_one::<bool>("SELECT cortex_buffer.index_now()").ok().flatten(), Some(false));
+    }
+
+    #[pg_test]
+    fn indexer_worker_reports_the_disabled_worker() {
+        assert_eq!(
+            Spi::get_one::<String>("SELECT worker_state FROM cortex_buffer.indexer_worker()").ok().flatten().as_deref(),
+            Some("disabled")
+        );
+    }
+}
