@@ -61,7 +61,7 @@ GRANT cortex_buffer_operator TO operator_app;";
     /// operator's, the operator not the agent's. A role with no grants can do none of it.
     #[pg_test]
     fn each_role_does_its_job_and_not_the_next_ones() {
-        use crate::testing::{new_job, new_job_with, one, run, TempRoot};
+        use crate::testing::{new_job, new_job_with, one, run, spend_calls, TempRoot};
 
         assert!(
             include_str!("../README.md").contains(README_GRANTS),
@@ -99,24 +99,19 @@ GRANT cortex_buffer_operator TO operator_app;";
             "SELECT count(*) FROM cortex_buffer.corrupt_line".to_owned(),
         ];
         // The agent: its job's heartbeat, checkpoints, spend and recovery.
-        let agent_job = [
+        let agent_job: Vec<String> = [
             format!("SELECT cortex_buffer.heartbeat('{job}')"),
             format!("SELECT cortex_buffer.heartbeat('{paused}')"),
             format!("SELECT * FROM cortex_buffer.write_checkpoint('{job}', '{{\"step_index\": 1}}')"),
             format!("SELECT * FROM cortex_buffer.read_checkpoint('{job}')"),
-            format!("SELECT * FROM cortex_buffer.record_usage('{job}', '{sonnet}', '{usage}', 'r1')"),
-            format!("SELECT * FROM cortex_buffer.check_token_budget('{job}')"),
-            format!(
-                "SELECT cortex_buffer.settle_usage(reservation_id, '{usage}') FROM cortex_buffer.reserve_budget('{job}', '{usage}', '{sonnet}')"
-            ),
-            format!(
-                "SELECT cortex_buffer.release_reservation(reservation_id) FROM cortex_buffer.reserve_budget('{job}', '{usage}', '{sonnet}')"
-            ),
             format!("SELECT count(*) FROM cortex_buffer.job_events('{job}')"),
             format!("SELECT cortex_buffer.recovery_plan('{job}')"),
             format!("SELECT * FROM cortex_buffer.job_usage_from_buffer('{job}')"),
             format!("SELECT count(*) FROM cortex_buffer.log_entries('{file}')"),
-        ];
+        ]
+        .into_iter()
+        .chain(spend_calls(&job))
+        .collect();
         // The control plane: dispatching, reaping, retry decisions, breaker admission.
         let control_plane_job = [
             "INSERT INTO cortex_buffer.job (agent_id) VALUES (gen_random_uuid())".to_owned(),

@@ -7,7 +7,7 @@
 mod tests {
     use pgrx::prelude::*;
 
-    use crate::testing::{new_job, new_job_with, one, run, sqlstate_of, TempRoot};
+    use crate::testing::{new_job, new_job_with, one, run, spend_calls, sqlstate_of, TempRoot};
 
     const JOB: &str = "0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f";
     const OTHER_JOB: &str = "0193a8b2-7c41-7d2e-9f00-000000000002";
@@ -89,16 +89,8 @@ mod tests {
             format!("SELECT * FROM cortex_buffer.circuit_state('{agent}')"),
             format!("SELECT cortex_buffer.llm_cost('{usage}', '{sonnet}')"),
             format!("SELECT * FROM cortex_buffer.set_budget('{agent}', 1000000, 10)"),
-            format!("SELECT * FROM cortex_buffer.record_usage('{job}', '{sonnet}', '{usage}', 'r1')"),
-            format!("SELECT * FROM cortex_buffer.check_token_budget('{job}')"),
-            format!(
-                "SELECT cortex_buffer.settle_usage(reservation_id, '{usage}') FROM cortex_buffer.reserve_budget('{job}', '{usage}', '{sonnet}')"
-            ),
-            format!(
-                "SELECT cortex_buffer.release_reservation(reservation_id) FROM cortex_buffer.reserve_budget('{job}', '{usage}', '{sonnet}')"
-            ),
         ];
-        for sql in &calls {
+        for sql in calls.iter().chain(&spend_calls(&job)) {
             let (state, _) = sqlstate_of(sql);
             assert_eq!(state, "00000", "{sql}");
         }

@@ -25,27 +25,41 @@ pub fn with_each_binding(body: impl Fn(&str)) {
 /// Inserts a job in `status` into `table` (with an agent row when the table needs one) and
 /// returns its id.
 pub fn new_job(table: &str, status: &str) -> String {
-    let agent = if table == "cp.job" {
-        one("INSERT INTO cp.agent DEFAULT VALUES RETURNING id::text")
-    } else {
-        one("SELECT gen_random_uuid()::text")
-    };
-    one(&format!(
-        "INSERT INTO {table} (agent_id, status, payload) VALUES ('{agent}', '{status}', '{{}}') RETURNING id::text"
-    ))
+    insert_job(table, status, "", "")
 }
 
 /// Like [`new_job`], with more columns: `cols` and `vals` are appended to the column and value
 /// lists (inserting is the only way to put `updated_at` in the past: updates set it to now()).
 pub fn new_job_with(table: &str, status: &str, cols: &str, vals: &str) -> String {
+    insert_job(table, status, &format!(", {cols}"), &format!(", {vals}"))
+}
+
+fn insert_job(table: &str, status: &str, more_cols: &str, more_vals: &str) -> String {
     let agent = if table == "cp.job" {
         one("INSERT INTO cp.agent DEFAULT VALUES RETURNING id::text")
     } else {
         one("SELECT gen_random_uuid()::text")
     };
     one(&format!(
-        "INSERT INTO {table} (agent_id, status, payload, {cols}) VALUES ('{agent}', '{status}', '{{}}', {vals}) RETURNING id::text"
+        "INSERT INTO {table} (agent_id, status, payload{more_cols}) VALUES ('{agent}', '{status}', '{{}}'{more_vals}) RETURNING id::text"
     ))
+}
+
+/// The spend calls an agent makes for `job`: record a call, check the budget, reserve and
+/// settle, reserve and release (Sonnet prices, a small usage).
+pub fn spend_calls(job: &str) -> [String; 4] {
+    let sonnet = "claude-sonnet-4-5-20250929";
+    let usage = r#"{"input_tokens": 1000, "output_tokens": 5}"#;
+    [
+        format!("SELECT * FROM cortex_buffer.record_usage('{job}', '{sonnet}', '{usage}', 'r1')"),
+        format!("SELECT * FROM cortex_buffer.check_token_budget('{job}')"),
+        format!(
+            "SELECT cortex_buffer.settle_usage(reservation_id, '{usage}') FROM cortex_buffer.reserve_budget('{job}', '{usage}', '{sonnet}')"
+        ),
+        format!(
+            "SELECT cortex_buffer.release_reservation(reservation_id) FROM cortex_buffer.reserve_budget('{job}', '{usage}', '{sonnet}')"
+        ),
+    ]
 }
 
 pub fn run(sql: &str) {

@@ -19,22 +19,11 @@ fn older_than_library() -> ! {
     )
 }
 
-/// `index_sessions(text)` as the install scripts before 0.5.0 bind it (six result columns,
-/// discovery only; the symbol is `index_sessions_wrapper`).
-#[allow(clippy::type_complexity)]
+/// `index_sessions(text)` as the install scripts before 0.5.0 bind it (the symbol is
+/// `index_sessions_wrapper`). Those scripts declare six result columns; the signature here
+/// does not matter to them (`sql = false`), since the function raises before reading an
+/// argument or returning a row.
 #[pg_extern(sql = false)]
-fn index_sessions(
-    _dir: default!(Option<&str>, "NULL"),
-) -> TableIterator<
-    'static,
-    (
-        name!(path, String),
-        name!(job_dir, Option<String>),
-        name!(dialect, Option<String>),
-        name!(size_bytes, Option<i64>),
-        name!(action, String),
-        name!(detail, Option<String>),
-    ),
-> {
+fn index_sessions() -> bool {
     older_than_library()
 }

@@ -6,7 +6,6 @@
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
 
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
@@ -14,13 +13,13 @@ use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, PgBuiltInOids, PgMemoryContexts, PgOid, Uuid};
 
 use super::direct_insert::{EventTable, InsertPath, RowValues};
-use super::event_columns::{insert_sql, EventColumn};
+use super::event_columns::{insert_sql, EventColumn, SqlType};
 use super::file_row::{claim, delete_rows_from, finish, timestamptz};
 use super::index_plan::{decide, fingerprint_len, IndexState, Now, Work};
 use super::indexer::{CorruptRow, FileRules, Progress};
 use super::pass::{FileOutcome, FileRef};
 use super::pipeline::{self, i64_of, Limits, OwnedEvent, PipelineError, Rows};
-use super::scan::{relative, FileStat};
+use super::scan::{read_head, relative, FileStat};
 use super::settings::Settings;
 use super::volume::Volume;
 use crate::error::CbError;
@@ -110,69 +109,58 @@ fn varlena_datum(rows: &Rows, e: &OwnedEvent, col: EventColumn) -> (pg_sys::Datu
     }
 }
 
-/// An event's values as datums, in [`EventColumn::ALL`] order: numbers by value, everything
-/// else a pointer into the batch's arena or the event itself.
+/// An event's values as datums, in [`EventColumn::ALL`] order: text and jsonb as pointers
+/// into the batch's arena, everything else by value or a pointer into the event itself.
 fn event_values(file_id: i64, rows: &Rows, e: &OwnedEvent) -> RowValues {
     let c = &e.columns;
-    EventColumn::ALL.map(|col| match col {
-        EventColumn::FileId => (pg_sys::Datum::from(file_id), false),
-        EventColumn::ByteOffset => (pg_sys::Datum::from(e.offset), false),
-        EventColumn::LineNo => (pg_sys::Datum::from(e.line_no), false),
-        EventColumn::Ts => opt(&timestamptz(c.ts_us), |t| pg_sys::Datum::from(t.into_inner())),
-        EventColumn::JobId => opt(&c.job_id, |u| pg_sys::Datum::from(u.as_ptr())),
-        EventColumn::Seq => opt(&c.seq, |v| pg_sys::Datum::from(*v)),
-        EventColumn::StepIndex => opt(&c.step_index, |v| pg_sys::Datum::from(*v)),
-        EventColumn::Success => opt(&c.success, |v| pg_sys::Datum::from(*v)),
-        EventColumn::InputTokens => opt(&c.input_tokens, |v| pg_sys::Datum::from(*v)),
-        EventColumn::OutputTokens => opt(&c.output_tokens, |v| pg_sys::Datum::from(*v)),
-        EventColumn::CacheWriteTokens => opt(&c.cache_write_tokens, |v| pg_sys::Datum::from(*v)),
-        EventColumn::CacheReadTokens => opt(&c.cache_read_tokens, |v| pg_sys::Datum::from(*v)),
-        EventColumn::Type
-        | EventColumn::SessionId
-        | EventColumn::AgentId
-        | EventColumn::InvocationId
-        | EventColumn::ToolName
-        | EventColumn::CheckpointId
-        | EventColumn::RequestId
-        | EventColumn::Payload
-        | EventColumn::PayloadProblem => varlena_datum(rows, e, col),
+    EventColumn::ALL.map(|col| match (col.sql_type(), col) {
+        (SqlType::Text | SqlType::Jsonb, _) => varlena_datum(rows, e, col),
+        (_, EventColumn::FileId) => (pg_sys::Datum::from(file_id), false),
+        (_, EventColumn::ByteOffset) => (pg_sys::Datum::from(e.offset), false),
+        (_, EventColumn::LineNo) => (pg_sys::Datum::from(e.line_no), false),
+        (_, EventColumn::Ts) => opt(&timestamptz(c.ts_us), |t| pg_sys::Datum::from(t.into_inner())),
+        (_, EventColumn::JobId) => opt(&c.job_id, |u| pg_sys::Datum::from(u.as_ptr())),
+        (_, EventColumn::StepIndex) => opt(&c.step_index, |v| pg_sys::Datum::from(*v)),
+        (_, EventColumn::Success) => opt(&c.success, |v| pg_sys::Datum::from(*v)),
+        (_, col) => opt(&int8_of(c, col), |v| pg_sys::Datum::from(*v)),
     })
+}
+
+/// The value of an `int8` column that comes from the event's own fields.
+fn int8_of(c: &super::normalize::Columns, col: EventColumn) -> Option<i64> {
+    debug_assert_eq!(col.sql_type(), SqlType::Int8, "{col:?} has no int8 value");
+    match col {
+        EventColumn::Seq => c.seq,
+        EventColumn::InputTokens => c.input_tokens,
+        EventColumn::OutputTokens => c.output_tokens,
+        EventColumn::CacheWriteTokens => c.cache_write_tokens,
+        EventColumn::CacheReadTokens => c.cache_read_tokens,
+        _ => None,
+    }
 }
 
 /// One column of a batch as the SQL path's array parameter (`$1` is the file id).
 fn column_arg(col: EventColumn, file_id: i64, rows: &Rows) -> DatumWithOid<'static> {
     let events = &rows.events;
-    let num = |f: fn(&super::normalize::Columns) -> Option<i64>| -> DatumWithOid<'static> {
-        events.iter().map(|e| f(&e.columns)).collect::<Vec<_>>().into()
-    };
-    match col {
-        EventColumn::FileId => file_id.into(),
-        EventColumn::ByteOffset => events.iter().map(|e| e.offset).collect::<Vec<i64>>().into(),
-        EventColumn::LineNo => events.iter().map(|e| e.line_no).collect::<Vec<i64>>().into(),
-        EventColumn::Ts => events.iter().map(|e| timestamptz(e.columns.ts_us)).collect::<Vec<_>>().into(),
-        EventColumn::JobId => events.iter().map(|e| e.columns.job_id.map(Uuid::from_bytes)).collect::<Vec<_>>().into(),
-        EventColumn::Seq => num(|c| c.seq),
-        EventColumn::StepIndex => events.iter().map(|e| e.columns.step_index).collect::<Vec<_>>().into(),
-        EventColumn::Success => events.iter().map(|e| e.columns.success).collect::<Vec<_>>().into(),
-        EventColumn::InputTokens => num(|c| c.input_tokens),
-        EventColumn::OutputTokens => num(|c| c.output_tokens),
-        EventColumn::CacheWriteTokens => num(|c| c.cache_write_tokens),
-        EventColumn::CacheReadTokens => num(|c| c.cache_read_tokens),
-        EventColumn::Payload => events
+    match (col.sql_type(), col) {
+        (SqlType::Text, _) => {
+            events.iter().map(|e| rows.text(e, col).map(str::to_owned)).collect::<Vec<Option<String>>>().into()
+        }
+        (SqlType::Jsonb, _) => events
             .iter()
             .map(|e| rows.varlena(e, col).map(RawJsonb::from_varlena))
             .collect::<Vec<Option<RawJsonb>>>()
             .into(),
-        EventColumn::Type
-        | EventColumn::SessionId
-        | EventColumn::AgentId
-        | EventColumn::InvocationId
-        | EventColumn::ToolName
-        | EventColumn::CheckpointId
-        | EventColumn::RequestId
-        | EventColumn::PayloadProblem => {
-            events.iter().map(|e| rows.text(e, col).map(str::to_owned)).collect::<Vec<Option<String>>>().into()
+        (_, EventColumn::FileId) => file_id.into(),
+        (_, EventColumn::ByteOffset) => events.iter().map(|e| e.offset).collect::<Vec<i64>>().into(),
+        (_, EventColumn::LineNo) => events.iter().map(|e| e.line_no).collect::<Vec<i64>>().into(),
+        (_, EventColumn::Ts) => events.iter().map(|e| timestamptz(e.columns.ts_us)).collect::<Vec<_>>().into(),
+        (_, EventColumn::JobId) => {
+            events.iter().map(|e| e.columns.job_id.map(Uuid::from_bytes)).collect::<Vec<_>>().into()
         }
+        (_, EventColumn::StepIndex) => events.iter().map(|e| e.columns.step_index).collect::<Vec<_>>().into(),
+        (_, EventColumn::Success) => events.iter().map(|e| e.columns.success).collect::<Vec<_>>().into(),
+        (_, col) => events.iter().map(|e| int8_of(&e.columns, col)).collect::<Vec<_>>().into(),
     }
 }
 
@@ -236,16 +224,7 @@ fn read_and_insert(
 }
 
 fn crc_of_prefix(file: &File, len: u64) -> std::io::Result<u32> {
-    let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
-    let mut read = 0;
-    while read < buf.len() {
-        match file.read_at(&mut buf[read..], read as u64)? {
-            0 => break,
-            k => read += k,
-        }
-    }
-    buf.truncate(read);
-    Ok(crc32fast::hash(&buf))
+    Ok(crc32fast::hash(&read_head(file, usize::try_from(len).unwrap_or(0))?.0))
 }
 
 fn io_error(action: &str, path: &str, e: &std::io::Error) -> CbError {

@@ -12,7 +12,7 @@ use super::file_access::Target;
 use super::indexer::{index_file, CorruptRow, EventRow, FileRules, IndexError, Progress, Sink};
 use super::integrity::Severity;
 use super::pass::now_us;
-use super::scan::FileStat;
+use super::scan::{read_head, FileStat};
 use super::settings::Settings;
 use super::timestamp::POSTGRES_EPOCH_OFFSET_US;
 use crate::pg::privilege::as_definer;
@@ -52,23 +52,6 @@ fn layout_of(rel: Option<&Path>) -> (Layout, String) {
     let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     let layout = classify(&parts).unwrap_or(Layout::DirectoryFile);
     (layout, parts.first().map(|s| (*s).to_owned()).unwrap_or_default())
-}
-
-/// The first `max` bytes of an open file (without moving its offset), and whether that was all.
-fn prefix_of(file: &std::fs::File, max: usize) -> std::io::Result<(Vec<u8>, bool)> {
-    use std::os::unix::fs::FileExt;
-    let mut buf = vec![0u8; max.saturating_add(1)];
-    let mut read = 0;
-    while read < buf.len() {
-        match file.read_at(&mut buf[read..], read as u64)? {
-            0 => break,
-            k => read += k,
-        }
-    }
-    buf.truncate(read);
-    let whole = buf.len() <= max;
-    buf.truncate(max);
-    Ok((buf, whole))
 }
 
 fn ts(unix_us: Option<i64>) -> Option<TimestampWithTimeZone> {
@@ -133,7 +116,7 @@ fn file_integrity(
     };
     let (layout, job_dir) = layout_of(target.rel());
     let file_name = Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let dialect = recorded_dialect(&recorded_as).or_else(|| match prefix_of(&file, DETECTION_PREFIX_BYTES) {
+    let dialect = recorded_dialect(&recorded_as).or_else(|| match read_head(&file, DETECTION_PREFIX_BYTES) {
         Ok((prefix, whole)) => detect(&file_name, layout, first_object(&prefix, whole).as_ref()),
         Err(_) => None,
     });

@@ -5,19 +5,9 @@ use pgrx::Uuid;
 
 use super::crc::Canonical;
 use super::store::{self, Source};
-use crate::error::{CbError, SqlState};
+use crate::pg::args::required;
 use crate::pg::jsonb::{malformed, RawJsonb};
-use crate::pg::raise::raise;
 use crate::pg::OrRaise;
-
-fn required<T>(value: Option<T>, name: &str) -> T {
-    value.unwrap_or_else(|| {
-        raise(
-            CbError::new(SqlState::NullValueNotAllowed, format!("{name} must not be NULL"))
-                .with_hint(format!("Pass a {name}.")),
-        )
-    })
-}
 
 /// CRC-32 of the document's canonical JSON, as the control plane computes it (0 ..= 2^32-1).
 #[pg_extern(immutable, strict, parallel_safe)]

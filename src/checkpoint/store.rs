@@ -208,11 +208,7 @@ pub fn write(
                 crc: canonical.crc,
                 size_bytes: canonical.size_bytes(),
             };
-            if stored_size >= SHARE_COMPRESSED_FROM_BYTES {
-                store_sharing_compression(client, &b, job, doc, &written)?;
-            } else {
-                store_in_two_statements(client, &b, job, doc, &written)?;
-            }
+            store(client, &b, job, doc, &written, stored_size >= SHARE_COMPRESSED_FROM_BYTES)?;
             Ok(written)
         })
     })
@@ -255,36 +251,30 @@ fn append_history(
     history_id.ok_or_else(|| CbError::internal("checkpoint_history insert returned no id"))
 }
 
-/// Small documents: the job row (caller), then history (definer).
-fn store_in_two_statements(
+/// Writes the job row (caller's rights) and appends to history (definer). Small documents: the
+/// job row, then history. Large ones (`share_compression`): history first, then the job row
+/// takes history's stored value, so the document is compressed once.
+fn store(
     client: &mut SpiClient<'_>,
     b: &Binding,
     job: Uuid,
     doc: RawJsonb,
     w: &Written,
+    share_compression: bool,
 ) -> Result<(), CbError> {
     let (crc_type, stored) = stored_crc_param(b, w.crc);
-    let key = if b.shape.crc_is_int4 { "checkpoint.write.int4" } else { "checkpoint.write.int8" };
-    let stmt = b.statement(client, key, Access::Write, &[UUID, JSONB, crc_type], update_job_sql)?;
-    client.update(&*stmt, None, &[job.into(), doc.into(), stored]).map_err(spi)?;
-    append_history(client, b, job, &doc, w)?;
-    Ok(())
-}
-
-/// Large documents: history first (definer), then the job row takes the stored (compressed)
-/// value (caller).
-fn store_sharing_compression(
-    client: &mut SpiClient<'_>,
-    b: &Binding,
-    job: Uuid,
-    doc: RawJsonb,
-    w: &Written,
-) -> Result<(), CbError> {
-    let history_id = append_history(client, b, job, &doc, w)?;
-    let (crc_type, stored) = stored_crc_param(b, w.crc);
-    let key = if b.shape.crc_is_int4 { "checkpoint.write.job.int4" } else { "checkpoint.write.job.int8" };
-    let update = b.statement(client, key, Access::Write, &[UUID, crc_type, INT8], update_from_history_sql)?;
-    client.update(&*update, None, &[job.into(), stored, history_id.into()]).map_err(spi)?;
+    let int4 = b.shape.crc_is_int4;
+    if share_compression {
+        let history_id = append_history(client, b, job, &doc, w)?;
+        let key = if int4 { "checkpoint.write.job.int4" } else { "checkpoint.write.job.int8" };
+        let update = b.statement(client, key, Access::Write, &[UUID, crc_type, INT8], update_from_history_sql)?;
+        client.update(&*update, None, &[job.into(), stored, history_id.into()]).map_err(spi)?;
+    } else {
+        let key = if int4 { "checkpoint.write.int4" } else { "checkpoint.write.int8" };
+        let stmt = b.statement(client, key, Access::Write, &[UUID, JSONB, crc_type], update_job_sql)?;
+        client.update(&*stmt, None, &[job.into(), doc.into(), stored]).map_err(spi)?;
+        append_history(client, b, job, &doc, w)?;
+    }
     Ok(())
 }
 

@@ -7,6 +7,7 @@ use pgrx::Uuid;
 use super::{circuit_store, liveness_store};
 use crate::error::{CbError, SqlState};
 use crate::job::binding;
+use crate::pg::args::required;
 use crate::pg::jsonb::RawJsonb;
 use crate::pg::raise::raise;
 use crate::pg::OrRaise;
@@ -90,12 +91,7 @@ fn record_crash(
     last_tool: default!(Option<String>, "NULL"),
     tokens: default!(Option<RawJsonb>, "NULL"),
 ) -> i64 {
-    let job = job_id.unwrap_or_else(|| {
-        raise(
-            CbError::new(SqlState::NullValueNotAllowed, "job_id must not be NULL")
-                .with_hint("Pass the crashed job's id."),
-        )
-    });
+    let job = required(job_id, "job_id");
     liveness_store::record_crash(
         job,
         liveness_store::CrashReport { exit_code, error_message, lifecycle_state, step_index, last_tool, tokens },

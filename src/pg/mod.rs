@@ -1,6 +1,7 @@
 //! Shared pieces of the Postgres shell: error reporting, jsonb access, settings and guarded
 //! transactions. Capability modules call these; nothing here holds business logic.
 
+pub mod args;
 pub mod guc;
 pub mod jsonb;
 pub mod planner;

@@ -8,31 +8,12 @@ use super::core::agent_state::Verdict;
 use super::core::choose::SessionFile;
 use super::plan;
 use super::transcript;
-use crate::error::{CbError, SqlState};
 use crate::json::writer::JsonWriter;
+use crate::pg::args::{count, numeric, required};
 use crate::pg::jsonb::{jsonb_of_text, RawJsonb};
-use crate::pg::raise::raise;
 use crate::pg::time::timestamptz;
 use crate::pg::OrRaise;
 use crate::spend::decimal::Decimal;
-
-fn required<T>(value: Option<T>, name: &str) -> T {
-    value.unwrap_or_else(|| {
-        raise(
-            CbError::new(SqlState::NullValueNotAllowed, format!("{name} must not be NULL"))
-                .with_hint(format!("Pass a {name}.")),
-        )
-    })
-}
-
-fn numeric(d: Decimal) -> AnyNumeric {
-    AnyNumeric::try_from(d.to_string().as_str())
-        .unwrap_or_else(|e| raise(CbError::internal(format!("numeric conversion of {d}: {e}"))))
-}
-
-fn count(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
 
 /// One call at pod start: phase 1 (the checkpoint, by `read_checkpoint`'s rules) and phase 2
 /// (the session buffer after the checkpoint's marker): where to resume, which tool calls
@@ -64,15 +45,8 @@ fn session_recovery_by_id(session_id: Uuid) -> RawJsonb {
     jsonb_of_text(&plan::transcript_plan(&path).or_raise()).or_raise()
 }
 
-type StateRow = (
-    name!(state, String),
-    name!(confidence, String),
-    name!(decided_by_line, Option<i64>),
-    name!(decided_by_offset, Option<i64>),
-    name!(since, Option<TimestampWithTimeZone>),
-    name!(detail, String),
-    name!(rule, String),
-);
+/// `agent_state`'s row (the names are in [`agent_state_overload`]).
+type StateRow = (String, String, Option<i64>, Option<i64>, Option<TimestampWithTimeZone>, String, String);
 
 fn state_row(v: Verdict) -> TableIterator<'static, StateRow> {
     TableIterator::once((
@@ -86,46 +60,43 @@ fn state_row(v: Verdict) -> TableIterator<'static, StateRow> {
     ))
 }
 
-/// What the agent of a transcript is doing (`idle`, `acting`, `thinking`, `unknown`), how
-/// sure that is, and which line decided it.
-#[pg_extern(volatile, strict, name = "agent_state")]
-#[allow(clippy::type_complexity)]
-fn agent_state(
-    path: &str,
-) -> TableIterator<
-    'static,
-    (
-        name!(state, String),
-        name!(confidence, String),
-        name!(decided_by_line, Option<i64>),
-        name!(decided_by_offset, Option<i64>),
-        name!(since, Option<TimestampWithTimeZone>),
-        name!(detail, String),
-        name!(rule, String),
-    ),
-> {
-    state_row(transcript::agent_state(path).or_raise())
+/// pgrx reads a function's result columns from the tokens of its signature (a type alias is
+/// not understood), so the two `agent_state` overloads get their shared signature from here.
+macro_rules! agent_state_overload {
+    ($(#[doc = $doc:literal])* fn $name:ident($arg:ident: $($ty:tt)+) => |$bound:ident| $path:expr) => {
+        $(#[doc = $doc])*
+        #[pg_extern(volatile, strict, name = "agent_state")]
+        #[allow(clippy::type_complexity)]
+        fn $name(
+            $arg: $($ty)+,
+        ) -> TableIterator<
+            'static,
+            (
+                name!(state, String),
+                name!(confidence, String),
+                name!(decided_by_line, Option<i64>),
+                name!(decided_by_offset, Option<i64>),
+                name!(since, Option<TimestampWithTimeZone>),
+                name!(detail, String),
+                name!(rule, String),
+            ),
+        > {
+            let $bound = $arg;
+            let path: String = $path;
+            state_row(transcript::agent_state(&path).or_raise())
+        }
+    };
 }
 
-/// `agent_state` by Claude Code session id.
-#[pg_extern(volatile, strict, name = "agent_state")]
-#[allow(clippy::type_complexity)]
-fn agent_state_by_id(
-    session_id: Uuid,
-) -> TableIterator<
-    'static,
-    (
-        name!(state, String),
-        name!(confidence, String),
-        name!(decided_by_line, Option<i64>),
-        name!(decided_by_offset, Option<i64>),
-        name!(since, Option<TimestampWithTimeZone>),
-        name!(detail, String),
-        name!(rule, String),
-    ),
-> {
-    let path = transcript::transcript_of(session_id).or_raise();
-    state_row(transcript::agent_state(&path).or_raise())
+agent_state_overload! {
+    /// What the agent of a transcript is doing (`idle`, `acting`, `thinking`, `unknown`), how
+    /// sure that is, and which line decided it.
+    fn agent_state(path: &str) => |p| p.to_owned()
+}
+
+agent_state_overload! {
+    /// `agent_state` by Claude Code session id.
+    fn agent_state_by_id(session_id: Uuid) => |id| transcript::transcript_of(id).or_raise()
 }
 
 /// A job's story: its events across sessions in order, with lost events, writer restarts,

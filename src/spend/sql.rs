@@ -7,27 +7,14 @@ use pgrx::{AnyNumeric, Uuid};
 use super::decimal::Decimal;
 use super::store::{self, Call, Totals};
 use super::usage::{self, Usage};
-use crate::error::{CbError, SqlState};
+use crate::error::CbError;
+use crate::pg::args::{numeric, required};
 use crate::pg::jsonb::RawJsonb;
 use crate::pg::raise::raise;
 use crate::pg::OrRaise;
 
-fn required<T>(value: Option<T>, name: &str) -> T {
-    value.unwrap_or_else(|| {
-        raise(
-            CbError::new(SqlState::NullValueNotAllowed, format!("{name} must not be NULL"))
-                .with_hint(format!("Pass {name}.")),
-        )
-    })
-}
-
 fn parse_usage(doc: &RawJsonb) -> Usage {
     doc.with_root(|root, _| usage::parse(root)).or_raise()
-}
-
-fn numeric(d: Decimal) -> AnyNumeric {
-    AnyNumeric::try_from(d.to_string().as_str())
-        .unwrap_or_else(|e| raise(CbError::internal(format!("numeric conversion of {d}: {e}"))))
 }
 
 fn now() -> TimestampWithTimeZone {
@@ -42,18 +29,30 @@ fn llm_cost(usage: RawJsonb, model: &str, at: default!(TimestampWithTimeZone, "p
     numeric(store::llm_cost(&parse_usage(&usage), model, at).or_raise())
 }
 
-type TotalsRow = TableIterator<
-    'static,
-    (
-        name!(input_tokens, i64),
-        name!(output_tokens, i64),
-        name!(cache_write_tokens, i64),
-        name!(cache_read_tokens, i64),
-        name!(cost_usd, AnyNumeric),
-        name!(llm_calls, i64),
-        name!(duplicate, bool),
-    ),
->;
+/// The totals row (the names are in [`returning_totals`]).
+type TotalsRow = TableIterator<'static, (i64, i64, i64, i64, AnyNumeric, i64, bool)>;
+
+/// pgrx reads a function's result columns from the tokens of its signature (a type alias is
+/// not understood), so `record_usage` and `settle_usage`, which return the same totals, get
+/// that part of their signature from here.
+macro_rules! returning_totals {
+    ($(#[$attr:meta])* fn $name:ident($($args:tt)*) $body:block) => {
+        $(#[$attr])*
+        #[allow(clippy::type_complexity)]
+        fn $name($($args)*) -> TableIterator<
+            'static,
+            (
+                name!(input_tokens, i64),
+                name!(output_tokens, i64),
+                name!(cache_write_tokens, i64),
+                name!(cache_read_tokens, i64),
+                name!(cost_usd, AnyNumeric),
+                name!(llm_calls, i64),
+                name!(duplicate, bool),
+            ),
+        > $body
+    };
+}
 
 fn totals_row(t: Totals) -> TotalsRow {
     TableIterator::once((
@@ -67,32 +66,22 @@ fn totals_row(t: Totals) -> TotalsRow {
     ))
 }
 
-/// Adds one LLM call's tokens and exact cost to the job's totals, once per `request_id`.
-#[allow(clippy::type_complexity)]
-#[pg_extern(volatile)]
-fn record_usage(
-    job_id: Option<Uuid>,
-    model: Option<&str>,
-    usage: Option<RawJsonb>,
-    request_id: default!(Option<&str>, "NULL"),
-    at: default!(Option<TimestampWithTimeZone>, "pg_catalog.now()"),
-) -> TableIterator<
-    'static,
-    (
-        name!(input_tokens, i64),
-        name!(output_tokens, i64),
-        name!(cache_write_tokens, i64),
-        name!(cache_read_tokens, i64),
-        name!(cost_usd, AnyNumeric),
-        name!(llm_calls, i64),
-        name!(duplicate, bool),
-    ),
-> {
-    let job = required(job_id, "job_id");
-    let model = required(model, "model");
-    let usage = parse_usage(&required(usage, "usage"));
-    let at = at.unwrap_or_else(now);
-    totals_row(store::record(&Call { job, model, usage, request_id, at, reservation: None }).or_raise())
+returning_totals! {
+    /// Adds one LLM call's tokens and exact cost to the job's totals, once per `request_id`.
+    #[pg_extern(volatile)]
+    fn record_usage(
+        job_id: Option<Uuid>,
+        model: Option<&str>,
+        usage: Option<RawJsonb>,
+        request_id: default!(Option<&str>, "NULL"),
+        at: default!(Option<TimestampWithTimeZone>, "pg_catalog.now()"),
+    ) {
+        let job = required(job_id, "job_id");
+        let model = required(model, "model");
+        let usage = parse_usage(&required(usage, "usage"));
+        let at = at.unwrap_or_else(now);
+        totals_row(store::record(&Call { job, model, usage, request_id, at, reservation: None }).or_raise())
+    }
 }
 
 /// Sets an agent's per-job limits: NULL is unlimited, 0 allows nothing.
@@ -158,28 +147,18 @@ fn reserve_budget(
     TableIterator::once((id, verdict.allowed, verdict.reason.label().to_owned()))
 }
 
-/// Records the call a reservation was made for (once) and closes the reservation.
-#[allow(clippy::type_complexity)]
-#[pg_extern(volatile)]
-fn settle_usage(
-    reservation_id: Option<Uuid>,
-    actual_usage: Option<RawJsonb>,
-    request_id: default!(Option<&str>, "NULL"),
-) -> TableIterator<
-    'static,
-    (
-        name!(input_tokens, i64),
-        name!(output_tokens, i64),
-        name!(cache_write_tokens, i64),
-        name!(cache_read_tokens, i64),
-        name!(cost_usd, AnyNumeric),
-        name!(llm_calls, i64),
-        name!(duplicate, bool),
-    ),
-> {
-    let reservation = required(reservation_id, "reservation_id");
-    let usage = parse_usage(&required(actual_usage, "actual_usage"));
-    totals_row(store::settle(reservation, &usage, request_id).or_raise())
+returning_totals! {
+    /// Records the call a reservation was made for (once) and closes the reservation.
+    #[pg_extern(volatile)]
+    fn settle_usage(
+        reservation_id: Option<Uuid>,
+        actual_usage: Option<RawJsonb>,
+        request_id: default!(Option<&str>, "NULL"),
+    ) {
+        let reservation = required(reservation_id, "reservation_id");
+        let usage = parse_usage(&required(actual_usage, "actual_usage"));
+        totals_row(store::settle(reservation, &usage, request_id).or_raise())
+    }
 }
 
 /// Gives a reservation's budget back when its call was never made.

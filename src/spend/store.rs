@@ -21,6 +21,7 @@ use super::price_cache::price_at;
 use super::usage::Usage;
 use crate::error::{CbError, SqlState};
 use crate::job::binding::{self, Access, Binding};
+use crate::pg::args::count;
 use crate::pg::guc;
 use crate::pg::planner::{pinned, with_index_scans};
 use crate::pg::privilege::as_definer;
@@ -34,11 +35,6 @@ const TIMESTAMPTZ: PgOid = PgOid::BuiltIn(PgBuiltInOids::TIMESTAMPTZOID);
 
 fn decimal_at(row: &SpiHeapTupleData<'_>, column: usize) -> Result<Option<Decimal>, CbError> {
     row.get::<String>(column).map_err(spi)?.map(|t| Decimal::parse(&t)).transpose()
-}
-
-fn count(v: u64) -> i64 {
-    // Counts are below 2^53 (usage::MAX_COUNT).
-    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// `llm_cost()`: the exact cost of `usage` for `model` at `at`.

@@ -4,10 +4,10 @@
 //! entry is reported as a [`Problem`] and the walk goes on; only an unusable root is an error.
 
 use std::ffi::OsString;
-use std::fs::Metadata;
-use std::io::{self, Read};
+use std::fs::{File, Metadata};
+use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::{Path, PathBuf};
 
 use cortex_buffer_core::buffer::discovery::{classify, descend_into};
@@ -191,9 +191,32 @@ pub fn read_prefix(volume: &Volume, rel: &Path, stat: &FileStat, max: usize) -> 
     if !is_same_file(&file, stat.device, stat.inode)? {
         return Err(io::Error::other("replaced since it was scanned"));
     }
-    let mut buf = Vec::with_capacity(max.min(64 * 1024));
-    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
-    file.take(limit).read_to_end(&mut buf)?;
+    read_head(&file, max)
+}
+
+/// At most `max` bytes from the start of an open file, read with `pread` so that the file's
+/// offset does not move (a reader thread may hold it), and whether that was the whole file.
+pub fn read_head(file: &File, max: usize) -> io::Result<(Vec<u8>, bool)> {
+    // One byte more than asked tells whether the file goes on; the buffer grows as bytes come,
+    // so a large `max` costs memory only for a file that large.
+    let limit = max.saturating_add(1);
+    let mut buf = vec![0u8; limit.min(64 * 1024)];
+    let mut read = 0usize;
+    loop {
+        if read == buf.len() {
+            if buf.len() >= limit {
+                break;
+            }
+            buf.resize(limit.min(buf.len().saturating_mul(2)), 0);
+        }
+        match file.read_at(&mut buf[read..], read as u64) {
+            Ok(0) => break,
+            Ok(k) => read += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(read);
     let whole = buf.len() <= max;
     buf.truncate(max);
     Ok((buf, whole))
@@ -363,5 +386,22 @@ mod tests {
         // Another file in its place since the scan is not read.
         let replaced = FileStat { inode: stat.inode + 1, ..stat };
         assert!(read_prefix(&v, rel, &replaced, 100).is_err());
+    }
+
+    #[test]
+    fn read_head_grows_past_its_first_buffer_and_leaves_the_offset() {
+        use std::io::{Seek, SeekFrom};
+        let t = TempDir::new("head");
+        let bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        fs::write(t.0.join("big"), &bytes).unwrap_or_else(|e| panic!("{e}"));
+        let mut f = File::open(t.0.join("big")).unwrap_or_else(|e| panic!("{e}"));
+        f.seek(SeekFrom::Start(7)).unwrap_or_else(|e| panic!("{e}"));
+        let head = |max| read_head(&f, max).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(head(0), (Vec::new(), false));
+        assert_eq!(head(150_000), (bytes[..150_000].to_vec(), false));
+        assert_eq!(head(199_999), (bytes[..199_999].to_vec(), false));
+        assert_eq!(head(200_000), (bytes.clone(), true));
+        assert_eq!(head(usize::MAX), (bytes.clone(), true));
+        assert_eq!(f.stream_position().ok(), Some(7));
     }
 }

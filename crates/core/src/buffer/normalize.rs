@@ -130,17 +130,49 @@ fn set_usage(c: &mut Columns, v: Option<Value<'_>>) {
     }
 }
 
+/// Where a dialect keeps the fields every event line has (`type` and `timestamp` are the same
+/// key in all of them; Claude Code lines name no job and carry no sequence number).
+struct Envelope {
+    job_id: Option<&'static str>,
+    session_id: &'static str,
+    agent_id: &'static str,
+    seq: Option<&'static str>,
+    version: &'static str,
+}
+
+const SPIKE_ENVELOPE: Envelope = Envelope {
+    job_id: Some("job_id"),
+    session_id: "session_id",
+    agent_id: "agent_id",
+    seq: Some("seq"),
+    version: "buffer_schema_version",
+};
+const PLANE_ENVELOPE: Envelope = Envelope {
+    job_id: Some("jobId"),
+    session_id: "sessionId",
+    agent_id: "agentId",
+    seq: Some("sequence"),
+    version: "version",
+};
+const CLAUDE_CODE_ENVELOPE: Envelope =
+    Envelope { job_id: None, session_id: "sessionId", agent_id: "agentId", seq: None, version: "version" };
+
+fn envelope(c: &mut Columns, p: &Parsed<'_>, keys: &Envelope) {
+    c.event_type = text(p.get("type"));
+    c.ts_us = timestamp(p.get("timestamp"));
+    c.job_id = keys.job_id.and_then(|k| text(p.get(k))).and_then(|s| uuid_bytes(&s));
+    c.session_id = text(p.get(keys.session_id));
+    c.agent_id = text(p.get(keys.agent_id));
+    c.seq = keys.seq.and_then(|k| int(p.get(k)));
+    c.schema_version = text(p.get(keys.version));
+}
+
 /// The columns of an event line of `dialect`.
 pub fn columns(p: &Parsed<'_>, dialect: Option<Dialect>) -> Columns {
     let mut c = Columns::default();
     match dialect {
         Some(Dialect::CortexSpike) => {
-            c.event_type = text(p.get("type"));
-            c.ts_us = timestamp(p.get("timestamp"));
-            c.job_id = text(p.get("job_id")).and_then(|s| uuid_bytes(&s));
-            c.session_id = text(p.get("session_id"));
-            c.agent_id = text(p.get("agent_id"));
-            c.seq = int(p.get("seq"));
+            envelope(&mut c, p, &SPIKE_ENVELOPE);
             c.step_index = int32(p.get("step_index"));
             c.invocation_id = text(p.get("invocation_id"));
             c.tool_name = text(p.get("tool_name"));
@@ -148,16 +180,9 @@ pub fn columns(p: &Parsed<'_>, dialect: Option<Dialect>) -> Columns {
             c.success = p.get("success").and_then(|v| v.as_bool());
             c.input_tokens = count(p.get("prompt_tokens"));
             c.output_tokens = count(p.get("completion_tokens"));
-            c.schema_version = text(p.get("buffer_schema_version"));
         }
         Some(Dialect::CortexPlane) => {
-            c.event_type = text(p.get("type"));
-            c.ts_us = timestamp(p.get("timestamp"));
-            c.job_id = text(p.get("jobId")).and_then(|s| uuid_bytes(&s));
-            c.session_id = text(p.get("sessionId"));
-            c.agent_id = text(p.get("agentId"));
-            c.seq = int(p.get("sequence"));
-            c.schema_version = text(p.get("version"));
+            envelope(&mut c, p, &PLANE_ENVELOPE);
             if let Some(data) = p.get("data") {
                 let [step, call, tool, checkpoint, is_error, usage] =
                     data.pick(["stepIndex", "toolCallId", "toolName", "checkpointId", "isError", "tokenUsage"]);
@@ -170,12 +195,8 @@ pub fn columns(p: &Parsed<'_>, dialect: Option<Dialect>) -> Columns {
             }
         }
         Some(Dialect::ClaudeCode) => {
-            c.event_type = text(p.get("type"));
-            c.ts_us = timestamp(p.get("timestamp"));
-            c.session_id = text(p.get("sessionId"));
-            c.agent_id = text(p.get("agentId"));
+            envelope(&mut c, p, &CLAUDE_CODE_ENVELOPE);
             c.request_id = text(p.get("requestId"));
-            c.schema_version = text(p.get("version"));
             if let Some(message) = p.get("message") {
                 let [usage, content] = message.pick(["usage", "content"]);
                 set_usage(&mut c, usage);

@@ -198,6 +198,12 @@ impl Tracker {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// The turn is over: nothing is in flight any more and the agent is idle, for certain.
+    fn turn_over(&mut self, rule: &'static str, at: (i64, i64, Option<i64>), detail: String) {
+        self.open.clear();
+        self.decide(State::Idle, Confidence::Confirmed, rule, at, detail);
+    }
+
     fn decide(
         &mut self,
         state: State,
@@ -255,10 +261,7 @@ impl Tracker {
             "assistant" => {
                 let [model, stop, blocks] = message.map_or([None; 3], |m| m.pick(["model", "stop_reason", "content"]));
                 if str_of(model).as_deref() == Some("<synthetic>") {
-                    self.open.clear();
-                    self.decide(
-                        State::Idle,
-                        Confirmed,
+                    self.turn_over(
                         "synthetic",
                         at,
                         "a synthetic assistant line (API error, or no response requested): the turn is over".into(),
@@ -364,8 +367,7 @@ impl Tracker {
                     return;
                 }
                 if text.starts_with("[Request interrupted") {
-                    self.open.clear();
-                    self.decide(State::Idle, Confirmed, "interrupt", at, "the person interrupted the agent".into());
+                    self.turn_over("interrupt", at, "the person interrupted the agent".into());
                 } else if text.starts_with("<command-name>") || text.starts_with("<command-message>") {
                     self.decide(State::Idle, Inferred, "slash_command", at, "a slash command: a local one leaves the agent idle, a prompt command is followed by its expanded prompt".into());
                 } else if [
@@ -378,17 +380,9 @@ impl Tracker {
                 .iter()
                 .any(|p| text.starts_with(p))
                 {
-                    self.open.clear();
-                    self.decide(
-                        State::Idle,
-                        Confirmed,
-                        "local_command",
-                        at,
-                        "a command the person ran at the prompt".into(),
-                    );
+                    self.turn_over("local_command", at, "a command the person ran at the prompt".into());
                 } else if text.starts_with("Operation stopped by hook") {
-                    self.open.clear();
-                    self.decide(State::Idle, Confirmed, "hook_stopped", at, "a hook stopped the turn".into());
+                    self.turn_over("hook_stopped", at, "a hook stopped the turn".into());
                 } else if text.starts_with("<task-notification>") {
                     self.decide(
                         State::Thinking,
@@ -456,14 +450,7 @@ impl Tracker {
                         let text = strip_ansi(&str_of(content).unwrap_or_default());
                         let text = text.strip_prefix("Running ").unwrap_or(&text);
                         if text.starts_with("Stop") {
-                            self.open.clear();
-                            self.decide(
-                                State::Idle,
-                                Confirmed,
-                                "stop_hook",
-                                at,
-                                "the Stop hook ran: the turn is over".into(),
-                            );
+                            self.turn_over("stop_hook", at, "the Stop hook ran: the turn is over".into());
                         }
                     }
                     _ => {}
@@ -475,14 +462,7 @@ impl Tracker {
                 let kind = str_of(kind).unwrap_or_default();
                 if kind == "hook_progress" {
                     if str_of(event).as_deref() == Some("Stop") {
-                        self.open.clear();
-                        self.decide(
-                            State::Idle,
-                            Confirmed,
-                            "stop_hook",
-                            at,
-                            "the Stop hook is running: the turn is over".into(),
-                        );
+                        self.turn_over("stop_hook", at, "the Stop hook is running: the turn is over".into());
                     }
                     return;
                 }
@@ -493,8 +473,7 @@ impl Tracker {
                 }
             }
             "result" => {
-                self.open.clear();
-                self.decide(State::Idle, Confirmed, "result", at, "the session's result line".into());
+                self.turn_over("result", at, "the session's result line".into());
             }
             _ => {}
         }

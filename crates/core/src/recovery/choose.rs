@@ -284,6 +284,20 @@ impl Choice {
     pub fn checkpoint_only(reason: Reason, detail: String, examined: Vec<usize>) -> Choice {
         Choice { reason, detail, anchor: None, reads: Vec::new(), segment_only: false, examined, anomalies: Vec::new() }
     }
+
+    /// A plan that reads one whole session file from its first byte (`segment_only`: only
+    /// its latest writer's part), anchored at the file's or that writer's start.
+    fn whole_file(reason: Reason, detail: String, kind: AnchorKind, session: usize, segment_only: bool) -> Choice {
+        Choice {
+            reason,
+            detail,
+            anchor: Some(Anchor { kind, session, checkpoint_id: None, at: None, time_us: None, skew_us: None }),
+            reads: vec![ReadFrom { session, from_offset: 0, baseline: Baseline::FileStart }],
+            segment_only,
+            examined: vec![session],
+            anomalies: Vec::new(),
+        }
+    }
 }
 
 /// What phase 1 decided that phase 2 depends on.
@@ -335,40 +349,22 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
         let latest_dialect = files.get(latest).and_then(|f| f.dialect);
         let examined = vec![latest];
         if !e.match_checkpoint {
-            return Ok(Choice {
-                reason: Reason::LatestFile,
-                detail: format!("no marker in any session file: every event of the latest file, {}", rel(latest)),
-                anchor: Some(Anchor {
-                    kind: AnchorKind::FileStart,
-                    session: latest,
-                    checkpoint_id: None,
-                    at: None,
-                    time_us: None,
-                    skew_us: None,
-                }),
-                reads: vec![ReadFrom { session: latest, from_offset: 0, baseline: Baseline::FileStart }],
-                segment_only: false,
-                examined,
-                anomalies: Vec::new(),
-            });
+            return Ok(Choice::whole_file(
+                Reason::LatestFile,
+                format!("no marker in any session file: every event of the latest file, {}", rel(latest)),
+                AnchorKind::FileStart,
+                latest,
+                false,
+            ));
         }
         if !e.has_checkpoint {
-            return Ok(Choice {
-                reason: Reason::NoCheckpoint,
-                detail: format!("the job has no checkpoint: the latest writer of {}", rel(latest)),
-                anchor: Some(Anchor {
-                    kind: AnchorKind::WriterStart,
-                    session: latest,
-                    checkpoint_id: None,
-                    at: None,
-                    time_us: None,
-                    skew_us: None,
-                }),
-                reads: vec![ReadFrom { session: latest, from_offset: 0, baseline: Baseline::FileStart }],
-                segment_only: true,
-                examined,
-                anomalies: Vec::new(),
-            });
+            return Ok(Choice::whole_file(
+                Reason::NoCheckpoint,
+                format!("the job has no checkpoint: the latest writer of {}", rel(latest)),
+                AnchorKind::WriterStart,
+                latest,
+                true,
+            ));
         }
         if latest_dialect != Some(Dialect::CortexPlane) {
             return Ok(Choice::checkpoint_only(
