@@ -80,8 +80,11 @@ unlink_installed_library() {
     rm -f "$("${PG_CONFIG}" --pkglibdir)/cortex_buffer.so"
 }
 
+# install_extension [--release]: a debug build unless --release is passed.
 install_extension() {
-    say "building and installing the extension ($*)"
+    local build="debug build"
+    [ "${1:-}" = "--release" ] && build="release build"
+    say "building and installing the extension (${build})"
     unlink_installed_library
     (cd "${REPO_ROOT}" && cargo pgrx install --pg-config "${PG_CONFIG}" "$@")
     install_released_scripts
