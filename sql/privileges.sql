@@ -1,5 +1,5 @@
--- Who may do what (README: Privileges). Runs last in a fresh install; the upgrade script from
--- 0.5.0 sets the same.
+-- Who may do what (README: Privileges): every grant and revoke of the extension's objects is
+-- here. Runs last in a fresh install; the upgrade scripts set the same.
 --
 -- cortex_buffer_definer (NOLOGIN, not a superuser, no members) is the role the extension's
 -- own writes run as: the functions switch to it for their statements on these tables, exactly
@@ -33,6 +33,12 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
     cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text)
   FROM PUBLIC;
+
+-- Prices are reference data: everyone may read them (llm_cost() runs with the caller's
+-- rights). The indexer's status is for monitoring and operators.
+GRANT SELECT ON cortex_buffer.model_price TO PUBLIC;
+REVOKE ALL ON cortex_buffer.indexer_status FROM PUBLIC;
+GRANT SELECT ON cortex_buffer.indexer_status TO pg_monitor, cortex_buffer_operator;
 
 -- The agent: its own job's heartbeat, checkpoints, spend and recovery. The recovery lookups run
 -- with the caller's rights: they read the index (session_file, event).

@@ -1,21 +1,22 @@
 //! cortex_buffer: durable, verifiable execution state for an LLM-agent control plane, inside
 //! the PostgreSQL database it already runs.
 //!
-//! Layout: one module per capability (`checkpoint`, `lifecycle`, `spend`, `buffer`), each with a pure core and a thin
-//! pgrx layer in its `sql` module; `json` is the pure JavaScript-compatible JSON core they
-//! share; `pg` holds the shell's shared plumbing (errors, settings, transactions, jsonb access);
-//! `worker` is the background worker process.
+//! This crate is the thin pgrx shell: SQL functions, tables, settings, SPI and the background
+//! worker. Everything that decides, parses or computes is in `cortex_buffer_core`
+//! (`crates/core`, pure), and everything that touches the sessions volume is in
+//! `cortex_buffer_watch` (`crates/watch`). One module per capability (`checkpoint`,
+//! `liveness`, `spend`, `indexer`, `recovery`, with `job` for the bound job table), each with
+//! its SQL functions in `sql`; `pg` holds the shared plumbing (errors, settings, transactions,
+//! jsonb access) and knows no capability; `worker` is the background worker process.
 
 use pgrx::prelude::*;
 
 ::pgrx::pg_module_magic!(name, version);
 
-pub use cortex_buffer_core::{error, json};
-
-pub mod buffer;
 pub mod checkpoint;
+pub mod indexer;
 pub mod job;
-pub mod lifecycle;
+pub mod liveness;
 pub mod pg;
 pub mod recovery;
 pub mod spend;
@@ -23,7 +24,7 @@ mod upgrade;
 pub mod worker;
 
 #[cfg(any(test, feature = "pg_test"))]
-mod schema_tests;
+mod schema_pg_tests;
 #[cfg(any(test, feature = "pg_test"))]
 mod security_pg_tests;
 #[cfg(any(test, feature = "pg_test"))]

@@ -2,8 +2,8 @@
 
 use pgrx::prelude::*;
 
-use crate::error::CbError;
 use crate::pg::xact::subtransaction;
+use cortex_buffer_core::error::CbError;
 
 /// The control plane's own job table, recreated in schema `cp` (see the file).
 pub const CONTROL_PLANE_FIXTURE: &str = include_str!("../pgrx-tests/fixtures/control_plane_job.sql");

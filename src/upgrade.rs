@@ -6,8 +6,8 @@
 
 use pgrx::prelude::*;
 
-use crate::error::{CbError, SqlState};
 use crate::pg::raise::raise;
+use cortex_buffer_core::error::{CbError, SqlState};
 
 fn older_than_library() -> ! {
     raise(

@@ -3,11 +3,11 @@
 use pgrx::prelude::*;
 use pgrx::Uuid;
 
-use super::crc::Canonical;
 use super::store::{self, Source};
 use crate::pg::args::required;
 use crate::pg::jsonb::{malformed, RawJsonb};
 use crate::pg::OrRaise;
+use cortex_buffer_core::checkpoint::crc::Canonical;
 
 /// CRC-32 of the document's canonical JSON, as the control plane computes it (0 ..= 2^32-1).
 #[pg_extern(immutable, strict, parallel_safe)]
@@ -120,17 +120,17 @@ fn verify_checkpoints() -> TableIterator<
     TableIterator::new(rows)
 }
 
-extension_sql_file!("history.sql", name = "checkpoint_history");
+extension_sql_file!("schema.sql", name = "checkpoint_schema");
 extension_sql_file!(
-    "checkpoint.sql",
-    name = "checkpoint_sql",
+    "api.sql",
+    name = "checkpoint_api",
     requires = [
         checkpoint_crc,
         canonical_json,
         write_checkpoint,
         read_checkpoint,
         verify_checkpoints,
-        "checkpoint_history",
+        "checkpoint_schema",
         "job_schema"
     ]
 );

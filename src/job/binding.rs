@@ -12,9 +12,9 @@ use pgrx::prelude::*;
 use pgrx::spi::{OwnedPreparedStatement, SpiClient};
 use pgrx::PgOid;
 
-use super::contract::{validate, Column, Shape};
-use crate::error::{CbError, SqlState};
 use crate::pg::guc;
+use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::job::contract::{validate, Column, Shape};
 
 /// Whether a prepared statement only reads, or writes or locks rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

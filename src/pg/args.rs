@@ -1,10 +1,11 @@
 //! Arguments and results every capability's SQL functions convert the same way: a NULL where
-//! a value is required, exact decimals as `numeric`, counters as `int8`.
+//! a value is required, and exact decimals as `numeric`. (Counters become `int8` through
+//! `cortex_buffer_core::int::count_i64`.)
 
 use pgrx::AnyNumeric;
 
-use crate::error::{CbError, SqlState};
 use crate::pg::raise::raise;
+use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::spend::decimal::Decimal;
 
 /// `value`, or ERROR 22004 naming the argument. Functions that are not `strict` use this so
@@ -22,9 +23,4 @@ pub fn required<T>(value: Option<T>, name: &str) -> T {
 pub fn numeric(d: Decimal) -> AnyNumeric {
     AnyNumeric::try_from(d.to_string().as_str())
         .unwrap_or_else(|e| raise(CbError::internal(format!("numeric conversion of {d}: {e}"))))
-}
-
-/// A counter as `int8`, saturating (a count past `i64::MAX` cannot come from one database).
-pub fn count(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }

@@ -10,8 +10,8 @@ use pgrx::nullable::Nullable;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::error::CbError;
-use crate::json::jsonb_format::{Jsonb, Malformed};
+use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::json::jsonb_format::{Jsonb, Malformed};
 
 /// A `jsonb` datum (possibly toasted), valid in the memory context it came from.
 #[derive(Clone, Copy)]
@@ -118,11 +118,11 @@ pub fn malformed(e: Malformed) -> CbError {
 
 /// A `jsonb` datum (in the current memory context) for JSON text the extension wrote itself.
 pub fn jsonb_of_text(text: &str) -> Result<RawJsonb, CbError> {
-    if let Err(e) = crate::json::parse::parse(text) {
+    if let Err(e) = cortex_buffer_core::json::parse::parse(text) {
         return Err(CbError::internal(format!("built invalid JSON at byte {}: {}", e.at, e.what)));
     }
     let mut bytes = Vec::with_capacity(text.len() + text.len() / 2 + 64);
-    crate::json::jsonb_write::to_jsonb(text, &mut bytes)
+    cortex_buffer_core::json::jsonb_write::to_jsonb(text, &mut bytes)
         .map_err(|_| CbError::internal("a document too large for jsonb".to_owned()))?;
     Ok(RawJsonb::from_varlena(&bytes))
 }

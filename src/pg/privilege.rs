@@ -18,7 +18,7 @@ use std::ffi::CString;
 
 use pgrx::pg_sys;
 
-use crate::error::{CbError, SqlState};
+use cortex_buffer_core::error::{CbError, SqlState};
 
 /// The role the extension's own writes run as.
 pub const DEFINER_ROLE: &str = "cortex_buffer_definer";

@@ -4,7 +4,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
-use crate::error::{CbError, SqlState};
+use cortex_buffer_core::error::{CbError, SqlState};
 
 fn pg_code(state: SqlState) -> PgSqlErrorCode {
     match state {

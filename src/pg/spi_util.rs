@@ -3,7 +3,7 @@
 use pgrx::prelude::*;
 use pgrx::spi::{SpiError, SpiTupleTable};
 
-use crate::error::CbError;
+use cortex_buffer_core::error::CbError;
 
 /// An SPI failure: unexpected, so an internal error with the message.
 pub fn spi(e: SpiError) -> CbError {

@@ -4,7 +4,7 @@
 
 use pgrx::datum::{Interval, TimestampWithTimeZone};
 
-use cortex_buffer_core::buffer::timestamp::POSTGRES_EPOCH_OFFSET_US;
+use cortex_buffer_core::indexer::timestamp::POSTGRES_EPOCH_OFFSET_US;
 
 /// Microseconds since the Unix epoch as a `timestamptz`.
 pub fn timestamptz(unix_us: Option<i64>) -> Option<TimestampWithTimeZone> {

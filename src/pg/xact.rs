@@ -8,7 +8,7 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::{PgSqlErrorCode, PgTryBuilder};
 
-use crate::error::CbError;
+use cortex_buffer_core::error::CbError;
 
 /// Why a guarded transaction did not commit.
 #[derive(Debug)]

@@ -7,13 +7,13 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::spi::{SpiClient, SpiHeapTupleData};
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
-use super::core::choose::{LoadedAt, MarkerAt, Probe, SessionFile};
-use super::core::keys::relative_to_job_dir;
-use super::core::line::{MarkerKind, Row, LOADED_TYPE, MARKER_TYPES, TOOL_TYPES};
-use crate::buffer::dialect::Dialect;
-use crate::error::CbError;
 use crate::pg::spi_util::{prepared_read, spi};
 use crate::pg::time::{timestamptz, unix_us};
+use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::indexer::dialect::Dialect;
+use cortex_buffer_core::recovery::choose::{LoadedAt, MarkerAt, Probe, SessionFile};
+use cortex_buffer_core::recovery::keys::relative_to_job_dir;
+use cortex_buffer_core::recovery::line::{MarkerKind, Row, LOADED_TYPE, MARKER_TYPES, TOOL_TYPES};
 
 pub const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
 pub const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);

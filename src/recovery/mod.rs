@@ -1,14 +1,12 @@
 //! Recovery lookups, the shell: what a restarted agent, an operator or the control plane asks
 //! of the index. The rules (the decision tree, pairing, agent state, usage, LOG-slice checks)
-//! are in the core crate (`cortex_buffer_core::recovery`, re-exported as `core`); this layer
-//! reads the index through SPI in the caller's rights (`index`), reads transcript tails from
-//! disk under the indexer's file rules (`transcript`), and maps SQL to both (`sql`).
-
-pub use cortex_buffer_core::recovery as core;
+//! are in `cortex_buffer_core::recovery`; this layer reads the index through SPI in the
+//! caller's rights (`index`), reads transcript tails from disk under the indexer's file rules
+//! (`transcript`), and maps SQL to both (`sql`).
 
 mod index;
-#[cfg(any(test, feature = "pg_test"))]
-mod pg_tests;
 mod plan;
+#[cfg(any(test, feature = "pg_test"))]
+mod recovery_pg_tests;
 mod sql;
 mod transcript;

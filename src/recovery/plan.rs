@@ -5,16 +5,16 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::Uuid;
 
-use super::core::choose::{choose, AnchorKind, Choice, Expectation, Reason, SessionFile};
-use super::core::pairing::{Body, Pairing, SessionRef};
-use super::core::plan::{render, Phase1, Source, Subject};
 use super::index::{self, IndexProbe, Payload, PAIRING_TYPES};
-use crate::buffer::dialect::Dialect;
-use crate::checkpoint::identity::format_uuid;
 use crate::checkpoint::store::{self, Source as StoredSource};
-use crate::error::{CbError, SqlState};
 use crate::pg::guc;
 use crate::pg::planner::with_index_scans;
+use cortex_buffer_core::checkpoint::identity::format_uuid;
+use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::indexer::dialect::Dialect;
+use cortex_buffer_core::recovery::choose::{choose, AnchorKind, Choice, Expectation, Reason, SessionFile};
+use cortex_buffer_core::recovery::pairing::{Body, Pairing, SessionRef};
+use cortex_buffer_core::recovery::plan::{render, Phase1, Source, Subject};
 
 fn uuid_text(u: &Uuid) -> String {
     format_uuid(u.as_bytes())
@@ -92,7 +92,8 @@ pub fn job_plan(job: Uuid, checkpoint_id: Option<Uuid>, match_checkpoint: bool) 
     let mut p1 = phase1(job)?;
     with_index_scans(|| {
         Spi::connect(|client| {
-            if let Some(id) = p1.checkpoint_id.as_deref().and_then(crate::checkpoint::identity::parse_uuid) {
+            if let Some(id) = p1.checkpoint_id.as_deref().and_then(cortex_buffer_core::checkpoint::identity::parse_uuid)
+            {
                 p1.created_at_us = index::checkpoint_written_at(client, job, Uuid::from_bytes(id))?;
             }
             let expected = checkpoint_id.as_ref().map(uuid_text).or_else(|| p1.checkpoint_id.clone());
@@ -153,7 +154,7 @@ pub fn transcript_plan(path: &str) -> Result<String, CbError> {
             let choice = Choice {
                 reason: Reason::Transcript,
                 detail: "every event of the transcript; tool calls pair by tool_use id over every content block".into(),
-                anchor: Some(super::core::choose::Anchor {
+                anchor: Some(cortex_buffer_core::recovery::choose::Anchor {
                     kind: AnchorKind::FileStart,
                     session: 0,
                     checkpoint_id: None,
@@ -161,10 +162,10 @@ pub fn transcript_plan(path: &str) -> Result<String, CbError> {
                     time_us: None,
                     skew_us: None,
                 }),
-                reads: vec![super::core::choose::ReadFrom {
+                reads: vec![cortex_buffer_core::recovery::choose::ReadFrom {
                     session: 0,
                     from_offset: 0,
-                    baseline: super::core::pairing::Baseline::FileStart,
+                    baseline: cortex_buffer_core::recovery::pairing::Baseline::FileStart,
                 }],
                 segment_only: false,
                 examined: vec![0],

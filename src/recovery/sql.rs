@@ -4,16 +4,17 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::{AnyNumeric, Uuid};
 
-use super::core::agent_state::Verdict;
-use super::core::choose::SessionFile;
 use super::plan;
 use super::transcript;
-use crate::json::writer::JsonWriter;
-use crate::pg::args::{count, numeric, required};
+use crate::pg::args::{numeric, required};
 use crate::pg::jsonb::{jsonb_of_text, RawJsonb};
 use crate::pg::time::timestamptz;
 use crate::pg::OrRaise;
-use crate::spend::decimal::Decimal;
+use cortex_buffer_core::int::count_i64 as count;
+use cortex_buffer_core::json::writer::JsonWriter;
+use cortex_buffer_core::recovery::agent_state::Verdict;
+use cortex_buffer_core::recovery::choose::SessionFile;
+use cortex_buffer_core::spend::decimal::Decimal;
 
 /// One call at pod start: phase 1 (the checkpoint, by `read_checkpoint`'s rules) and phase 2
 /// (the session buffer after the checkpoint's marker): where to resume, which tool calls
@@ -332,8 +333,8 @@ fn session_file_refusal(
 }
 
 extension_sql_file!(
-    "recovery.sql",
-    name = "recovery_sql",
+    "api.sql",
+    name = "recovery_api",
     requires = [
         recovery_plan,
         session_recovery,
@@ -346,7 +347,7 @@ extension_sql_file!(
         log_entries,
         check_log_snapshot,
         session_file_refusal,
-        "buffer_sql",
-        "buffer_index_schema"
+        "indexer_api",
+        "indexer_schema"
     ]
 );

@@ -10,23 +10,25 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::Uuid;
 
-use super::core::agent_state::{cortex_state, is_anchor, is_subagent_file, Confidence, Tracker, Verdict};
-use super::core::choose::SessionFile;
-use super::core::log_slice::{self, Check, Line};
-use super::core::tail::lines_of;
-use super::core::timeline::{Entry, Source as TimelineSource, Timeline};
-use super::core::usage::{ModelTotals, Tally};
 use super::index::{self, OwnedRow, Payload, INT8, TEXT, UUID};
 use super::plan::indexed_file;
-use crate::buffer::dialect::Dialect;
-use crate::buffer::file_access::Target;
-use crate::error::{CbError, SqlState};
+use crate::indexer::file_access::Target;
 use crate::pg::planner::with_index_scans;
 use crate::pg::raise::notice;
 use crate::pg::spi_util::{prepared_read, spi};
 use crate::pg::time::unix_us;
-use crate::spend::decimal::Decimal;
-use crate::spend::usage::Usage;
+use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::indexer::dialect::Dialect;
+use cortex_buffer_core::recovery::agent_state::{
+    cortex_state, is_anchor, is_subagent_file, Confidence, Tracker, Verdict,
+};
+use cortex_buffer_core::recovery::choose::SessionFile;
+use cortex_buffer_core::recovery::log_slice::{self, Check, Line};
+use cortex_buffer_core::recovery::tail::lines_of;
+use cortex_buffer_core::recovery::timeline::{Entry, Source as TimelineSource, Timeline};
+use cortex_buffer_core::recovery::usage::{ModelTotals, Tally};
+use cortex_buffer_core::spend::decimal::Decimal;
+use cortex_buffer_core::spend::usage::Usage;
 
 /// Line types agent state reads (everything else decides nothing).
 const STATE_TYPES: [&str; 5] = ["user", "assistant", "system", "progress", "result"];
@@ -49,7 +51,7 @@ pub fn absolute(path: &str) -> Result<String, CbError> {
             "Pass an absolute path, or one relative to cortex_buffer.sessions_dir without . or .. components.",
         ));
     }
-    let root = crate::buffer::scan::resolve_root(&crate::pg::guc::sessions_dir())
+    let root = cortex_buffer_watch::scan::resolve_root(&crate::pg::guc::sessions_dir())
         .map(|v| v.path().display().to_string())
         .unwrap_or_else(|_| crate::pg::guc::sessions_dir());
     Ok(format!("{}/{path}", root.trim_end_matches('/')))

@@ -1,12 +1,10 @@
-//! Spend: exact LLM cost from a price table, idempotent usage recording, and budget checks
-//! that hold under concurrency. Pure: `decimal` (exact arithmetic), `usage` (every usage
-//! spelling), `cost` (the cost of a call), `budget` (Spike #34 budget rules and reservation
-//! admission). Shell: `price_cache` (the per-backend price cache), `store` (SPI) and `sql` (the SQL
-//! functions).
+//! Spend, the shell: the per-backend price cache (`price_cache`), usage, budgets and
+//! reservations through SPI (`store`), and the SQL functions (`sql`). The rules (exact
+//! decimals, usage spellings, the cost of a call, budget admission) are in
+//! `cortex_buffer_core::spend`.
 
-pub use cortex_buffer_core::spend::{budget, cost, decimal, usage};
-#[cfg(any(test, feature = "pg_test"))]
-mod pg_tests;
 pub(crate) mod price_cache;
+#[cfg(any(test, feature = "pg_test"))]
+mod spend_pg_tests;
 mod sql;
 pub mod store;

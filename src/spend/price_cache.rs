@@ -17,10 +17,10 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, PgBuiltInOids, PgOid};
 
-use super::cost::{Price, PriceHistory};
-use super::decimal::Decimal;
-use crate::error::{CbError, SqlState};
 use crate::pg::spi_util::{prepared_read, spi};
+use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::spend::cost::{Price, PriceHistory};
+use cortex_buffer_core::spend::decimal::Decimal;
 
 thread_local! {
     static CACHE: RefCell<HashMap<String, Rc<PriceHistory>>> = RefCell::new(HashMap::new());
@@ -137,5 +137,5 @@ pub fn price_at(client: &SpiClient<'_>, model: &str, at: TimestampWithTimeZone) 
 /// The price of `model` in force at `at_us` (Unix microseconds), or `None` when it has none.
 pub fn price_if_any(client: &SpiClient<'_>, model: &str, at_us: i64) -> Result<Option<Price>, CbError> {
     let h = history(client, model)?;
-    Ok(h.at(at_us.saturating_sub(cortex_buffer_core::buffer::timestamp::POSTGRES_EPOCH_OFFSET_US)).copied())
+    Ok(h.at(at_us.saturating_sub(cortex_buffer_core::indexer::timestamp::POSTGRES_EPOCH_OFFSET_US)).copied())
 }

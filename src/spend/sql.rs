@@ -4,14 +4,14 @@ use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 use pgrx::{AnyNumeric, Uuid};
 
-use super::decimal::Decimal;
 use super::store::{self, Call, Totals};
-use super::usage::{self, Usage};
-use crate::error::CbError;
 use crate::pg::args::{numeric, required};
 use crate::pg::jsonb::RawJsonb;
 use crate::pg::raise::raise;
 use crate::pg::OrRaise;
+use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::spend::decimal::Decimal;
+use cortex_buffer_core::spend::usage::{self, Usage};
 
 fn parse_usage(doc: &RawJsonb) -> Usage {
     doc.with_root(|root, _| usage::parse(root)).or_raise()
@@ -169,8 +169,8 @@ fn release_reservation(reservation_id: Uuid) -> bool {
 
 extension_sql_file!("schema.sql", name = "spend_schema", requires = ["job_schema"]);
 extension_sql_file!(
-    "spend.sql",
-    name = "spend_sql",
+    "api.sql",
+    name = "spend_api",
     requires = [
         "spend_schema",
         price_cache::model_price_changed,

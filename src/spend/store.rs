@@ -14,19 +14,19 @@ use pgrx::prelude::*;
 use pgrx::spi::{SpiClient, SpiHeapTupleData};
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
-use super::budget::{self, Amount, Limits, Verdict};
-use super::cost::cost;
-use super::decimal::Decimal;
 use super::price_cache::price_at;
-use super::usage::Usage;
-use crate::error::{CbError, SqlState};
 use crate::job::binding::{self, Access, Binding};
-use crate::pg::args::count;
 use crate::pg::guc;
 use crate::pg::planner::{pinned, with_index_scans};
 use crate::pg::privilege::as_definer;
 use crate::pg::raise::notice;
 use crate::pg::spi_util::{spi, FirstValue};
+use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::int::count_i64 as count;
+use cortex_buffer_core::spend::budget::{self, Amount, Limits, Verdict};
+use cortex_buffer_core::spend::cost::cost;
+use cortex_buffer_core::spend::decimal::Decimal;
+use cortex_buffer_core::spend::usage::Usage;
 
 const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
 const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);

@@ -8,16 +8,16 @@ use std::time::{Duration, Instant};
 use pgrx::bgworkers::{BackgroundWorker, SignalWakeFlags};
 use pgrx::prelude::*;
 
-use super::readiness::{assess, ConditionLog, ProblemLog, Wait};
 use super::shared::{self, Phase};
 use super::WORKER_NAME;
-use crate::buffer::indexing::{self, Mode};
-use crate::buffer::pass::{now_us, FileOutcome, FileRef, KnownCache, PassError};
-use crate::buffer::scan::resolve_root;
-use crate::buffer::volume::Volume;
-use crate::error::CbError;
+use crate::indexer::indexing::{self, Mode};
 use crate::pg::guc;
 use crate::pg::xact::guarded;
+use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::readiness::{assess, ConditionLog, ProblemLog, Wait};
+use cortex_buffer_watch::pass::{now_us, FileOutcome, FileRef, KnownCache, PassError};
+use cortex_buffer_watch::scan::resolve_root;
+use cortex_buffer_watch::volume::Volume;
 
 /// The library's version; the installed extension must match it.
 const LIBRARY_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -3,7 +3,6 @@
 //! latch) against `cortex_buffer.database`.
 
 mod main_loop;
-pub use cortex_buffer_core::readiness;
 pub mod shared;
 mod sql;
 

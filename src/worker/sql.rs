@@ -7,7 +7,7 @@ use pgrx::prelude::*;
 
 use super::shared::{self, Phase};
 use crate::pg::raise::notice;
-use cortex_buffer_core::buffer::timestamp::POSTGRES_EPOCH_OFFSET_US;
+use cortex_buffer_core::indexer::timestamp::POSTGRES_EPOCH_OFFSET_US;
 
 fn ts(unix_us: Option<i64>) -> Option<TimestampWithTimeZone> {
     unix_us
@@ -78,7 +78,7 @@ fn indexer_worker() -> TableIterator<
     ))
 }
 
-extension_sql_file!("worker.sql", name = "worker_sql", requires = ["buffer_schema", index_now, indexer_worker]);
+extension_sql_file!("api.sql", name = "worker_api", requires = ["indexer_schema", index_now, indexer_worker]);
 
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]

@@ -4,18 +4,20 @@
 //! does the SPI; `cortex_buffer_watch` does the file-system work.
 //!
 //! Modules keep the layout of the capabilities they serve: `json` (JavaScript-compatible JSON,
-//! binary jsonb), `buffer` (session-file lines, dialects, integrity, what to index), `checkpoint`
-//! (canonical JSON CRC, identity and fencing rules), `lifecycle` (retry and breaker rules),
+//! binary jsonb), `indexer` (session-file lines, dialects, integrity, what to index),
+//! `checkpoint` (canonical JSON CRC, identity and fencing rules), `liveness` (retry and breaker
+//! rules), `recovery` (the decision tree, pairing, keys, agent state),
 //! `spend` (exact decimals, usage spellings, prices, budgets), `job` (the bound table's
 //! column contract), `readiness` (when the worker may index), `error` (errors with SQLSTATE
 //! and HINT).
 
-pub mod buffer;
 pub mod checkpoint;
 pub mod error;
+pub mod indexer;
+pub mod int;
 pub mod job;
 pub mod json;
-pub mod lifecycle;
+pub mod liveness;
 pub mod readiness;
 pub mod recovery;
 pub mod spend;

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use crate::buffer::discovery::Problem;
+use crate::indexer::discovery::Problem;
 
 /// Why the worker is not indexing right now.
 #[derive(Debug, Clone, PartialEq, Eq)]

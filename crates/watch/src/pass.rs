@@ -6,11 +6,11 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use cortex_buffer_core::buffer::dialect::{self, detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
-use cortex_buffer_core::buffer::index_plan::{worth_a_look, IndexState};
-use cortex_buffer_core::buffer::normalize::uuid_bytes;
-use cortex_buffer_core::buffer::reconcile::{plan, Action, Known};
 use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::indexer::dialect::{self, detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
+use cortex_buffer_core::indexer::index_plan::{worth_a_look, IndexState};
+use cortex_buffer_core::indexer::normalize::uuid_bytes;
+use cortex_buffer_core::indexer::reconcile::{plan, Action, Known};
 
 use super::scan::{read_prefix, relative, scan_root, FileStat, Found, Problem};
 use super::volume::Volume;

@@ -15,9 +15,12 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use cortex_buffer_core::buffer::event_columns::EventColumn;
-use cortex_buffer_core::buffer::indexer::{index_file, CorruptRow, EventRow, FileRules, IndexError, Progress, Sink};
-use cortex_buffer_core::buffer::normalize::Columns;
+use cortex_buffer_core::indexer::event_columns::EventColumn;
+use cortex_buffer_core::indexer::index_file::{
+    index_file, CorruptRow, EventRow, FileRules, IndexError, Progress, Sink,
+};
+use cortex_buffer_core::indexer::normalize::Columns;
+use cortex_buffer_core::int::count_i64;
 use cortex_buffer_core::json::jsonb_write::{to_jsonb_with, Scratch};
 
 /// Batches queued between the threads (each way).
@@ -92,12 +95,8 @@ impl OwnedEvent {
         if let Some(p) = problem {
             varlenas[EventColumn::PayloadProblem as usize] = push_varlena(arena, p.as_bytes());
         }
-        OwnedEvent { offset: i64_of(row.offset), line_no: i64_of(row.line_no), columns, varlenas }
+        OwnedEvent { offset: count_i64(row.offset), line_no: count_i64(row.line_no), columns, varlenas }
     }
-}
-
-pub fn i64_of(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// A batch of rows: built on the reading thread, inserted on the calling one, then sent back
@@ -350,7 +349,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cortex_buffer_core::buffer::dialect::Dialect;
+    use cortex_buffer_core::indexer::dialect::Dialect;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn rules() -> FileRules<'static> {

@@ -10,9 +10,9 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::{Path, PathBuf};
 
-use cortex_buffer_core::buffer::discovery::{classify, descend_into};
-pub use cortex_buffer_core::buffer::discovery::{FileStat, Found, Problem};
 use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::indexer::discovery::{classify, descend_into};
+pub use cortex_buffer_core::indexer::discovery::{FileStat, Found, Problem};
 
 use crate::volume::{is_same_file, leaves_volume, Volume};
 
@@ -230,7 +230,7 @@ pub fn relative(volume: &Volume, path: &str) -> io::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cortex_buffer_core::buffer::discovery::Layout;
+    use cortex_buffer_core::indexer::discovery::Layout;
     use std::fs;
     use std::os::unix::fs::{symlink, PermissionsExt};
 

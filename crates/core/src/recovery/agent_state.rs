@@ -231,7 +231,7 @@ impl Tracker {
             return;
         }
         let ts =
-            p.get("timestamp").and_then(|t| t.as_str()).and_then(|t| crate::buffer::timestamp::parse_timestamp(&t));
+            p.get("timestamp").and_then(|t| t.as_str()).and_then(|t| crate::indexer::timestamp::parse_timestamp(&t));
         let at = (line_no, byte_offset, ts);
         let line_type = str_of(p.get("type")).unwrap_or_default();
         let [sidechain, is_meta, compact_summary, subtype, content, tool_use_id, parent_tool_use_id, retry, max_retries] =

@@ -28,9 +28,9 @@
 //!      `checkpoint_history` row gives that time);
 //!    - otherwise (a spike writer that lost its marker) `no_marker`.
 
-use crate::buffer::dialect::Dialect;
 use crate::checkpoint::identity::parse_uuid;
 use crate::error::CbError;
+use crate::indexer::dialect::Dialect;
 
 use super::line::MarkerKind;
 use super::pairing::{Anomaly, AnomalyKind, Baseline, Pos};

@@ -7,7 +7,7 @@
 //! | cortex-plane | `TOOL_CALL` (`data.toolName`, `data.toolInput`; `data.toolCallId` if a writer adds one) | `TOOL_RESULT` (`data.toolName`, `data.output`, `data.isError`) | `CHECKPOINT` (`data.checkpointId`) | — |
 //! | claude-code | every `tool_use` block of an `assistant` line | every `tool_result` block of a `user` line | — | — |
 
-use crate::buffer::dialect::Dialect;
+use crate::indexer::dialect::Dialect;
 use crate::json::parse::{parse, Kind, Value};
 
 use super::keys::{canonical_of, capped, input_hash};

@@ -16,7 +16,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::buffer::dialect::Dialect;
+use crate::indexer::dialect::Dialect;
 
 use super::keys::{derived_call_key, idempotency_key};
 use super::line::{facts, Capped, Facts, Finish, Row, Start, TOOL_TYPES};

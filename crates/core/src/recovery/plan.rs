@@ -1,7 +1,7 @@
 //! A recovery plan as the agent receives it: phase 1 (the checkpoint), the phase 2 decision and
 //! what pairing found, written as one JSON document. Pure.
 
-use crate::buffer::timestamp::format_timestamp;
+use crate::indexer::timestamp::format_timestamp;
 use crate::json::writer::JsonWriter;
 
 use super::choose::{Anchor, AnchorKind, Choice, SessionFile};
@@ -294,7 +294,7 @@ mod tests {
     use super::super::line::Row;
     use super::super::pairing::{Pairing, SessionRef};
     use super::*;
-    use crate::buffer::dialect::Dialect;
+    use crate::indexer::dialect::Dialect;
 
     #[test]
     fn a_whole_plan_as_json() {

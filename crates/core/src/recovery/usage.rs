@@ -14,8 +14,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::buffer::dialect::Dialect;
 use crate::error::CbError;
+use crate::indexer::dialect::Dialect;
 use crate::json::parse::parse;
 use crate::spend::cost::{cost, Price};
 use crate::spend::decimal::Decimal;
@@ -181,7 +181,7 @@ mod tests {
         let text = String::from_utf8_lossy(&bytes);
         for line in text.split('\n') {
             let Ok(p) = parse(line) else { continue };
-            let cols = crate::buffer::normalize::columns(&p, Some(Dialect::ClaudeCode));
+            let cols = crate::indexer::normalize::columns(&p, Some(Dialect::ClaudeCode));
             let u = Usage {
                 input: cols.input_tokens.unwrap_or(0) as u64,
                 output: cols.output_tokens.unwrap_or(0) as u64,
@@ -281,7 +281,7 @@ mod tests {
         let mut t = Tally::new(Some(Dialect::ClaudeCode));
         for line in &lines[52..56] {
             let Ok(parsed) = parse(line) else { continue };
-            let cols = crate::buffer::normalize::columns(&parsed, Some(Dialect::ClaudeCode));
+            let cols = crate::indexer::normalize::columns(&parsed, Some(Dialect::ClaudeCode));
             t.feed(
                 &Row {
                     event_type: Some("assistant"),

@@ -5,12 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::scan::resolve_root;
-use super::volume::{leaves_volume, Volume};
-use crate::error::{CbError, SqlState};
 use crate::pg::guc;
 use crate::pg::privilege::caller_is_superuser;
 use crate::pg::raise::raise;
+use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_watch::scan::resolve_root;
+use cortex_buffer_watch::volume::{leaves_volume, Volume};
 
 /// A superuser's file elsewhere: a regular file, opened without blocking.
 fn open_anywhere(path: &Path) -> std::io::Result<std::fs::File> {

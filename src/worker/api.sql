@@ -26,8 +26,6 @@ SELECT w.worker_pid, w.worker_state, w.last_pass_at, w.last_pass_ms, w.passes,
                (pg_catalog.array_agg(last_error ORDER BY last_error_at DESC) FILTER (WHERE last_error IS NOT NULL))[1] AS last_error,
                pg_catalog.max(last_error_at) AS last_error_at
           FROM cortex_buffer.session_file) AS f;
-REVOKE ALL ON cortex_buffer.indexer_status FROM PUBLIC;
-GRANT SELECT ON cortex_buffer.indexer_status TO pg_monitor, cortex_buffer_operator;
 COMMENT ON VIEW cortex_buffer.indexer_status IS
 'The indexer at a glance: worker state and last pass, files tracked, bytes indexed and pending (lag), events and corrupt lines indexed, files with a pending tail, untrusted, failing or quarantined, the latest error. Granted to pg_monitor and cortex_buffer_operator.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.worker_pid IS 'The worker''s pid (NULL when not running).';

@@ -451,7 +451,7 @@ mod tests {
         let mut differ = Vec::new();
         for d in &docs {
             let mut ours = Vec::new();
-            crate::json::jsonb_write::to_jsonb(d, &mut ours).unwrap_or_else(|e| panic!("{d}: {e:?}"));
+            cortex_buffer_core::json::jsonb_write::to_jsonb(d, &mut ours).unwrap_or_else(|e| panic!("{d}: {e:?}"));
             if ours[4..] != postgres_jsonb(d)[..] {
                 differ.push(d.clone());
             }

@@ -10,7 +10,6 @@
 
 use std::borrow::Cow;
 
-use super::dialect::Dialect;
 use crate::json::parse::{js_trim, parse, Kind, Parsed};
 
 /// Characters of a corrupt line kept as its preview.
@@ -23,15 +22,6 @@ pub enum Rules {
     Cortex,
     /// Claude Code, wink and not-yet-identified files: any object.
     Object,
-}
-
-impl Rules {
-    pub fn for_dialect(d: Option<Dialect>) -> Rules {
-        match d {
-            Some(Dialect::CortexSpike | Dialect::CortexPlane) => Rules::Cortex,
-            _ => Rules::Object,
-        }
-    }
 }
 
 // `Event` is large (the parser's member slots) but a verdict is returned by value once per line

@@ -10,15 +10,15 @@ use std::time::Duration;
 
 use super::catalog_store;
 use super::event_store;
-use super::pass::{
-    index_pass, run_pass, Catalog, FileIndexer, FileOutcome, FileRef, KnownCache, PassError, PassReport, Row,
-};
-use super::reconcile::Known;
 use super::settings::Settings;
-use super::volume::Volume;
-use crate::error::CbError;
 use crate::pg::privilege::as_definer;
 use crate::pg::xact::{guarded, subtransaction, TxnFailure};
+use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::indexer::reconcile::Known;
+use cortex_buffer_watch::pass::{
+    index_pass, run_pass, Catalog, FileIndexer, FileOutcome, FileRef, KnownCache, PassError, PassReport, Row,
+};
+use cortex_buffer_watch::volume::Volume;
 
 /// How the steps of a pass are isolated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! Indexing one file through SPI, in the caller's transaction: claim the file's row, read and
-//! judge its new lines (the pure `indexer`, on the reader thread of [`super::pipeline`]),
+//! judge its new lines (the pure `indexer`, on the reader thread of [`cortex_buffer_watch::pipeline`]),
 //! insert events and corrupt lines in batches (never one statement per line), and advance the
 //! offset by compare-and-set — so rows and offset change together, exactly once, even with
 //! several indexers at work.
@@ -13,18 +13,20 @@ use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, PgBuiltInOids, PgMemoryContexts, PgOid, Uuid};
 
 use super::direct_insert::{EventTable, InsertPath, RowValues};
-use super::event_columns::{insert_sql, EventColumn, SqlType};
-use super::file_row::{claim, delete_rows_from, finish, timestamptz};
-use super::index_plan::{decide, fingerprint_len, IndexState, Now, Work};
-use super::indexer::{CorruptRow, FileRules, Progress};
-use super::pass::{FileOutcome, FileRef};
-use super::pipeline::{self, i64_of, Limits, OwnedEvent, PipelineError, Rows};
-use super::scan::{read_head, relative, FileStat};
+use super::file_row::{claim, delete_rows_from, finish};
 use super::settings::Settings;
-use super::volume::Volume;
-use crate::error::CbError;
 use crate::pg::jsonb::RawJsonb;
 use crate::pg::spi_util::{prepared, spi};
+use crate::pg::time::timestamptz;
+use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::indexer::event_columns::{insert_sql, EventColumn, SqlType};
+use cortex_buffer_core::indexer::index_file::{CorruptRow, FileRules, Progress};
+use cortex_buffer_core::indexer::index_plan::{decide, fingerprint_len, IndexState, Now, Work};
+use cortex_buffer_core::int::count_i64;
+use cortex_buffer_watch::pass::{FileOutcome, FileRef};
+use cortex_buffer_watch::pipeline::{self, Limits, OwnedEvent, PipelineError, Rows};
+use cortex_buffer_watch::scan::{read_head, relative, FileStat};
+use cortex_buffer_watch::volume::Volume;
 
 /// A batch is sent once it holds this many bytes, whatever the row count: one SQL statement's
 /// worth on the SQL path; on the direct path batches are small (a few slots' worth) so the
@@ -127,7 +129,7 @@ fn event_values(file_id: i64, rows: &Rows, e: &OwnedEvent) -> RowValues {
 }
 
 /// The value of an `int8` column that comes from the event's own fields.
-fn int8_of(c: &super::normalize::Columns, col: EventColumn) -> Option<i64> {
+fn int8_of(c: &cortex_buffer_core::indexer::normalize::Columns, col: EventColumn) -> Option<i64> {
     debug_assert_eq!(col.sql_type(), SqlType::Int8, "{col:?} has no int8 value");
     match col {
         EventColumn::Seq => c.seq,
@@ -193,8 +195,8 @@ fn insert_corrupt_sql(client: &mut SpiClient<'_>, file_id: i64, rows: &[CorruptR
             oid(PgBuiltInOids::TEXTARRAYOID),
         ],
     )?;
-    let o: Vec<i64> = rows.iter().map(|r| i64_of(r.offset)).collect();
-    let n: Vec<i64> = rows.iter().map(|r| i64_of(r.line_no)).collect();
+    let o: Vec<i64> = rows.iter().map(|r| count_i64(r.offset)).collect();
+    let n: Vec<i64> = rows.iter().map(|r| count_i64(r.line_no)).collect();
     let p: Vec<&str> = rows.iter().map(|r| r.preview.as_str()).collect();
     let why: Vec<&str> = rows.iter().map(|r| r.reason.as_str()).collect();
     client.update(&*stmt, None, &[file_id.into(), o.into(), n.into(), p.into(), why.into()]).map_err(spi)?;
@@ -248,7 +250,7 @@ pub fn index_one(file: &FileRef, volume: &Volume, settings: &Settings, now_us: i
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(FileOutcome::Skipped("removed before it could be read".into()));
             }
-            Err(e) if super::volume::leaves_volume(&e) => {
+            Err(e) if cortex_buffer_watch::volume::leaves_volume(&e) => {
                 return Ok(FileOutcome::Skipped("it became a link leading outside the sessions directory".into()));
             }
             Err(e) => return Err(io_error("open", &file.path, &e)),

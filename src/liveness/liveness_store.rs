@@ -9,12 +9,12 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
-use super::retry::{decide, Crash, Decision, JobFacts};
-use crate::error::CbError;
 use crate::job::binding::{self, Access, Binding};
 use crate::pg::planner::with_index_scans;
 use crate::pg::privilege::as_definer;
 use crate::pg::raise::notice;
+use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::liveness::retry::{decide, Crash, Decision, JobFacts};
 
 const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
 const UUID_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDARRAYOID);
@@ -32,7 +32,7 @@ pub fn heartbeat(job: Uuid) -> Result<bool, CbError> {
     with_index_scans(|| {
         Spi::connect_mut(|client| {
             // The job row, in the caller's rights.
-            let stmt = b.statement(client, "lifecycle.heartbeat", Access::Write, &[UUID], |b| {
+            let stmt = b.statement(client, "liveness.heartbeat", Access::Write, &[UUID], |b| {
                 format!(
                     "UPDATE {t} SET heartbeat_at = pg_catalog.now()
                       WHERE id OPERATOR(pg_catalog.=) $1
@@ -44,7 +44,7 @@ pub fn heartbeat(job: Uuid) -> Result<bool, CbError> {
             let status: Option<String> = client.update(&*stmt, None, &[job.into()]).map_err(spi)?.pipe_first()?;
             let Some(status) = status else { return Ok(false) };
             // When it was first seen waiting: the extension's own table, as the definer role.
-            let key = if status == "WAITING_FOR_APPROVAL" { "lifecycle.wait.note" } else { "lifecycle.wait.forget" };
+            let key = if status == "WAITING_FOR_APPROVAL" { "liveness.wait.note" } else { "liveness.wait.forget" };
             let note = b.statement(client, key, Access::Write, &[UUID], |_| {
                 if status == "WAITING_FOR_APPROVAL" {
                     "INSERT INTO cortex_buffer.job_wait (job_id, waiting_since) VALUES ($1, pg_catalog.now())
@@ -168,7 +168,7 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
             let limit = max_jobs.max(0);
             let mut zombies = Vec::new();
             // The literal `status = 'RUNNING'` matches the partial index's predicate.
-            let stale = b.statement(client, "lifecycle.reap.stale", Access::Write, &[INTERVAL, INT4], |b| {
+            let stale = b.statement(client, "liveness.reap.stale", Access::Write, &[INTERVAL, INT4], |b| {
                 format!(
                     "SELECT id, agent_id, attempt, max_attempts, heartbeat_at FROM {t}
                       WHERE status OPERATOR(pg_catalog.=) 'RUNNING'
@@ -184,7 +184,7 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
             let remaining = limit - i32::try_from(zombies.len()).unwrap_or(limit);
             if remaining > 0 {
                 // Grace for jobs that never beat: judged by their start or last update.
-                let silent = b.statement(client, "lifecycle.reap.silent", Access::Write, &[INTERVAL, INT4], |b| {
+                let silent = b.statement(client, "liveness.reap.silent", Access::Write, &[INTERVAL, INT4], |b| {
                     format!(
                         "SELECT id, agent_id, attempt, max_attempts, heartbeat_at FROM {t}
                           WHERE status OPERATOR(pg_catalog.=) 'RUNNING' AND heartbeat_at IS NULL
@@ -245,7 +245,7 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
                     )
                 })
                 .collect();
-            let fail = b.statement(client, "lifecycle.reap.fail", Access::Write, &[UUID_ARRAY, TEXT_ARRAY], |b| {
+            let fail = b.statement(client, "liveness.reap.fail", Access::Write, &[UUID_ARRAY, TEXT_ARRAY], |b| {
                 format!(
                     "UPDATE {t} AS j SET status = 'FAILED',
                             error = CASE WHEN pg_catalog.jsonb_typeof(j.error) OPERATOR(pg_catalog.=) 'object' THEN j.error
@@ -270,13 +270,13 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
             let dead_ids: Vec<Uuid> = ids.iter().zip(&decisions).filter(|(_, d)| !d.retry).map(|(id, _)| *id).collect();
             // Two steps, as the transition trigger requires: FAILED → RETRYING | DEAD_LETTER.
             if !retry_ids.is_empty() {
-                let retry = b.statement(client, "lifecycle.reap.retry", Access::Write, &[UUID_ARRAY], |b| {
+                let retry = b.statement(client, "liveness.reap.retry", Access::Write, &[UUID_ARRAY], |b| {
                     format!("UPDATE {} SET status = 'RETRYING' WHERE id OPERATOR(pg_catalog.=) ANY ($1)", b.table)
                 })?;
                 client.update(&*retry, None, &[retry_ids.into()]).map_err(spi)?;
             }
             if !dead_ids.is_empty() {
-                let dead = b.statement(client, "lifecycle.reap.dead", Access::Write, &[UUID_ARRAY], |b| {
+                let dead = b.statement(client, "liveness.reap.dead", Access::Write, &[UUID_ARRAY], |b| {
                     format!(
                         "UPDATE {} SET status = 'DEAD_LETTER', completed_at = pg_catalog.now() WHERE id OPERATOR(pg_catalog.=) ANY ($1)",
                         b.table
@@ -308,7 +308,7 @@ pub fn idle_paused(idle_after: Interval) -> Result<Vec<(Uuid, Uuid, TimestampWit
     with_index_scans(|| {
         Spi::connect_mut(|client| {
             // The paused jobs, in the caller's rights (the partial index on WAITING_FOR_APPROVAL).
-            let stmt = b.statement(client, "lifecycle.idle", Access::Read, &[], |b| {
+            let stmt = b.statement(client, "liveness.idle", Access::Read, &[], |b| {
                 format!(
                     "SELECT id, agent_id, updated_at FROM {t} WHERE status OPERATOR(pg_catalog.=) 'WAITING_FOR_APPROVAL'",
                     t = b.table
@@ -324,7 +324,7 @@ pub fn idle_paused(idle_after: Interval) -> Result<Vec<(Uuid, Uuid, TimestampWit
             }
             // When each was first seen waiting; the others are forgotten (definer role).
             let ids: Vec<Uuid> = waiting.iter().map(|w| w.0).collect();
-            let seen = b.statement(client, "lifecycle.idle.seen", Access::Write, &[UUID_ARRAY, INTERVAL], |_| {
+            let seen = b.statement(client, "liveness.idle.seen", Access::Write, &[UUID_ARRAY, INTERVAL], |_| {
                 "WITH resumed AS (
                      DELETE FROM cortex_buffer.job_wait WHERE NOT (job_id OPERATOR(pg_catalog.=) ANY ($1))
                  )
@@ -344,7 +344,7 @@ pub fn idle_paused(idle_after: Interval) -> Result<Vec<(Uuid, Uuid, TimestampWit
                 }
             }
             // Jobs never seen waiting by heartbeat() are measured from updated_at.
-            let cutoff = b.statement(client, "lifecycle.idle.cutoff", Access::Read, &[INTERVAL], |_| {
+            let cutoff = b.statement(client, "liveness.idle.cutoff", Access::Read, &[INTERVAL], |_| {
                 "SELECT pg_catalog.now() OPERATOR(pg_catalog.-) $1".to_owned()
             })?;
             let cutoff: Option<TimestampWithTimeZone> =
@@ -379,7 +379,7 @@ pub fn record_crash(job: Uuid, c: CrashReport) -> Result<i64, CbError> {
         Spi::connect_mut(|client| {
             let stmt = b.statement(
                 client,
-                "lifecycle.record_crash",
+                "liveness.record_crash",
                 Access::Write,
                 &[
                     UUID,
@@ -401,7 +401,7 @@ pub fn record_crash(job: Uuid, c: CrashReport) -> Result<i64, CbError> {
                 },
             )?;
             // The job's agent and attempt, in the caller's rights; the record, as the definer.
-            let job_row = b.statement(client, "lifecycle.crash.job", Access::Read, &[UUID], |b| {
+            let job_row = b.statement(client, "liveness.crash.job", Access::Read, &[UUID], |b| {
                 format!("SELECT agent_id, attempt FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)
             })?;
             let mut rows = client.select(&*job_row, Some(1), &[job.into()]).map_err(spi)?;
@@ -430,7 +430,7 @@ pub fn retry_decision(job: Uuid) -> Result<Decision, CbError> {
     let b = binding::current()?;
     with_index_scans(|| {
         Spi::connect(|client| {
-            let stmt = b.statement(client, "lifecycle.attempts", Access::Read, &[UUID], |b| {
+            let stmt = b.statement(client, "liveness.attempts", Access::Read, &[UUID], |b| {
                 format!("SELECT attempt, max_attempts, agent_id FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)
             })?;
             let mut rows = client.select(&*stmt, Some(1), &[job.into()]).map_err(spi)?;

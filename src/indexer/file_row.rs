@@ -8,15 +8,14 @@ use pgrx::prelude::*;
 use pgrx::spi::{SpiClient, SpiHeapTupleData};
 use pgrx::{PgBuiltInOids, PgOid};
 
-use super::catalog_store::{from_i64, to_i64};
-use super::dialect::Dialect;
-use super::index_plan::IndexState;
-use super::integrity::Integrity;
-use super::pipeline::i64_of;
-use crate::error::CbError;
 use crate::pg::spi_util::{prepared, spi};
+use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::indexer::dialect::Dialect;
+use cortex_buffer_core::indexer::index_plan::IndexState;
+use cortex_buffer_core::indexer::integrity::Integrity;
+use cortex_buffer_core::int::{bits_i64, bits_u64, count_i64};
 
-pub use crate::pg::time::{timestamptz, unix_us};
+use crate::pg::time::{timestamptz, unix_us};
 
 /// The claimed row: the index state and the integrity accumulated so far.
 pub struct Claimed {
@@ -66,8 +65,8 @@ pub fn claim(client: &mut SpiClient<'_>, file_id: i64) -> Result<Option<Claimed>
         offset: r.count("indexed_offset")?,
         lines: r.count("indexed_lines")?,
         generation: r.get::<i32>("generation")?.unwrap_or(0),
-        device: from_i64(r.int8("indexed_device")?.unwrap_or(0)),
-        inode: from_i64(r.int8("indexed_inode")?.unwrap_or(0)),
+        device: bits_u64(r.int8("indexed_device")?.unwrap_or(0)),
+        inode: bits_u64(r.int8("indexed_inode")?.unwrap_or(0)),
         mtime_us: r.time("indexed_mtime")?.unwrap_or(0),
         fingerprint_len: u64::try_from(r.get::<i32>("fingerprint_len")?.unwrap_or(0)).unwrap_or(0),
         fingerprint: u32::try_from(r.int8("fingerprint")?.unwrap_or(0)).unwrap_or(0),
@@ -99,11 +98,11 @@ pub fn claim(client: &mut SpiClient<'_>, file_id: i64) -> Result<Option<Claimed>
 /// The values the finish statement sets, by column.
 fn finish_values(state: &IndexState, i: &Integrity, trusted: bool) -> Vec<(&'static str, DatumWithOid<'static>)> {
     vec![
-        ("indexed_offset", i64_of(state.offset).into()),
-        ("indexed_lines", i64_of(state.lines).into()),
+        ("indexed_offset", count_i64(state.offset).into()),
+        ("indexed_lines", count_i64(state.lines).into()),
         ("generation", state.generation.into()),
-        ("indexed_device", to_i64(state.device).into()),
-        ("indexed_inode", to_i64(state.inode).into()),
+        ("indexed_device", bits_i64(state.device).into()),
+        ("indexed_inode", bits_i64(state.inode).into()),
         ("indexed_mtime", timestamptz(Some(state.mtime_us)).into()),
         ("fingerprint_len", i32::try_from(state.fingerprint_len).unwrap_or(0).into()),
         ("fingerprint", i64::from(state.fingerprint).into()),
@@ -154,7 +153,8 @@ pub fn finish(
     trusted: bool,
 ) -> Result<bool, CbError> {
     let values = finish_values(state, integrity, trusted);
-    let mut args: Vec<DatumWithOid<'static>> = vec![file_id.into(), i64_of(old.offset).into(), old.generation.into()];
+    let mut args: Vec<DatumWithOid<'static>> =
+        vec![file_id.into(), count_i64(old.offset).into(), old.generation.into()];
     let columns: Vec<&str> = values.iter().map(|(c, _)| *c).collect();
     args.extend(values.into_iter().map(|(_, v)| v));
     let types: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
@@ -178,7 +178,7 @@ pub fn delete_rows_from(client: &mut SpiClient<'_>, file_id: i64, from: u64) -> 
             },
             &args,
         )?;
-        client.update(&*stmt, None, &[file_id.into(), i64_of(from).into()]).map_err(spi)?;
+        client.update(&*stmt, None, &[file_id.into(), count_i64(from).into()]).map_err(spi)?;
     }
     Ok(())
 }

@@ -115,7 +115,7 @@ fn decide_known(f: Found, k: &Known, now_us: i64) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::buffer::discovery::Layout;
+    use crate::indexer::discovery::Layout;
 
     fn found(path: &str, size: u64, inode: u64) -> Found {
         Found {

@@ -6,18 +6,20 @@ use std::path::Path;
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
-use super::dialect::{detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
-use super::discovery::{classify, Layout};
 use super::file_access::Target;
-use super::indexer::{index_file, CorruptRow, EventRow, FileRules, IndexError, Progress, Sink};
-use super::integrity::Severity;
-use super::pass::now_us;
-use super::scan::{read_head, FileStat};
 use super::settings::Settings;
-use super::timestamp::POSTGRES_EPOCH_OFFSET_US;
 use crate::pg::privilege::as_definer;
 use crate::pg::raise::notice;
 use crate::pg::spi_util::spi;
+use cortex_buffer_core::indexer::dialect::{detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
+use cortex_buffer_core::indexer::discovery::{classify, Layout};
+use cortex_buffer_core::indexer::index_file::{
+    index_file, CorruptRow, EventRow, FileRules, IndexError, Progress, Sink,
+};
+use cortex_buffer_core::indexer::integrity::Severity;
+use cortex_buffer_core::indexer::timestamp::POSTGRES_EPOCH_OFFSET_US;
+use cortex_buffer_watch::pass::now_us;
+use cortex_buffer_watch::scan::{read_head, FileStat};
 
 /// Counts only: `file_integrity()` stores nothing.
 struct Discard;

@@ -5,8 +5,8 @@
 pub mod dialect;
 pub mod discovery;
 pub mod event_columns;
+pub mod index_file;
 pub mod index_plan;
-pub mod indexer;
 pub mod integrity;
 pub mod judge;
 pub mod lines;

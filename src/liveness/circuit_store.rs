@@ -6,11 +6,11 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::Uuid;
 
-use super::circuit::{Canary, Circuit, Params, State};
-use crate::error::CbError;
 use crate::pg::planner::with_index_scans;
 use crate::pg::privilege::as_definer;
 use crate::pg::time::{interval_us, timestamptz, unix_us};
+use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::liveness::circuit::{Canary, Circuit, Params, State};
 
 use crate::pg::spi_util::{spi, FirstValue};
 

@@ -12,7 +12,7 @@ use std::io::Read;
 
 use super::dialect::Dialect;
 use super::integrity::Integrity;
-use super::judge::{decode, judge, preview, Rules, Verdict};
+use super::judge::{decode, judge, preview, Verdict};
 use super::lines::{LineReader, Piece};
 use super::normalize::{columns, uuid_bytes, Columns};
 use crate::json::jsonb_write::working_memory;
@@ -126,7 +126,7 @@ pub fn index_file<R: Read, S: Sink>(
     rules: &FileRules<'_>,
     sink: &mut S,
 ) -> Result<Progress, IndexError<S::Error>> {
-    let judge_rules = Rules::for_dialect(rules.dialect);
+    let judge_rules = Dialect::rules(rules.dialect);
     let dir_job = uuid_bytes(rules.job_dir);
     let mut lines = LineReader::new(reader, progress.offset, rules.max_line_bytes);
     progress.tail_pending = false;

@@ -764,8 +764,8 @@ mod tests {
     /// and session_usage() counts the responses the core counts.
     #[pg_test]
     fn every_real_transcript_through_the_index() {
-        use crate::recovery::core::agent_state::{is_subagent_file, Tracker};
-        use crate::recovery::core::usage::Tally;
+        use cortex_buffer_core::recovery::agent_state::{is_subagent_file, Tracker};
+        use cortex_buffer_core::recovery::usage::Tally;
         let root = TempRoot::new("rp-fixtures");
         let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("pgrx-tests/fixtures/claude-code");
         let mut files = Vec::new();
@@ -805,19 +805,22 @@ mod tests {
         for (rel, bytes) in &placed {
             let text = String::from_utf8_lossy(bytes);
             let mut tracker = Tracker::new(is_subagent_file(rel));
-            let mut tally = Tally::new(Some(crate::buffer::dialect::Dialect::ClaudeCode));
+            let mut tally = Tally::new(Some(cortex_buffer_core::indexer::dialect::Dialect::ClaudeCode));
             let mut offset = 0i64;
             for (n, line) in text.split('\n').enumerate() {
                 tracker.feed(n as i64 + 1, offset, line);
-                if let Ok(p) = crate::json::parse::parse(line) {
-                    let cols = crate::buffer::normalize::columns(&p, Some(crate::buffer::dialect::Dialect::ClaudeCode));
-                    let row = crate::recovery::core::line::Row {
+                if let Ok(p) = cortex_buffer_core::json::parse::parse(line) {
+                    let cols = cortex_buffer_core::indexer::normalize::columns(
+                        &p,
+                        Some(cortex_buffer_core::indexer::dialect::Dialect::ClaudeCode),
+                    );
+                    let row = cortex_buffer_core::recovery::line::Row {
                         event_type: cols.event_type.as_deref(),
                         request_id: cols.request_id.as_deref(),
                         payload: Some(line),
                         ..Default::default()
                     };
-                    tally.feed(&row, crate::spend::usage::Usage::default());
+                    tally.feed(&row, cortex_buffer_core::spend::usage::Usage::default());
                 }
                 offset += line.len() as i64 + 1;
             }

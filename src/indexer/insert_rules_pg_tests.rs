@@ -238,7 +238,7 @@ mod tests {
 
     #[pg_test]
     fn the_shipped_column_list_is_the_table() {
-        use crate::buffer::event_columns::{EventColumn, SqlType};
+        use cortex_buffer_core::indexer::event_columns::{EventColumn, SqlType};
         let described = one(
             "SELECT string_agg(concat_ws(':', attname, atttypid::int, atttypmod, attcollation::int, attnotnull), ',' ORDER BY attnum)
                FROM pg_attribute WHERE attrelid = 'cortex_buffer.event'::regclass AND attnum > 0 AND NOT attisdropped",
@@ -261,8 +261,11 @@ mod tests {
         ] {
             assert_eq!((t.oid(), t.array_oid()), (oid.to_u32(), array.to_u32()), "{}", t.name());
         }
-        assert_eq!(crate::buffer::event_columns::C_COLLATION_OID, pg_sys::C_COLLATION_OID.to_u32());
-        assert_eq!(crate::buffer::event_columns::DEFAULT_COLLATION_OID, pg_sys::DEFAULT_COLLATION_OID.to_u32());
+        assert_eq!(cortex_buffer_core::indexer::event_columns::C_COLLATION_OID, pg_sys::C_COLLATION_OID.to_u32());
+        assert_eq!(
+            cortex_buffer_core::indexer::event_columns::DEFAULT_COLLATION_OID,
+            pg_sys::DEFAULT_COLLATION_OID.to_u32()
+        );
     }
 
     #[pg_test]

@@ -1,3 +1,4 @@
+-- Liveness's functions (sql.rs defines them): their comments. Grants: sql/privileges.sql.
 COMMENT ON FUNCTION cortex_buffer.heartbeat(uuid) IS
 'Sets heartbeat_at = now() while the job is RUNNING or WAITING_FOR_APPROVAL and returns true; returns false otherwise (reaped, cancelled or finished: the agent must stop).';
 COMMENT ON FUNCTION cortex_buffer.reap_zombies(interval, integer) IS

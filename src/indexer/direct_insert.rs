@@ -10,8 +10,10 @@ use std::ffi::CStr;
 
 use pgrx::pg_sys;
 
-use super::event_columns::{direct_insert_refusal, positions, Attribute, EventColumn, TableShape};
-use crate::error::CbError;
+use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::indexer::event_columns::{
+    direct_insert_refusal, positions, Attribute, EventColumn, TableShape,
+};
 
 /// One event row's values in [`EventColumn::ALL`] order: a datum and whether it is NULL.
 /// Pointer datums must stay valid until the insert that takes them returns.

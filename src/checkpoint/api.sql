@@ -1,3 +1,4 @@
+-- Checkpoints' functions (sql.rs defines them): their comments. Grants: sql/privileges.sql.
 COMMENT ON FUNCTION cortex_buffer.checkpoint_crc(jsonb) IS
 'CRC-32 (IEEE) of canonical_json(doc): byte-compatible with the control plane''s checkpoint CRC. Unsigned 0..4294967295; the control plane''s integer column stores the same bit pattern signed.';
 COMMENT ON FUNCTION cortex_buffer.canonical_json(jsonb) IS

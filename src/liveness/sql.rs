@@ -5,12 +5,12 @@ use pgrx::prelude::*;
 use pgrx::Uuid;
 
 use super::{circuit_store, liveness_store};
-use crate::error::{CbError, SqlState};
 use crate::job::binding;
 use crate::pg::args::required;
 use crate::pg::jsonb::RawJsonb;
 use crate::pg::raise::raise;
 use crate::pg::OrRaise;
+use cortex_buffer_core::error::{CbError, SqlState};
 
 fn positive(i: &Interval, name: &str) {
     if i.as_micros() <= 0 {
@@ -159,12 +159,12 @@ fn circuit_state(
     state_row(circuit_store::state(agent_id).or_raise())
 }
 
-extension_sql_file!("schema.sql", name = "lifecycle_schema", requires = ["job_schema"]);
+extension_sql_file!("schema.sql", name = "liveness_schema", requires = ["job_schema"]);
 extension_sql_file!(
-    "lifecycle.sql",
-    name = "lifecycle_sql",
+    "api.sql",
+    name = "liveness_api",
     requires = [
-        "lifecycle_schema",
+        "liveness_schema",
         heartbeat,
         reap_zombies,
         reaper_index_sql,

@@ -30,6 +30,15 @@ impl Dialect {
             .into_iter()
             .find(|d| d.label() == label)
     }
+
+    /// Which lines of a file count as events: `scanBuffer`'s rule for the cortex dialects, any
+    /// object otherwise (and while a file's dialect is not known yet).
+    pub fn rules(d: Option<Dialect>) -> Rules {
+        match d {
+            Some(Dialect::CortexSpike | Dialect::CortexPlane) => Rules::Cortex,
+            _ => Rules::Object,
+        }
+    }
 }
 
 /// Line types Claude Code writes at the top level of its transcripts.

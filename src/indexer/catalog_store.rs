@@ -7,14 +7,15 @@ use std::collections::HashMap;
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
-use super::dialect::Dialect;
-use super::file_row::{timestamptz, unix_us};
-use super::index_plan::IndexState;
-use super::pass::Row;
-use super::reconcile::Known;
-use super::scan::FileStat;
-use crate::error::CbError;
 use crate::pg::spi_util::spi;
+use crate::pg::time::{timestamptz, unix_us};
+use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::indexer::dialect::Dialect;
+use cortex_buffer_core::indexer::index_plan::IndexState;
+use cortex_buffer_core::indexer::reconcile::Known;
+use cortex_buffer_core::int::{bits_i64, bits_u64};
+use cortex_buffer_watch::pass::Row;
+use cortex_buffer_watch::scan::FileStat;
 
 const LOAD_SQL: &str = "
     SELECT path, size_bytes, mtime, device, inode, dialect, last_seen, gone_at IS NOT NULL AS gone,
@@ -47,15 +48,6 @@ const GONE_SQL: &str = "
     UPDATE cortex_buffer.session_file SET gone_at = pg_catalog.now()
      WHERE path OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]) AND gone_at IS NULL";
 
-/// Device and inode numbers are unsigned 64-bit; `bigint` stores their bit pattern.
-pub fn to_i64(v: u64) -> i64 {
-    i64::from_ne_bytes(v.to_ne_bytes())
-}
-
-pub fn from_i64(v: i64) -> u64 {
-    u64::from_ne_bytes(v.to_ne_bytes())
-}
-
 /// Reads every row under `root_prefix`.
 pub fn load(root_prefix: &str) -> Result<HashMap<String, Known>, CbError> {
     Spi::connect(|client| {
@@ -76,15 +68,15 @@ pub fn load(root_prefix: &str) -> Result<HashMap<String, Known>, CbError> {
             let stat = FileStat {
                 size: count("size_bytes")?,
                 mtime_us: time("mtime")?.unwrap_or(0),
-                device: from_i64(r("device")?.unwrap_or(0)),
-                inode: from_i64(r("inode")?.unwrap_or(0)),
+                device: bits_u64(r("device")?.unwrap_or(0)),
+                inode: bits_u64(r("inode")?.unwrap_or(0)),
             };
             let index = IndexState {
                 offset: count("indexed_offset")?,
                 lines: count("indexed_lines")?,
                 generation: row.get_by_name::<i32, _>("generation").map_err(spi)?.unwrap_or(0),
-                device: from_i64(r("indexed_device")?.unwrap_or(0)),
-                inode: from_i64(r("indexed_inode")?.unwrap_or(0)),
+                device: bits_u64(r("indexed_device")?.unwrap_or(0)),
+                inode: bits_u64(r("indexed_inode")?.unwrap_or(0)),
                 mtime_us: time("indexed_mtime")?.unwrap_or(0),
                 fingerprint_len: u64::try_from(row.get_by_name::<i32, _>("fingerprint_len").map_err(spi)?.unwrap_or(0))
                     .unwrap_or(0),
@@ -122,8 +114,8 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbErro
             let sizes: Vec<i64> = rows.iter().map(|r| i64::try_from(r.stat.size).unwrap_or(i64::MAX)).collect();
             let mtimes: Vec<Option<TimestampWithTimeZone>> =
                 rows.iter().map(|r| timestamptz(Some(r.stat.mtime_us))).collect();
-            let devices: Vec<i64> = rows.iter().map(|r| to_i64(r.stat.device)).collect();
-            let inodes: Vec<i64> = rows.iter().map(|r| to_i64(r.stat.inode)).collect();
+            let devices: Vec<i64> = rows.iter().map(|r| bits_i64(r.stat.device)).collect();
+            let inodes: Vec<i64> = rows.iter().map(|r| bits_i64(r.stat.inode)).collect();
             let ordinals: Vec<Option<i64>> = rows.iter().map(|r| r.ordinal).collect();
             let jobs: Vec<Option<pgrx::Uuid>> = rows.iter().map(|r| r.job_id.map(pgrx::Uuid::from_bytes)).collect();
             let returned = client
@@ -154,17 +146,4 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbErro
         }
         Ok(ids)
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn device_numbers_round_trip_through_bigint() {
-        for v in [0u64, 1, 64769, u64::from(u32::MAX), 1 << 63, u64::MAX] {
-            assert_eq!(from_i64(to_i64(v)), v);
-        }
-        assert_eq!(to_i64(u64::MAX), -1);
-    }
 }

@@ -1,12 +1,14 @@
--- Grants of these functions: sql/privileges.sql.
+-- The indexer's functions: comments of those sql.rs and status_sql.rs define, and job_events.
+-- Grants: sql/privileges.sql.
 COMMENT ON FUNCTION cortex_buffer.index_sessions(text) IS
 'One synchronous pass of the background worker''s own code over cortex_buffer.sessions_dir, or over dir (superusers only): discovers session files and indexes their new lines into event and corrupt_line (each file in a subtransaction of its own). Returns each file found, gone or skipped, with the action taken, events and corrupt lines added, and indexing notes. Granted to cortex_buffer_operator.';
 COMMENT ON FUNCTION cortex_buffer.file_integrity(text) IS
 'Judges a session file''s current bytes as the control plane''s scanBuffer does (lossy UTF-8, JavaScript trimming and JSON.parse, type and timestamp keys for the cortex dialects) and reports lines, truncated or pending tail, corruption ratio, severity (none, truncated_tail, corrupt_interior, unreadable), trust for recovery and seq gaps. Indexes nothing. Paths are opened beneath sessions_dir; files elsewhere: superusers only. Granted to cortex_buffer_operator.';
--- A job's events in order, through its session files. (event has no index on job_id: every
--- event row would pay for it; a job's files are few and their events are contiguous in event's
--- primary key.) The caller's rights: SELECT on session_file and event. Only lines that do not
--- name another job than their directory's count as the job's.
+-- A job's events in order, through its session files: session_file's job index finds the files,
+-- and a file's events are contiguous in event's primary key, so the order needs no sort of the
+-- job's rows by time (event_job_ts_idx serves ad-hoc "events of job J after T" queries). The
+-- caller's rights: SELECT on session_file and event. Only lines that do not name another job
+-- than their directory's count as the job's.
 CREATE FUNCTION cortex_buffer.job_events(job uuid, since timestamptz DEFAULT NULL)
 RETURNS SETOF cortex_buffer.event LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp AS $$

@@ -7,14 +7,14 @@ use std::time::Duration;
 use pgrx::prelude::*;
 
 use super::indexing::{self, Mode};
-use super::pass::{now_us, FileOutcome, KnownCache, PassError};
-use super::scan::resolve_root;
-use crate::error::{CbError, SqlState};
 use crate::pg::guc;
 use crate::pg::privilege::caller_is_superuser;
 use crate::pg::raise::raise;
 use crate::pg::xact::TxnFailure;
 use crate::pg::OrRaise;
+use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_watch::pass::{now_us, FileOutcome, KnownCache, PassError};
+use cortex_buffer_watch::scan::resolve_root;
 
 type IndexRow = (String, Option<String>, Option<String>, Option<i64>, String, Option<String>, i64, i64);
 
@@ -104,11 +104,11 @@ fn index_sessions_and_events(
     TableIterator::new(rows)
 }
 
-extension_sql_file!("index_schema.sql", name = "buffer_index_schema", requires = ["buffer_schema"]);
+extension_sql_file!("schema.sql", name = "indexer_schema");
 extension_sql_file!(
-    "buffer.sql",
-    name = "buffer_sql",
-    requires = ["buffer_schema", "buffer_index_schema", index_sessions_and_events, status_sql::file_integrity]
+    "api.sql",
+    name = "indexer_api",
+    requires = ["indexer_schema", index_sessions_and_events, status_sql::file_integrity]
 );
 
 #[cfg(any(test, feature = "pg_test"))]
