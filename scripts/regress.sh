@@ -14,6 +14,10 @@ PG_REGRESS="$("${PG_CONFIG}" --pkglibdir)/pgxs/src/test/regress/pg_regress"
 [ -x "${PG_REGRESS}" ] || die "pg_regress not found at ${PG_REGRESS} (package postgresql-server-dev-${PG_MAJOR})"
 WORK="$(work_dir)/regress"
 SESSIONS=/tmp/cortex_buffer-regress/sessions
+# The sessions path is fixed (messages in the expected files name it), so two runs at once, from
+# two checkouts, would trample each other's files: take turns.
+exec 9>/tmp/cortex_buffer-regress.lock
+flock 9
 rm -rf "${WORK}" /tmp/cortex_buffer-regress
 mkdir -p "${WORK}" "${SESSIONS}"
 cp -R pgrx-tests/regress/sessions/. "${SESSIONS}/"

@@ -12,7 +12,7 @@ use std::io::Read;
 
 use super::dialect::Dialect;
 use super::integrity::Integrity;
-use super::judge::{decode, judge, preview, Verdict};
+use super::judge::{decode, judge, preview, Rules, Verdict};
 use super::lines::{LineReader, Piece};
 use super::normalize::{columns, uuid_bytes, Columns};
 use crate::json::jsonb_write::working_memory;
@@ -193,7 +193,7 @@ pub fn index_file<R: Read, S: Sink>(
                         progress.corrupt_added += 1;
                     }
                     Verdict::Unparseable(reason) => {
-                        progress.integrity.unparseable();
+                        progress.integrity.unparseable(embeds_new_writer(&text, judge_rules));
                         sink.corrupt(CorruptRow { offset, line_no, preview: preview(&text), reason })
                             .map_err(IndexError::Sink)?;
                         progress.corrupt_added += 1;
@@ -206,6 +206,24 @@ pub fn index_file<R: Read, S: Sink>(
         progress.tail_unterminated = !terminated;
     }
     Ok(progress)
+}
+
+/// Whether a line that does not parse is a cut line followed, on the same line, by a whole
+/// new line: the line's opening (`{"version":`, `{"type":`: what every line of its writer
+/// starts with) appears again later, and from there the rest is an event. A writer that
+/// crashed mid-append and the next writer appending to the same file leave exactly this.
+/// At most a few places are tried, so a hostile line costs a few parses, not one per byte.
+pub fn embeds_new_writer(text: &str, rules: Rules) -> bool {
+    const TRIES: usize = 4;
+    let line = js_trim(text);
+    let Some(opening) = line.find("\":").filter(|&i| line.starts_with("{\"") && i < 64).and_then(|i| line.get(..i + 2))
+    else {
+        return false;
+    };
+    memchr::memmem::find_iter(line.as_bytes(), opening.as_bytes())
+        .filter(|&at| at > 0)
+        .take(TRIES)
+        .any(|at| line.get(at..).is_some_and(|rest| matches!(judge(rest, rules), Verdict::Event(_))))
 }
 
 #[cfg(test)]
@@ -361,6 +379,26 @@ pub mod tests {
         assert_eq!((store, p.as_deref()), (false, Some("x; invalid UTF-8 replaced by U+FFFD")));
         let (store, p) = payload_problem(None, 10, 1_000_000, 1 << 20, false);
         assert!(!store && p.is_some_and(|p| p.starts_with("converting it to jsonb would take up to ")));
+    }
+
+    #[test]
+    fn a_crash_cut_with_the_next_writers_line_on_it_is_recognised() {
+        let line = |seq: u32| {
+            format!(r#"{{"version":"1.0","timestamp":"2026-03-01T09:00:0{seq}Z","jobId":"j","type":"TOOL_CALL","data":{{}},"sequence":{seq}}}"#)
+        };
+        let whole = line(0);
+        let cut = &whole[..30];
+        assert!(embeds_new_writer(&format!("{cut}{}", line(0)), Rules::Cortex));
+        assert!(!embeds_new_writer(cut, Rules::Cortex), "a cut alone");
+        assert!(!embeds_new_writer(&format!("{cut}garbage"), Rules::Cortex));
+        assert!(!embeds_new_writer("not json at all", Rules::Cortex));
+        // A hostile line full of openings costs a few parses and says no.
+        let hostile = format!("{{\"version\":{}", "{\"version\":x".repeat(10_000));
+        assert!(!embeds_new_writer(&hostile, Rules::Cortex));
+        // Through the indexer: the cut line is corrupt and a crash cut; seq 1 follows.
+        let bytes = format!("{}\n{cut}{}\n{}\n", line(0), line(0), line(1));
+        let (p, _) = run(bytes.as_bytes(), Progress::default(), Dialect::CortexPlane, false);
+        assert_eq!((p.integrity.corrupt_lines, p.integrity.crash_cut_lines), (1, 1));
     }
 
     #[test]

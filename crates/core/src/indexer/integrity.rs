@@ -5,6 +5,12 @@
 //! that is the file's last non-blank line is `scanBuffer`'s truncated tail instead, which is
 //! only known once nothing but blank lines follows it — so the report derives it from
 //! `last_failed_parse` rather than the count deciding it early.
+//!
+//! A writer that crashes mid-append leaves a cut line, and the next writer's first line is
+//! appended right after it: a parse failure directly followed by a new writer (its first line
+//! on the same line as the cut, a `seq` that starts again, or a `SESSION_START`). Such lines
+//! are `crash_cut_lines`: they count as corrupt, as `scanBuffer` counts them, but recovery does
+//! not hold them against the file's trust (docs/design.md §Line and file rules).
 
 use super::normalize::Columns;
 
@@ -32,6 +38,11 @@ pub struct Integrity {
     /// Events whose own job id is not the job directory's: written into another job's
     /// directory, they are never taken as that job's (see `foreign_job_line`).
     pub foreign_job_lines: i64,
+    /// Corrupt lines that are a writer's crash followed by a new writer (see the module).
+    pub crash_cut_lines: i64,
+    /// The last non-blank line failed to parse and is not counted as a crash cut yet: the
+    /// next event tells whether a new writer followed it.
+    pub cut_pending: bool,
 }
 
 /// How bad a file is, worst first.
@@ -83,12 +94,19 @@ impl Integrity {
         self.total_lines += 1;
         self.corrupt_lines += 1;
         self.last_failed_parse = false;
+        self.cut_pending = false;
     }
 
-    pub fn unparseable(&mut self) {
+    /// A line that does not parse; `embeds_new_writer` when a new writer's whole first line
+    /// follows the cut on the same line.
+    pub fn unparseable(&mut self, embeds_new_writer: bool) {
         self.total_lines += 1;
         self.corrupt_lines += 1;
         self.last_failed_parse = true;
+        if embeds_new_writer {
+            self.crash_cut_lines += 1;
+        }
+        self.cut_pending = !embeds_new_writer;
     }
 
     pub fn event(&mut self, c: &Columns, dir_job: Option<[u8; 16]>) {
@@ -98,6 +116,14 @@ impl Integrity {
             self.foreign_job_lines += 1;
         }
         self.last_failed_parse = false;
+        if std::mem::take(&mut self.cut_pending) {
+            let restarts = c.event_type.as_deref() == Some("SESSION_START")
+                || matches!((c.seq, self.last_seq), (Some(seq), Some(last)) if seq <= last)
+                || (c.seq == Some(0) && self.last_seq.is_none());
+            if restarts {
+                self.crash_cut_lines += 1;
+            }
+        }
         if let Some(seq) = c.seq {
             match self.last_seq {
                 // A writer never repeats a seq: an equal one is a new writer too.
@@ -161,7 +187,7 @@ mod tests {
     fn a_parse_failure_is_the_truncated_tail_only_while_nothing_but_blanks_follows() {
         let mut i = Integrity::default();
         i.event(&ev(0), None);
-        i.unparseable();
+        i.unparseable(false);
         i.blank();
         let r = i.report(0.1, false);
         assert_eq!((r.corrupt_lines, r.tail_truncated, r.severity), (0, true, Severity::TruncatedTail));
@@ -172,6 +198,27 @@ mod tests {
         i.not_an_event();
         assert_eq!(i.report(0.1, false).corrupt_lines, 2);
         assert_eq!(i.total_lines, 5);
+    }
+
+    #[test]
+    fn a_cut_line_followed_by_a_new_writer_is_a_crash_artefact() {
+        let mut i = Integrity::default();
+        for s in 0..5 {
+            i.event(&ev(s), None);
+        }
+        i.unparseable(false);
+        i.event(&ev(0), None); // a new writer from seq 0
+        i.event(&ev(1), None);
+        i.unparseable(true); // the next writer's first line on the cut's line
+        i.event(&ev(1), None);
+        i.unparseable(false); // garbage in the middle of a writer
+        i.event(&ev(2), None);
+        assert_eq!((i.corrupt_lines, i.crash_cut_lines, i.seq_resets), (3, 2, 2));
+        let mut j = Integrity::default();
+        j.unparseable(false);
+        let start = Columns { event_type: Some("SESSION_START".into()), ..Columns::default() };
+        j.event(&start, None);
+        assert_eq!(j.crash_cut_lines, 1);
     }
 
     #[test]

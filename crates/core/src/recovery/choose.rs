@@ -9,23 +9,30 @@
 //!    (`CHECKPOINT_WRITTEN`, or the shipped schema's `CHECKPOINT`). Every file the search passes
 //!    must be usable: not quarantined (`quarantined`), trusted (`file_untrusted`), indexed at all
 //!    (`not_indexed`), and, if deleted, indexed to its end before it went (`file_gone`).
-//! 3. A marker found:
-//!    - with `match_checkpoint`, its id must equal the expected id (the `checkpoint_id` argument,
-//!      else the job's current checkpoint id): `marker_without_id`, `checkpoint_without_id`
-//!      (the job's checkpoint has no id to compare) or `marker_mismatch` otherwise;
-//!    - the plan reads the marker's file after the marker, then each later file that loaded the
-//!      marker's checkpoint (`CHECKPOINT_LOADED` naming it, before the file's first tool event).
-//!      The first later file that did not ends the chain: `chain_broken`, and nothing from that
-//!      file on is used. `reason` is `marker_matched`, or `marker_unverified` without matching.
-//! 4. No marker anywhere:
+//! 3. A marker found, and (with `match_checkpoint`) its id equals the expected id (the
+//!    `checkpoint_id` argument, else the job's current checkpoint id):
+//!    - the plan reads the marker's file after the marker, then the later files;
+//!    - a dialect that records which checkpoint a session loaded (the spike's
+//!      `CHECKPOINT_LOADED`) chains: each later file must have loaded the marker's checkpoint
+//!      before its first tool event, and the first that did not ends the chain (`chain_broken`:
+//!      nothing from that file on is used). The shipped writer records no load, so every writer
+//!      segment and every later file belongs to the plan.
+//!    `reason` is `marker_matched`, or `marker_unverified` without matching.
+//! 4. Otherwise, the checkpoint's high-water mark, when one was recorded as it was stored (its
+//!    files' identities and sizes: every byte after them was written after the checkpoint):
+//!    each file read from its size then, files created since from their start, a file
+//!    replaced since from its start (`file_replaced`). `reason` `high_water_mark`.
+//! 5. A marker found that does not match: `marker_without_id`, `checkpoint_without_id` (the
+//!    job's checkpoint has no id to compare) or `marker_mismatch`.
+//! 6. No marker anywhere:
 //!    - without `match_checkpoint`: the latest file, every writer in it (`latest_file`): the
 //!      control plane's own `recoverFromBuffer` view;
-//!    - the job has no checkpoint: the latest writer segment of the latest file
-//!      (`no_checkpoint`);
-//!    - the latest file is of the shipped cortex-plane dialect, whose writer never writes a
-//!      marker: the events of the latest writer segment from the checkpoint's write time minus
-//!      the clock-skew allowance (`checkpoint_time`; `checkpoint_time_unknown` when no
-//!      `checkpoint_history` row gives that time);
+//!    - the job has no checkpoint: every writer of every file for the shipped dialect, the
+//!      latest writer segment of the latest file for the spike's (`no_checkpoint`);
+//!    - the shipped cortex-plane dialect, whose writer never writes a marker: every file, with
+//!      each event placed before or after the checkpoint's write time by the clocks
+//!      (`checkpoint_time`, see `verdict`); `checkpoint_time_unknown` when nothing gives
+//!      that time;
 //!    - otherwise (a spike writer that lost its marker) `no_marker`.
 
 use crate::checkpoint::identity::parse_uuid;
@@ -39,6 +46,16 @@ use super::pairing::{Anomaly, AnomalyKind, Baseline, Pos};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SessionFile {
     pub file_id: i64,
+    /// The file's identity as the index last saw it (device, inode).
+    pub device: u64,
+    pub inode: u64,
+    /// Modification time (server clock) as the index last saw it.
+    pub mtime_us: Option<i64>,
+    /// Timestamp of the file's last event (pod clock).
+    pub last_ts_us: Option<i64>,
+    /// Corrupt lines that are crash artefacts: a line cut by a writer's crash, directly
+    /// followed by a new writer. They count for `scanBuffer` parity, not for recovery's trust.
+    pub crash_cut_lines: i64,
     pub path: String,
     pub rel_path: String,
     pub dialect: Option<Dialect>,
@@ -66,20 +83,41 @@ impl SessionFile {
         (self.size_bytes - self.indexed_offset).max(0)
     }
 
+    /// The corruption ratio recovery judges trust by: crash artefacts are not corruption.
+    pub fn recovery_ratio(&self) -> f64 {
+        let truncated = i64::from(self.tail_state == "truncated");
+        let corrupt = (self.corrupt_lines - truncated - self.crash_cut_lines).max(0);
+        let non_blank = (self.valid_lines + self.corrupt_lines - self.crash_cut_lines).max(0);
+        if non_blank == 0 {
+            0.0
+        } else {
+            corrupt as f64 / non_blank as f64
+        }
+    }
+
+    /// Whether recovery trusts the file: the indexer does, or it would without its crash
+    /// artefacts.
+    pub fn trusted_for_recovery(&self, max_ratio: f64) -> bool {
+        self.trusted || self.recovery_ratio() <= max_ratio
+    }
+
     /// Why recovery cannot read this file, if it cannot.
-    pub fn unusable(&self) -> Option<(Reason, String)> {
+    pub fn unusable(&self, max_ratio: f64) -> Option<(Reason, String)> {
         if self.quarantined {
             return Some((Reason::Quarantined, format!("{} is quarantined: the indexer gave up on it", self.rel_path)));
         }
         if self.generation == 0 && self.size_bytes > 0 {
             return Some((Reason::NotIndexed, format!("{} has not been indexed yet", self.rel_path)));
         }
-        if !self.trusted {
+        if !self.trusted_for_recovery(max_ratio) {
             return Some((
                 Reason::FileUntrusted,
                 format!(
-                    "{} is not trusted: corruption ratio {:.3} is over cortex_buffer.max_corruption_ratio",
-                    self.rel_path, self.corruption_ratio
+                    "{} is not trusted: corruption ratio {:.3} ({:.3} without its {} crash-cut lines) is over cortex_buffer.max_corruption_ratio",
+                    self.rel_path,
+                    self.corruption_ratio,
+                    self.recovery_ratio(),
+                    self.crash_cut_lines
                 ),
             ));
         }
@@ -149,6 +187,7 @@ pub enum Reason {
     // buffer
     MarkerMatched,
     MarkerUnverified,
+    HighWaterMark,
     CheckpointTime,
     NoCheckpoint,
     LatestFile,
@@ -168,9 +207,10 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 17] = [
+    pub const ALL: [Reason; 18] = [
         Reason::MarkerMatched,
         Reason::MarkerUnverified,
+        Reason::HighWaterMark,
         Reason::CheckpointTime,
         Reason::NoCheckpoint,
         Reason::LatestFile,
@@ -192,6 +232,7 @@ impl Reason {
         match self {
             Reason::MarkerMatched => "marker_matched",
             Reason::MarkerUnverified => "marker_unverified",
+            Reason::HighWaterMark => "high_water_mark",
             Reason::CheckpointTime => "checkpoint_time",
             Reason::NoCheckpoint => "no_checkpoint",
             Reason::LatestFile => "latest_file",
@@ -214,6 +255,7 @@ impl Reason {
         match self {
             Reason::MarkerMatched
             | Reason::MarkerUnverified
+            | Reason::HighWaterMark
             | Reason::CheckpointTime
             | Reason::NoCheckpoint
             | Reason::LatestFile
@@ -227,6 +269,8 @@ impl Reason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AnchorKind {
     Marker(MarkerKind),
+    /// The checkpoint's high-water mark: its files' sizes when it was stored.
+    HighWaterMark,
     /// The checkpoint's write time (no marker in a shipped-writer file).
     CheckpointTime,
     /// The first event of the latest writer (no checkpoint).
@@ -239,6 +283,7 @@ impl AnchorKind {
     pub fn label(self) -> &'static str {
         match self {
             AnchorKind::Marker(k) => k.label(),
+            AnchorKind::HighWaterMark => "high_water_mark",
             AnchorKind::CheckpointTime => "checkpoint_time",
             AnchorKind::WriterStart => "writer_start",
             AnchorKind::FileStart => "file_start",
@@ -274,6 +319,8 @@ pub struct Choice {
     pub reads: Vec<ReadFrom>,
     /// Keep only the latest writer segment of what is read.
     pub segment_only: bool,
+    /// Place the events read against the checkpoint's write time (the clock fallback).
+    pub window: Option<WindowSpec>,
     /// Sessions the decision looked at, in file order (those read and those that decided).
     pub examined: Vec<usize>,
     pub anomalies: Vec<Anomaly>,
@@ -282,35 +329,86 @@ pub struct Choice {
 impl Choice {
     /// A plan that reads no session file.
     pub fn checkpoint_only(reason: Reason, detail: String, examined: Vec<usize>) -> Choice {
-        Choice { reason, detail, anchor: None, reads: Vec::new(), segment_only: false, examined, anomalies: Vec::new() }
-    }
-
-    /// A plan that reads one whole session file from its first byte (`segment_only`: only
-    /// its latest writer's part), anchored at the file's or that writer's start.
-    fn whole_file(reason: Reason, detail: String, kind: AnchorKind, session: usize, segment_only: bool) -> Choice {
         Choice {
             reason,
             detail,
-            anchor: Some(Anchor { kind, session, checkpoint_id: None, at: None, time_us: None, skew_us: None }),
-            reads: vec![ReadFrom { session, from_offset: 0, baseline: Baseline::FileStart }],
+            anchor: None,
+            reads: Vec::new(),
+            segment_only: false,
+            window: None,
+            examined,
+            anomalies: Vec::new(),
+        }
+    }
+
+    /// A plan that reads whole session files, `sessions`, from their first byte (`segment_only`:
+    /// only the latest writer's part), anchored at the first file's or that writer's start.
+    fn whole_files(
+        reason: Reason,
+        detail: String,
+        kind: AnchorKind,
+        sessions: std::ops::RangeInclusive<usize>,
+        segment_only: bool,
+    ) -> Choice {
+        let first = *sessions.start();
+        let reads: Vec<ReadFrom> =
+            sessions.clone().map(|session| ReadFrom { session, from_offset: 0, baseline: Baseline::FileStart }).collect();
+        Choice {
+            reason,
+            detail,
+            anchor: Some(Anchor { kind, session: first, checkpoint_id: None, at: None, time_us: None, skew_us: None }),
+            reads,
             segment_only,
-            examined: vec![session],
+            window: None,
+            examined: sessions.collect(),
             anomalies: Vec::new(),
         }
     }
 }
 
-/// What phase 1 decided that phase 2 depends on.
+/// The clock fallback's parameters: the checkpoint's write time (server clock) and the assumed
+/// bound on pod clock skew where nothing measures it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowSpec {
+    pub at_us: i64,
+    pub skew_us: i64,
+}
+
+/// A file as the checkpoint's high-water mark recorded it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkFile {
+    /// Path relative to the job directory.
+    pub rel_path: String,
+    pub device: u64,
+    pub inode: u64,
+    pub size: i64,
+}
+
+/// The job's session files when the checkpoint was stored.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Mark {
+    pub recorded_at_us: i64,
+    pub files: Vec<MarkFile>,
+}
+
+/// What phase 1 decided that phase 2 depends on.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Expectation {
     pub match_checkpoint: bool,
     /// The id a marker must carry: the `checkpoint_id` argument, else the current checkpoint's.
     pub expected_id: Option<String>,
     /// The job has a (valid) checkpoint.
     pub has_checkpoint: bool,
-    /// When the current checkpoint was written (its `checkpoint_history` row).
+    /// When the current checkpoint was written (its high-water mark or `checkpoint_history` row).
     pub checkpoint_time_us: Option<i64>,
     pub clock_skew_us: i64,
+    /// The current checkpoint's high-water mark, when one was recorded.
+    pub mark: Option<Mark>,
+    /// How far before the checkpoint's time (in a pod's clock) the clock fallback starts
+    /// reading: the largest clock offset allowed or measured.
+    pub read_margin_us: i64,
+    /// `cortex_buffer.max_corruption_ratio`, for recovery's own trust decision.
+    pub max_corruption_ratio: f64,
 }
 
 /// Whether two checkpoint ids name the same checkpoint (UUIDs compare by value, any case).
@@ -335,7 +433,7 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
     let mut found = None;
     for i in (0..=latest).rev() {
         examined.insert(0, i);
-        if let Some((reason, detail)) = files.get(i).and_then(SessionFile::unusable) {
+        if let Some((reason, detail)) = files.get(i).and_then(|f| f.unusable(e.max_corruption_ratio)) {
             return Ok(Choice::checkpoint_only(reason, detail, examined));
         }
         if let Some(m) = probe.last_marker(i)? {
@@ -345,87 +443,125 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
     }
     let rel = |i: usize| files.get(i).map(|f| f.rel_path.clone()).unwrap_or_default();
 
-    let Some((mi, marker)) = found else {
-        let latest_dialect = files.get(latest).and_then(|f| f.dialect);
-        let examined = vec![latest];
-        if !e.match_checkpoint {
-            return Ok(Choice::whole_file(
-                Reason::LatestFile,
-                format!("no marker in any session file: every event of the latest file, {}", rel(latest)),
-                AnchorKind::FileStart,
-                latest,
-                false,
-            ));
-        }
-        if !e.has_checkpoint {
-            return Ok(Choice::whole_file(
-                Reason::NoCheckpoint,
-                format!("the job has no checkpoint: the latest writer of {}", rel(latest)),
-                AnchorKind::WriterStart,
-                latest,
-                true,
-            ));
-        }
-        if latest_dialect != Some(Dialect::CortexPlane) {
-            return Ok(Choice::checkpoint_only(
-                Reason::NoMarker,
-                "no CHECKPOINT_WRITTEN marker in the job's session files: its writer records one after every checkpoint, so the buffer cannot be placed after the current one".into(),
-                examined,
-            ));
-        }
-        let Some(time) = e.checkpoint_time_us else {
-            return Ok(Choice::checkpoint_only(
-                Reason::CheckpointTimeUnknown,
-                "no marker, and no checkpoint_history row gives the current checkpoint's write time (it was not written with write_checkpoint)".into(),
-                examined,
-            ));
-        };
-        let since = time.saturating_sub(e.clock_skew_us);
-        let from = probe.last_offset_before(latest, since)?.map_or(0, |o| o.saturating_add(1));
-        return Ok(Choice {
-            reason: Reason::CheckpointTime,
-            detail: format!(
-                "no marker (the shipped writer writes none): the latest writer's events of {} from the checkpoint's write time minus a {} ms clock-skew allowance; an agent that wants the strict spike behaviour refuses this plan",
-                rel(latest),
-                e.clock_skew_us / 1000
-            ),
-            anchor: Some(Anchor {
-                kind: AnchorKind::CheckpointTime,
-                session: latest,
-                checkpoint_id: e.expected_id.clone(),
-                at: None,
-                time_us: Some(time),
-                skew_us: Some(e.clock_skew_us),
-            }),
-            reads: vec![ReadFrom { session: latest, from_offset: from, baseline: Baseline::Unknown }],
-            segment_only: true,
-            examined,
-            anomalies: Vec::new(),
-        });
-    };
-
-    if e.match_checkpoint {
-        let refusal = match (&marker.checkpoint_id, &e.expected_id) {
-            (None, _) => Some((Reason::MarkerWithoutId, format!("the last marker ({} @{}) names no checkpoint", rel(mi), marker.byte_offset))),
-            (Some(m), None) if !e.has_checkpoint => Some((
-                Reason::MarkerMismatch,
-                format!("the last marker names checkpoint {m}, but the job has no checkpoint"),
-            )),
-            (Some(_), None) => Some((
-                Reason::CheckpointWithoutId,
-                "the job's checkpoint has no id to compare the marker with".into(),
-            )),
-            (Some(m), Some(x)) if !same_checkpoint(m, x) => Some((
-                Reason::MarkerMismatch,
-                format!("the last marker ({} @{}) names checkpoint {m}, expected {x}: the buffer is from another checkpoint cycle", rel(mi), marker.byte_offset),
-            )),
-            _ => None,
-        };
-        if let Some((reason, detail)) = refusal {
-            return Ok(Choice::checkpoint_only(reason, detail, examined));
+    if let Some((mi, marker)) = &found {
+        match refusal(marker, e, &rel(*mi)) {
+            None => return from_marker(files, e, probe, *mi, marker),
+            Some(refused) => {
+                if let Some(mark) = e.mark.as_ref().filter(|_| e.match_checkpoint) {
+                    return Ok(from_mark(files, mark, e));
+                }
+                return Ok(Choice::checkpoint_only(refused.0, refused.1, examined));
+            }
         }
     }
 
+    // No marker anywhere.
+    let latest_dialect = files.get(latest).and_then(|f| f.dialect);
+    let shipped = latest_dialect == Some(Dialect::CortexPlane);
+    if !e.match_checkpoint {
+        return Ok(Choice::whole_files(
+            Reason::LatestFile,
+            format!("no marker in any session file: every event of the latest file, {}", rel(latest)),
+            AnchorKind::FileStart,
+            latest..=latest,
+            false,
+        ));
+    }
+    if !e.has_checkpoint {
+        if shipped {
+            return Ok(Choice::whole_files(
+                Reason::NoCheckpoint,
+                format!("the job has no checkpoint: every writer of its {} session file(s)", files.len()),
+                AnchorKind::FileStart,
+                0..=latest,
+                false,
+            ));
+        }
+        return Ok(Choice::whole_files(
+            Reason::NoCheckpoint,
+            format!("the job has no checkpoint: the latest writer of {}", rel(latest)),
+            AnchorKind::WriterStart,
+            latest..=latest,
+            true,
+        ));
+    }
+    if let Some(mark) = &e.mark {
+        return Ok(from_mark(files, mark, e));
+    }
+    if !shipped {
+        return Ok(Choice::checkpoint_only(
+            Reason::NoMarker,
+            "no CHECKPOINT_WRITTEN marker in the job's session files: its writer records one after every checkpoint, so the buffer cannot be placed after the current one".into(),
+            vec![latest],
+        ));
+    }
+    let Some(time) = e.checkpoint_time_us else {
+        return Ok(Choice::checkpoint_only(
+            Reason::CheckpointTimeUnknown,
+            "no marker, no high-water mark and no checkpoint_history row give the current checkpoint's place or write time (it was written before cortex_buffer recorded them)".into(),
+            vec![latest],
+        ));
+    };
+    let since = time.saturating_sub(e.read_margin_us);
+    let mut reads = Vec::new();
+    for session in 0..=latest {
+        let from = probe.last_offset_before(session, since)?.map_or(0, |o| o.saturating_add(1));
+        reads.push(ReadFrom { session, from_offset: from, baseline: Baseline::Unknown });
+    }
+    Ok(Choice {
+        reason: Reason::CheckpointTime,
+        detail: format!(
+            "no marker and no high-water mark (the shipped writer writes no marker, and the checkpoint predates the marks): every writer of the job's {} file(s), each event placed before or after the checkpoint's write time by the pods' clocks; what they cannot place is in verify",
+            files.len()
+        ),
+        anchor: Some(Anchor {
+            kind: AnchorKind::CheckpointTime,
+            session: latest,
+            checkpoint_id: e.expected_id.clone(),
+            at: None,
+            time_us: Some(time),
+            skew_us: Some(e.clock_skew_us),
+        }),
+        reads,
+        segment_only: false,
+        window: Some(WindowSpec { at_us: time, skew_us: e.clock_skew_us }),
+        examined: (0..=latest).collect(),
+        anomalies: Vec::new(),
+    })
+}
+
+/// Why a marker cannot anchor the plan, if it cannot.
+fn refusal(marker: &MarkerAt, e: &Expectation, file: &str) -> Option<(Reason, String)> {
+    if !e.match_checkpoint {
+        return None;
+    }
+    match (&marker.checkpoint_id, &e.expected_id) {
+        (None, _) => Some((Reason::MarkerWithoutId, format!("the last marker ({file} @{}) names no checkpoint", marker.byte_offset))),
+        (Some(m), None) if !e.has_checkpoint => Some((
+            Reason::MarkerMismatch,
+            format!("the last marker names checkpoint {m}, but the job has no checkpoint"),
+        )),
+        (Some(_), None) => Some((
+            Reason::CheckpointWithoutId,
+            "the job's checkpoint has no id to compare the marker with".into(),
+        )),
+        (Some(m), Some(x)) if !same_checkpoint(m, x) => Some((
+            Reason::MarkerMismatch,
+            format!("the last marker ({file} @{}) names checkpoint {m}, expected {x}: the buffer is from another checkpoint cycle", marker.byte_offset),
+        )),
+        _ => None,
+    }
+}
+
+/// The plan after a usable marker in session `mi`.
+fn from_marker(
+    files: &[SessionFile],
+    e: &Expectation,
+    probe: &mut dyn Probe,
+    mi: usize,
+    marker: &MarkerAt,
+) -> Result<Choice, CbError> {
+    let rel = |i: usize| files.get(i).map(|f| f.rel_path.clone()).unwrap_or_default();
     let mut reads = vec![ReadFrom {
         session: mi,
         from_offset: marker.byte_offset.saturating_add(1),
@@ -433,32 +569,25 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
     }];
     let mut anomalies = Vec::new();
     let mut used = vec![mi];
-    for k in mi + 1..=latest {
-        let loaded = probe.first_loaded(k)?;
-        let tool_first = match &loaded {
-            Some(l) => probe.tool_event_before(k, l.byte_offset)?,
-            None => false,
-        };
-        let broken = match (&loaded, &marker.checkpoint_id) {
-            (None, _) => Some("it has no CHECKPOINT_LOADED event".to_owned()),
-            (Some(_), _) if tool_first => Some("a tool event comes before its CHECKPOINT_LOADED".to_owned()),
-            (Some(LoadedAt { checkpoint_id: None, .. }), _) => Some("it loaded no checkpoint (a first run)".to_owned()),
-            (Some(LoadedAt { checkpoint_id: Some(l), .. }), Some(m)) if same_checkpoint(l, m) => None,
-            (Some(LoadedAt { checkpoint_id: Some(l), .. }), _) => Some(format!("it loaded checkpoint {l}")),
-        };
-        if let Some(why) = broken {
-            anomalies.push(Anomaly {
-                kind: AnomalyKind::ChainBroken,
-                at: Pos { session: k, byte_offset: loaded.as_ref().map_or(0, |l| l.byte_offset), ..Pos::default() },
-                key: None,
-                tool_name: None,
-                detail: format!(
-                    "{} did not resume from the marker's checkpoint {}: {why}; nothing from this file on is used",
-                    rel(k),
-                    marker.checkpoint_id.as_deref().unwrap_or("(none)")
-                ),
-            });
-            break;
+    for k in mi + 1..files.len() {
+        // Only a writer that records the checkpoint it loaded can break the chain.
+        let records_loads = files.get(k).and_then(|f| f.dialect) != Some(Dialect::CortexPlane);
+        if records_loads {
+            if let Some(why) = chain_break(probe, k, marker.checkpoint_id.as_deref())? {
+                let at = probe.first_loaded(k)?.map_or(0, |l| l.byte_offset);
+                anomalies.push(Anomaly {
+                    kind: AnomalyKind::ChainBroken,
+                    at: Pos { session: k, byte_offset: at, ..Pos::default() },
+                    key: None,
+                    tool_name: None,
+                    detail: format!(
+                        "{} did not resume from the marker's checkpoint {}: {why}; nothing from this file on is used",
+                        rel(k),
+                        marker.checkpoint_id.as_deref().unwrap_or("(none)")
+                    ),
+                });
+                break;
+            }
         }
         reads.push(ReadFrom { session: k, from_offset: 0, baseline: Baseline::FileStart });
         used.push(k);
@@ -490,9 +619,76 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
         }),
         reads,
         segment_only: false,
+        window: None,
         examined: used,
         anomalies,
     })
+}
+
+/// Why session `k` did not resume from checkpoint `id`, if it did not.
+fn chain_break(probe: &mut dyn Probe, k: usize, id: Option<&str>) -> Result<Option<String>, CbError> {
+    let loaded = probe.first_loaded(k)?;
+    let tool_first = match &loaded {
+        Some(l) => probe.tool_event_before(k, l.byte_offset)?,
+        None => false,
+    };
+    Ok(match (&loaded, id) {
+        (None, _) => Some("it has no CHECKPOINT_LOADED event".to_owned()),
+        (Some(_), _) if tool_first => Some("a tool event comes before its CHECKPOINT_LOADED".to_owned()),
+        (Some(LoadedAt { checkpoint_id: None, .. }), _) => Some("it loaded no checkpoint (a first run)".to_owned()),
+        (Some(LoadedAt { checkpoint_id: Some(l), .. }), Some(m)) if same_checkpoint(l, m) => None,
+        (Some(LoadedAt { checkpoint_id: Some(l), .. }), _) => Some(format!("it loaded checkpoint {l}")),
+    })
+}
+
+/// The plan from the checkpoint's high-water mark: each file from its size when the checkpoint
+/// was stored, files created since from their start.
+fn from_mark(files: &[SessionFile], mark: &Mark, e: &Expectation) -> Choice {
+    let mut reads = Vec::new();
+    let mut anomalies = Vec::new();
+    for (session, f) in files.iter().enumerate() {
+        let recorded = mark.files.iter().find(|m| m.rel_path == f.rel_path);
+        let from = match recorded {
+            None => 0,
+            Some(m) if m.device == f.device && m.inode == f.inode && m.size <= f.size_bytes.max(f.indexed_offset) => m.size,
+            Some(m) => {
+                anomalies.push(Anomaly {
+                    kind: AnomalyKind::FileReplaced,
+                    at: Pos { session, ..Pos::default() },
+                    key: None,
+                    tool_name: None,
+                    detail: format!(
+                        "{} is not the file the checkpoint's high-water mark recorded ({} bytes then): it was replaced or truncated since, so all of it is read as written after the checkpoint",
+                        f.rel_path, m.size
+                    ),
+                });
+                0
+            }
+        };
+        let baseline = if from == 0 { Baseline::FileStart } else { Baseline::Unknown };
+        reads.push(ReadFrom { session, from_offset: from, baseline });
+    }
+    let at = reads.first().map(|r| Pos { session: r.session, byte_offset: r.from_offset, ..Pos::default() });
+    Choice {
+        reason: Reason::HighWaterMark,
+        detail: format!(
+            "the checkpoint's high-water mark (its {} session file(s) and their sizes when it was stored): every byte after it was written after the checkpoint, by every writer of every file",
+            mark.files.len()
+        ),
+        anchor: Some(Anchor {
+            kind: AnchorKind::HighWaterMark,
+            session: 0,
+            checkpoint_id: e.expected_id.clone(),
+            at,
+            time_us: Some(mark.recorded_at_us),
+            skew_us: None,
+        }),
+        reads,
+        segment_only: false,
+        window: None,
+        examined: (0..files.len()).collect(),
+        anomalies,
+    }
 }
 
 #[cfg(test)]
@@ -563,6 +759,9 @@ pub mod tests {
             has_checkpoint: id.is_some(),
             checkpoint_time_us: Some(1_000),
             clock_skew_us: 100,
+            mark: None,
+            read_margin_us: 100,
+            max_corruption_ratio: 0.1,
         }
     }
 
@@ -654,7 +853,15 @@ pub mod tests {
     fn unusable_files_stop_the_search() {
         type Spoil = fn(&mut SessionFile);
         let cases: [(Spoil, Reason); 4] = [
-            (|f| f.trusted = false, Reason::FileUntrusted),
+            (
+                |f| {
+                    f.trusted = false;
+                    f.valid_lines = 8;
+                    f.corrupt_lines = 2;
+                    f.corruption_ratio = 0.2;
+                },
+                Reason::FileUntrusted,
+            ),
             (|f| f.quarantined = true, Reason::Quarantined),
             (|f| f.generation = 0, Reason::NotIndexed),
             (
@@ -682,36 +889,82 @@ pub mod tests {
     #[test]
     fn files_without_markers() {
         let spike = [file(0, Dialect::CortexSpike)];
-        let plane = [file(0, Dialect::CortexPlane)];
+        let plane = [file(0, Dialect::CortexPlane), file(1, Dialect::CortexPlane)];
         let events = || Mem {
-            events: vec![vec![
-                (0, "TOOL_CALL", None, 500),
-                (10, "TOOL_CALL", None, 950),
-                (20, "TOOL_CALL", None, 1_200),
-            ]],
+            events: vec![
+                vec![(0, "TOOL_CALL", None, 500), (10, "TOOL_CALL", None, 950), (20, "TOOL_CALL", None, 1_200)],
+                vec![(0, "TOOL_CALL", None, 1_300)],
+            ],
         };
         let c = choose(&spike, &expect(Some(C1)), &mut events()).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(c.reason, Reason::NoMarker);
+        // The shipped writer: every file, from the last event surely before the window.
         let c = choose(&plane, &expect(Some(C1)), &mut events()).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(c.reason, Reason::CheckpointTime);
-        assert_eq!(
-            c.reads.first().map(|r| r.from_offset),
-            Some(1),
-            "after the last event before 1000 - 100 µs of skew"
-        );
-        assert!(c.segment_only);
+        assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 1), (1, 0)]);
+        assert_eq!(c.window, Some(WindowSpec { at_us: 1_000, skew_us: 100 }));
+        assert!(!c.segment_only);
         let mut no_time = expect(Some(C1));
         no_time.checkpoint_time_us = None;
         assert_eq!(choose(&plane, &no_time, &mut events()).map(|c| c.reason).ok(), Some(Reason::CheckpointTimeUnknown));
+        // No checkpoint: the shipped writer's every writer of every file; the spike's latest writer.
         let c = choose(&plane, &expect(None), &mut events()).unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!((c.reason, c.segment_only), (Reason::NoCheckpoint, true));
+        assert_eq!((c.reason, c.segment_only, c.reads.len()), (Reason::NoCheckpoint, false, 2));
+        let c = choose(&spike, &expect(None), &mut events()).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!((c.reason, c.segment_only, c.reads.len()), (Reason::NoCheckpoint, true, 1));
         let mut unmatched = expect(Some(C1));
         unmatched.match_checkpoint = false;
         let c = choose(&plane, &unmatched, &mut events()).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(
-            (c.reason, c.segment_only, c.reads.first().map(|r| r.from_offset)),
-            (Reason::LatestFile, false, Some(0))
+            (c.reason, c.segment_only, c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>()),
+            (Reason::LatestFile, false, vec![(1, 0)])
         );
+    }
+
+    #[test]
+    fn a_high_water_mark_places_every_file() {
+        let mut files = [file(0, Dialect::CortexPlane), file(1, Dialect::CortexPlane), file(2, Dialect::CortexPlane)];
+        for (i, f) in files.iter_mut().enumerate() {
+            f.device = 1;
+            f.inode = 10 + i as u64;
+        }
+        let mark = Mark {
+            recorded_at_us: 5,
+            files: vec![
+                MarkFile { rel_path: "session-001.jsonl".into(), device: 1, inode: 10, size: 60 },
+                // replaced since: another inode at the same path
+                MarkFile { rel_path: "session-002.jsonl".into(), device: 1, inode: 99, size: 40 },
+            ],
+        };
+        let mut e = expect(Some(C1));
+        e.mark = Some(mark);
+        let c = choose(&files, &e, &mut Mem { events: vec![vec![], vec![], vec![]] }).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(c.reason, Reason::HighWaterMark);
+        assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 60), (1, 0), (2, 0)]);
+        assert_eq!(c.anomalies.iter().map(|a| (a.kind, a.at.session)).collect::<Vec<_>>(), [(AnomalyKind::FileReplaced, 1)]);
+        // A marker of another checkpoint does not hide the mark of the current one.
+        let mut mem = Mem { events: vec![vec![(10, "CHECKPOINT", Some(C2), 0)], vec![], vec![]] };
+        assert_eq!(choose(&files, &e, &mut mem).map(|c| c.reason).ok(), Some(Reason::HighWaterMark));
+    }
+
+    #[test]
+    fn the_shipped_writer_keeps_every_later_file_after_a_marker() {
+        let files = [file(0, Dialect::CortexPlane), file(1, Dialect::CortexPlane)];
+        let mut mem = Mem { events: vec![vec![(10, "CHECKPOINT", Some(C1), 0)], vec![(0, "TOOL_CALL", None, 0)]] };
+        let c = choose(&files, &expect(Some(C1)), &mut mem).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(c.reason, Reason::MarkerMatched);
+        assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 11), (1, 0)]);
+        assert!(c.anomalies.is_empty(), "no CHECKPOINT_LOADED to break a chain");
+    }
+
+    #[test]
+    fn crash_cut_lines_do_not_make_a_file_untrusted_for_recovery() {
+        let mut f = file(0, Dialect::CortexPlane);
+        (f.valid_lines, f.corrupt_lines, f.crash_cut_lines, f.trusted) = (8, 3, 3, false);
+        assert!(f.trusted_for_recovery(0.1));
+        f.crash_cut_lines = 2;
+        assert!(!f.trusted_for_recovery(0.1), "1 of 9 is still over 10 %");
+        assert!(f.unusable(0.1).is_some());
     }
 
     #[test]

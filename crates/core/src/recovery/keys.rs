@@ -1,10 +1,11 @@
 //! Stable texts a recovery plan hands to an agent: hashes of tool inputs, keys for calls whose
 //! dialect gives them no id, and idempotency keys. Pure.
 //!
-//! Every key is built from what the bytes of the session files say and where they say it: the
-//! job, the file's path relative to its job directory, byte offsets and ordinals. Never from a
-//! `file_id` or an absolute path, so the same files give the same keys however they reached
-//! the index (another node, a restored dump, a re-index after a rename of `sessions_dir`).
+//! Every key is built from what the bytes of the session files say: the job, the checkpoint,
+//! ordinals, tool names and inputs (and, for a call's `key`, the file's path relative to its job
+//! directory and a byte offset). Never from a `file_id` or an absolute path, so the same files
+//! give the same keys however they reached the index (another node, a restored dump, a
+//! re-index after a rename of `sessions_dir`).
 
 use sha2::{Digest, Sha256};
 
@@ -95,13 +96,46 @@ pub fn derived_call_key(rel_path: &str, byte_offset: i64) -> String {
     format!("{rel_path}@{byte_offset}")
 }
 
-/// The idempotency key of a call: SHA-256 (hex) of
-/// `cortex_buffer/idempotency/v1\n<scope>\n<checkpoint id or ->\n<call key>`, where `scope` is
-/// the job id (or a transcript's session id). The same call of the same job after the same
-/// checkpoint always gets the same key, on every node and every call of the function.
-pub fn idempotency_key(scope: &str, checkpoint_id: Option<&str>, call_key: &str) -> String {
-    let text = format!("cortex_buffer/idempotency/v1\n{scope}\n{}\n{call_key}", checkpoint_id.unwrap_or("-"));
+/// The idempotency key of a call, built from what the agent knows when it makes the call, so
+/// the pod computes it before the call and the plan reports the same key after a crash:
+///
+/// ```text
+/// sha256_hex("cortex_buffer/call/v2\n" + job_id + "\n" + checkpoint_ref + "\n"
+///            + call_ordinal + "\n" + tool_name + "\n" + input_hash)
+/// ```
+///
+/// - `job_id`: the job's UUID in lower case (a transcript's session id for `session_recovery`);
+/// - `checkpoint_ref`: [`checkpoint_ref`] of the checkpoint the writer resumed from or wrote
+///   last (`crc:` and its unsigned CRC-32, or `-` when there is none);
+/// - `call_ordinal`: the call's rank among its writer's tool calls since that checkpoint,
+///   from 1, in decimal;
+/// - `tool_name`: as written (empty when there is none);
+/// - `input_hash`: [`input_hash`] of the tool input (`null` when there is none: [`NULL_INPUT_HASH`]).
+///
+/// The same call of the same job after the same checkpoint gets the same key on every node;
+/// a pod that repeats a step after a crash sends the same key as the pod before it.
+pub fn call_idempotency_key(
+    job_id: &str,
+    checkpoint_ref: &str,
+    call_ordinal: u32,
+    tool_name: &str,
+    input_hash: &str,
+) -> String {
+    let text = format!("cortex_buffer/call/v2\n{job_id}\n{checkpoint_ref}\n{call_ordinal}\n{tool_name}\n{input_hash}");
     sha256_hex(text.as_bytes())
+}
+
+/// [`input_hash`] of `null`: the hash of a call without an input.
+pub const NULL_INPUT_HASH: &str = "74234e98afe7498fb5daf1f36ac2d78acc339464f950703b8c019892f982b90b";
+
+/// How an idempotency key names the checkpoint: `crc:<unsigned CRC-32 of its canonical JSON>`,
+/// which every party can compute from the document itself (the control plane writes checkpoints
+/// without an id), or `-` when the job has none.
+pub fn checkpoint_ref(crc: Option<u32>) -> String {
+    match crc {
+        Some(c) => format!("crc:{c}"),
+        None => "-".to_owned(),
+    }
 }
 
 /// `s` cut to at most `max_bytes` bytes at a character boundary; whether it was cut.
@@ -171,13 +205,21 @@ mod tests {
     }
 
     #[test]
-    fn idempotency_keys_are_stable_and_distinct() {
-        let k = idempotency_key("j1", Some("c1"), "session-001.jsonl@10");
-        assert_eq!(k, idempotency_key("j1", Some("c1"), "session-001.jsonl@10"));
-        assert_ne!(k, idempotency_key("j1", Some("c2"), "session-001.jsonl@10"));
-        assert_ne!(k, idempotency_key("j2", Some("c1"), "session-001.jsonl@10"));
-        assert_ne!(k, idempotency_key("j1", None, "session-001.jsonl@10"));
+    fn call_keys_are_stable_and_distinct() {
+        let k = call_idempotency_key("j1", "crc:1", 1, "send_email", NULL_INPUT_HASH);
+        assert_eq!(k, call_idempotency_key("j1", "crc:1", 1, "send_email", NULL_INPUT_HASH));
+        assert_ne!(k, call_idempotency_key("j1", "crc:2", 1, "send_email", NULL_INPUT_HASH));
+        assert_ne!(k, call_idempotency_key("j2", "crc:1", 1, "send_email", NULL_INPUT_HASH));
+        assert_ne!(k, call_idempotency_key("j1", "crc:1", 2, "send_email", NULL_INPUT_HASH));
+        assert_ne!(k, call_idempotency_key("j1", "crc:1", 1, "charge_card", NULL_INPUT_HASH));
         assert_eq!(k.len(), 64);
+        // The documented formula, spelled out.
+        assert_eq!(
+            k,
+            sha256_hex(format!("cortex_buffer/call/v2\nj1\ncrc:1\n1\nsend_email\n{NULL_INPUT_HASH}").as_bytes())
+        );
+        assert_eq!(NULL_INPUT_HASH, sha256_hex(b"null"));
+        assert_eq!((checkpoint_ref(Some(42)), checkpoint_ref(None)), ("crc:42".to_owned(), "-".to_owned()));
     }
 
     #[test]

@@ -15,3 +15,4 @@ pub mod plan;
 pub mod tail;
 pub mod timeline;
 pub mod usage;
+pub mod verdict;

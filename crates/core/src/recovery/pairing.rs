@@ -6,10 +6,12 @@
 //! Pairing rules:
 //! - A start and a result that carry an id (spike `invocation_id`, Claude Code `tool_use.id` /
 //!   `tool_use_id`, a cortex-plane `data.toolCallId`) pair by that id, across writers.
-//! - Without ids (the shipped cortex-plane writer), a result pairs with the earliest unmatched
-//!   earlier start of the same tool name, within one writer segment: a `seq` lower than its
-//!   predecessor starts a new writer, and a crashed writer's open call is never completed by the
-//!   next writer's result.
+//! - Without ids (the shipped cortex-plane writer), a result pairs with the one unmatched earlier
+//!   start of the same tool name, within one writer segment: a `seq` lower than its predecessor
+//!   starts a new writer, and a crashed writer's open call is never completed by the next
+//!   writer's result. When several calls of that tool are open at once, order cannot tell which
+//!   one a result closes: those calls form an *ambiguity group*, none of them is paired, the
+//!   group collects the results, and every member goes to the verify list (never guessed).
 //! - A result with no start in the plan is an anomaly: `started_before_marker` when the call's
 //!   start lies before the marker (it is not a skip: the checkpoint may not cover it), else
 //!   `result_without_start`. A second result for a call is `duplicate_result`.
@@ -18,7 +20,7 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::indexer::dialect::Dialect;
 
-use super::keys::{derived_call_key, idempotency_key};
+use super::keys::derived_call_key;
 use super::line::{facts, Capped, Facts, Finish, Row, Start, TOOL_TYPES};
 
 /// Where an event is.
@@ -51,8 +53,57 @@ pub struct Call {
     pub tool_ordinal: u32,
     /// Writer segment (counted from 0 over the plan).
     pub segment: u32,
-    pub idempotency_key: String,
+    /// The result paired with this call (never set for a member of an ambiguity group).
     pub result: Option<CallResult>,
+    /// The ambiguity group this call belongs to (an index into [`Body::groups`]).
+    pub group: Option<usize>,
+    /// Set by [`super::verdict::settle`]: the call's rank among its writer's calls after the
+    /// anchor (1, 2, ...), the idempotency key built from it, and what the plan does with it.
+    pub call_ordinal: u32,
+    pub idempotency_key: String,
+    pub verdict: Verdict,
+}
+
+/// What the plan does with a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Verdict {
+    /// Finished after the anchor: skip it, with its result.
+    Completed,
+    /// Started after the anchor, no result: verify it with the external system.
+    #[default]
+    InFlight,
+    /// The bytes cannot settle it: verify it, with the evidence.
+    Verify(VerifyReason),
+    /// Before the anchor: the checkpoint covers it.
+    Dropped,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyReason {
+    /// Several calls of one tool were open when a result came: order cannot tell which it closed.
+    AmbiguousPairing,
+    /// The call's start or result lies in the time window where the clocks cannot tell whether
+    /// it came before or after the checkpoint.
+    UncertainTime,
+    /// Started before the anchor, finished after it: the checkpoint may not cover it.
+    StartedBeforeAnchor,
+}
+
+impl VerifyReason {
+    pub fn label(self) -> &'static str {
+        match self {
+            VerifyReason::AmbiguousPairing => "ambiguous_pairing",
+            VerifyReason::UncertainTime => "uncertain_time",
+            VerifyReason::StartedBeforeAnchor => "started_before_anchor",
+        }
+    }
+}
+
+/// Calls of one tool that were open together when a result came, and the results that came
+/// while any of them was open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Group {
+    pub results: Vec<CallResult>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +123,8 @@ pub enum AnomalyKind {
     SeqReset,
     ChainBroken,
     PayloadMissing,
+    AmbiguousPairing,
+    FileReplaced,
 }
 
 impl AnomalyKind {
@@ -84,6 +137,8 @@ impl AnomalyKind {
             AnomalyKind::SeqReset => "seq_reset",
             AnomalyKind::ChainBroken => "chain_broken",
             AnomalyKind::PayloadMissing => "payload_missing",
+            AnomalyKind::AmbiguousPairing => "ambiguous_pairing",
+            AnomalyKind::FileReplaced => "file_replaced",
         }
     }
 }
@@ -112,6 +167,8 @@ pub struct Gap {
 pub struct EventRef {
     pub at: Pos,
     pub event_type: Option<String>,
+    /// The writer segment it belongs to.
+    pub segment: u32,
 }
 
 /// How a seq follows the previous one of its writer.
@@ -157,6 +214,7 @@ pub struct Orphan {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Body {
     pub calls: Vec<Call>,
+    pub groups: Vec<Group>,
     pub anomalies: Vec<Anomaly>,
     pub gaps: Vec<Gap>,
     pub events: Vec<EventRef>,
@@ -168,11 +226,26 @@ pub struct Body {
 
 impl Body {
     pub fn completed(&self) -> impl Iterator<Item = &Call> {
-        self.calls.iter().filter(|c| c.result.is_some())
+        self.calls.iter().filter(|c| c.verdict == Verdict::Completed)
     }
 
     pub fn in_flight(&self) -> impl Iterator<Item = &Call> {
-        self.calls.iter().filter(|c| c.result.is_none())
+        self.calls.iter().filter(|c| c.verdict == Verdict::InFlight)
+    }
+
+    pub fn to_verify(&self) -> impl Iterator<Item = (&Call, VerifyReason)> {
+        self.calls.iter().filter_map(|c| match c.verdict {
+            Verdict::Verify(r) => Some((c, r)),
+            _ => None,
+        })
+    }
+
+    /// The results a call's entry carries: its own, or its ambiguity group's.
+    pub fn results_of<'a>(&'a self, c: &'a Call) -> Vec<&'a CallResult> {
+        match c.group.and_then(|g| self.groups.get(g)) {
+            Some(g) => g.results.iter().collect(),
+            None => c.result.iter().collect(),
+        }
     }
 }
 
@@ -187,8 +260,6 @@ pub struct SessionRef {
 /// The streaming pairer.
 pub struct Pairing {
     sessions: Vec<SessionRef>,
-    scope: String,
-    checkpoint_id: Option<String>,
     max_bytes: usize,
     segment_only: bool,
     body: Body,
@@ -196,6 +267,8 @@ pub struct Pairing {
     open_by_id: HashMap<String, usize>,
     done_by_id: HashMap<String, usize>,
     open_by_tool: HashMap<(u32, String), VecDeque<usize>>,
+    /// The ambiguity group of a (segment, tool) queue while it has members open.
+    open_group: HashMap<(u32, String), usize>,
     tool_counts: HashMap<String, u32>,
     segment: u32,
     current: Option<usize>,
@@ -204,20 +277,11 @@ pub struct Pairing {
 }
 
 impl Pairing {
-    /// `scope` (the job id, or a transcript's session id) and `checkpoint_id` go into the
-    /// idempotency keys; `max_bytes` caps results and inputs; `segment_only` keeps only the
-    /// latest writer segment (a seq reset discards what came before it).
-    pub fn new(
-        sessions: Vec<SessionRef>,
-        scope: &str,
-        checkpoint_id: Option<&str>,
-        max_bytes: usize,
-        segment_only: bool,
-    ) -> Pairing {
+    /// `max_bytes` caps results and inputs; `segment_only` keeps only the latest writer segment
+    /// (a seq reset discards what came before it).
+    pub fn new(sessions: Vec<SessionRef>, max_bytes: usize, segment_only: bool) -> Pairing {
         Pairing {
             sessions,
-            scope: scope.to_owned(),
-            checkpoint_id: checkpoint_id.map(str::to_owned),
             max_bytes,
             segment_only,
             body: Body::default(),
@@ -225,6 +289,7 @@ impl Pairing {
             open_by_id: HashMap::new(),
             done_by_id: HashMap::new(),
             open_by_tool: HashMap::new(),
+            open_group: HashMap::new(),
             tool_counts: HashMap::new(),
             segment: 0,
             current: None,
@@ -255,6 +320,7 @@ impl Pairing {
         self.open_by_id.clear();
         self.done_by_id.clear();
         self.open_by_tool.clear();
+        self.open_group.clear();
         self.tool_counts.clear();
     }
 
@@ -302,7 +368,11 @@ impl Pairing {
         if self.segment_only && self.body.segment_start.is_none() {
             self.body.segment_start = Some(Pos::of(row));
         }
-        self.body.events.push(EventRef { at: Pos::of(row), event_type: row.event_type.map(str::to_owned) });
+        self.body.events.push(EventRef {
+            at: Pos::of(row),
+            event_type: row.event_type.map(str::to_owned),
+            segment: self.segment,
+        });
         if row.payload.is_none() && row.event_type.is_some_and(|t| TOOL_TYPES.contains(&t)) {
             self.body.anomalies.push(Anomaly {
                 kind: AnomalyKind::PayloadMissing,
@@ -353,8 +423,10 @@ impl Pairing {
             *n += 1;
             *n
         };
-        let idempotency_key = idempotency_key(&self.scope, self.checkpoint_id.as_deref(), &key);
         let index = self.body.calls.len();
+        let queue = (self.segment, tool);
+        // A call that starts while its tool's queue is ambiguous joins the ambiguity.
+        let group = if key_is_id { None } else { self.open_group.get(&queue).copied() };
         self.body.calls.push(Call {
             key: key.clone(),
             key_is_id,
@@ -364,13 +436,16 @@ impl Pairing {
             input: s.input,
             tool_ordinal: ordinal,
             segment: self.segment,
-            idempotency_key,
             result: None,
+            group,
+            call_ordinal: 0,
+            idempotency_key: String::new(),
+            verdict: Verdict::InFlight,
         });
         if key_is_id {
             self.open_by_id.insert(key, index);
         } else {
-            self.open_by_tool.entry((self.segment, tool)).or_default().push_back(index);
+            self.open_by_tool.entry(queue).or_default().push_back(index);
         }
     }
 
@@ -396,8 +471,13 @@ impl Pairing {
                 self.open_by_id.remove(id)
             }
             None => {
-                let tool = f.tool_name.clone().unwrap_or_default();
-                self.open_by_tool.get_mut(&(self.segment, tool)).and_then(|q| q.pop_front())
+                let queue = (self.segment, f.tool_name.clone().unwrap_or_default());
+                let open = self.open_by_tool.get(&queue).map_or(0, VecDeque::len);
+                if open >= 2 || (open == 1 && self.open_group.contains_key(&queue)) {
+                    self.ambiguous_result(queue, at, f);
+                    return;
+                }
+                self.open_by_tool.get_mut(&queue).and_then(|q| q.pop_front())
             }
         };
         match found.and_then(|i| self.body.calls.get_mut(i).map(|c| (i, c))) {
@@ -426,6 +506,48 @@ impl Pairing {
         }
     }
 
+    /// A result of `queue`'s tool while several of its calls are open (or were, since the
+    /// queue last emptied): it closes one of them, but order cannot say which. Every open
+    /// call joins the queue's ambiguity group, which keeps the result; one member leaves the
+    /// queue (the count of open calls stays right), none is paired.
+    fn ambiguous_result(&mut self, queue: (u32, String), at: Pos, f: Finish) {
+        let group = match self.open_group.get(&queue) {
+            Some(&g) => g,
+            None => {
+                let g = self.body.groups.len();
+                self.body.groups.push(Group::default());
+                let open = self.open_by_tool.get(&queue).map_or(0, VecDeque::len);
+                self.body.anomalies.push(Anomaly {
+                    kind: AnomalyKind::AmbiguousPairing,
+                    at,
+                    key: None,
+                    tool_name: f.tool_name.clone(),
+                    detail: format!(
+                        "{open} calls of {} were open when this result came and the writer gives them no ids: none is skipped, all are in verify with the results",
+                        f.tool_name.as_deref().unwrap_or("(no tool name)")
+                    ),
+                });
+                g
+            }
+        };
+        if let Some(q) = self.open_by_tool.get_mut(&queue) {
+            for &i in q.iter() {
+                if let Some(c) = self.body.calls.get_mut(i) {
+                    c.group = Some(group);
+                }
+            }
+            q.pop_front();
+            if q.is_empty() {
+                self.open_group.remove(&queue);
+            } else {
+                self.open_group.insert(queue, group);
+            }
+        }
+        if let Some(g) = self.body.groups.get_mut(group) {
+            g.results.push(CallResult { at, success: f.success, result: f.result, paired_by_order: true });
+        }
+    }
+
     /// The plan's body. `started_before(id)` says whether a call with this id started before
     /// the marker (the shell looks it up in the index).
     pub fn finish<E>(mut self, mut started_before: impl FnMut(&str) -> Result<bool, E>) -> Result<Body, E> {
@@ -451,6 +573,8 @@ impl Pairing {
 
 #[cfg(test)]
 mod tests {
+    use super::super::keys::call_idempotency_key;
+    use super::super::verdict::{settle, KeyScope};
     use super::*;
 
     fn sessions(d: Dialect, n: usize) -> Vec<SessionRef> {
@@ -481,23 +605,30 @@ mod tests {
         Ok(false)
     }
 
+    /// The body with every call's verdict, ordinal and key.
+    fn settled(p: Pairing, started_before: impl FnMut(&str) -> Result<bool, ()>) -> Body {
+        let mut body = p.finish(started_before).unwrap_or_default();
+        settle(&mut body, None, &KeyScope { scope: "job".into(), checkpoint_ref: "crc:7".into() });
+        body
+    }
+
     #[test]
     fn shipped_results_pair_in_order_by_tool_name() {
-        let mut p = Pairing::new(sessions(Dialect::CortexPlane, 1), "job", Some("cp"), 100, false);
+        let mut p = Pairing::new(sessions(Dialect::CortexPlane, 1), 100, false);
         p.begin(0, Baseline::FileStart);
         feed_plane(
             &mut p,
             &[
                 plane(0, 0, "TOOL_CALL", "read", r#"{"toolName":"read","toolInput":{"p":"a"}}"#),
-                plane(10, 1, "TOOL_CALL", "read", r#"{"toolName":"read","toolInput":{"p":"b"}}"#),
-                plane(20, 2, "TOOL_CALL", "exec", r#"{"toolName":"exec","toolInput":{"c":"x"}}"#),
-                plane(30, 3, "TOOL_RESULT", "read", r#"{"toolName":"read","output":"A","isError":false}"#),
-                plane(40, 4, "TOOL_RESULT", "exec", r#"{"toolName":"exec","output":"X","isError":true}"#),
+                plane(10, 1, "TOOL_CALL", "exec", r#"{"toolName":"exec","toolInput":{"c":"x"}}"#),
+                plane(20, 2, "TOOL_RESULT", "read", r#"{"toolName":"read","output":"A","isError":false}"#),
+                plane(30, 3, "TOOL_RESULT", "exec", r#"{"toolName":"exec","output":"X","isError":true}"#),
+                plane(40, 4, "TOOL_CALL", "read", r#"{"toolName":"read","toolInput":{"p":"b"}}"#),
                 plane(50, 5, "TOOL_RESULT", "read", r#"{"toolName":"read","output":"B","isError":false}"#),
                 plane(60, 6, "TOOL_CALL", "read", r#"{"toolName":"read","toolInput":{"p":"c"}}"#),
             ],
         );
-        let body = p.finish(no_lookup).unwrap_or_default();
+        let body = settled(p, no_lookup);
         let done: Vec<_> = body
             .completed()
             .map(|c| (c.key.clone(), c.tool_ordinal, c.result.as_ref().and_then(|r| r.result.clone()).map(|r| r.text)))
@@ -506,19 +637,50 @@ mod tests {
             done,
             [
                 ("session-001.jsonl@0".to_owned(), 1, Some("A".to_owned())),
-                ("session-001.jsonl@10".to_owned(), 2, Some("B".to_owned())),
-                ("session-001.jsonl@20".to_owned(), 1, Some("X".to_owned())),
+                ("session-001.jsonl@10".to_owned(), 1, Some("X".to_owned())),
+                ("session-001.jsonl@40".to_owned(), 2, Some("B".to_owned())),
             ]
         );
-        let open: Vec<_> = body.in_flight().map(|c| (c.key.clone(), c.tool_ordinal)).collect();
-        assert_eq!(open, [("session-001.jsonl@60".to_owned(), 3)]);
+        let open: Vec<_> = body.in_flight().map(|c| (c.key.clone(), c.tool_ordinal, c.call_ordinal)).collect();
+        assert_eq!(open, [("session-001.jsonl@60".to_owned(), 3, 4)]);
         assert!(body.anomalies.is_empty(), "{:?}", body.anomalies);
         assert!(body.completed().all(|c| c.result.as_ref().is_some_and(|r| r.paired_by_order)));
     }
 
     #[test]
+    fn a_result_that_order_cannot_place_is_never_guessed() {
+        let mut p = Pairing::new(sessions(Dialect::CortexPlane, 1), 100, false);
+        p.begin(0, Baseline::FileStart);
+        feed_plane(
+            &mut p,
+            &[
+                plane(0, 0, "TOOL_CALL", "send_email", r#"{"toolName":"send_email","toolInput":{"to":"a"}}"#),
+                plane(10, 1, "TOOL_CALL", "send_email", r#"{"toolName":"send_email","toolInput":{"to":"b"}}"#),
+                plane(20, 2, "TOOL_RESULT", "send_email", r#"{"toolName":"send_email","output":"sent"}"#),
+                // a third call joins the ambiguity while one of the first two is still open
+                plane(30, 3, "TOOL_CALL", "send_email", r#"{"toolName":"send_email","toolInput":{"to":"c"}}"#),
+                plane(40, 4, "TOOL_RESULT", "send_email", r#"{"toolName":"send_email","output":"sent 2"}"#),
+                // the queue emptied, so this one pairs again
+                plane(50, 5, "TOOL_RESULT", "send_email", r#"{"toolName":"send_email","output":"sent 3"}"#),
+                plane(60, 6, "TOOL_CALL", "send_email", r#"{"toolName":"send_email","toolInput":{"to":"d"}}"#),
+                plane(70, 7, "TOOL_RESULT", "send_email", r#"{"toolName":"send_email","output":"sent 4"}"#),
+            ],
+        );
+        let body = settled(p, no_lookup);
+        let verify: Vec<_> = body.to_verify().map(|(c, r)| (c.start.byte_offset, r)).collect();
+        assert_eq!(
+            verify,
+            [(0, VerifyReason::AmbiguousPairing), (10, VerifyReason::AmbiguousPairing), (30, VerifyReason::AmbiguousPairing)]
+        );
+        let first = body.calls.first().map(|c| body.results_of(c).len());
+        assert_eq!(first, Some(3), "the group's three results go with every member");
+        assert_eq!(body.completed().map(|c| c.start.byte_offset).collect::<Vec<_>>(), [60]);
+        assert_eq!(body.anomalies.iter().map(|a| a.kind).collect::<Vec<_>>(), [AnomalyKind::AmbiguousPairing]);
+    }
+
+    #[test]
     fn a_new_writer_never_completes_the_old_writers_call() {
-        let mut p = Pairing::new(sessions(Dialect::CortexPlane, 1), "job", None, 100, false);
+        let mut p = Pairing::new(sessions(Dialect::CortexPlane, 1), 100, false);
         p.begin(0, Baseline::FileStart);
         feed_plane(
             &mut p,
@@ -529,7 +691,7 @@ mod tests {
                 plane(20, 1, "TOOL_CALL", "read", r#"{"toolName":"read","toolInput":{}}"#),
             ],
         );
-        let body = p.finish(no_lookup).unwrap_or_default();
+        let body = settled(p, no_lookup);
         assert_eq!(body.completed().count(), 0);
         assert_eq!(body.in_flight().count(), 2);
         let kinds: Vec<_> = body.anomalies.iter().map(|a| a.kind).collect();
@@ -538,7 +700,7 @@ mod tests {
 
     #[test]
     fn segment_only_keeps_the_latest_writer() {
-        let mut p = Pairing::new(sessions(Dialect::CortexPlane, 1), "job", None, 100, true);
+        let mut p = Pairing::new(sessions(Dialect::CortexPlane, 1), 100, true);
         p.begin(0, Baseline::FileStart);
         feed_plane(
             &mut p,
@@ -548,7 +710,7 @@ mod tests {
                 plane(20, 0, "TOOL_CALL", "b", r#"{"toolName":"b","toolInput":{}}"#),
             ],
         );
-        let body = p.finish(no_lookup).unwrap_or_default();
+        let body = settled(p, no_lookup);
         assert_eq!(body.completed().count(), 0);
         assert_eq!(body.in_flight().map(|c| c.key.as_str()).collect::<Vec<_>>(), ["session-001.jsonl@20"]);
         assert_eq!(body.events.len(), 1);
@@ -557,7 +719,7 @@ mod tests {
 
     #[test]
     fn ids_gaps_duplicates_and_orphans() {
-        let mut p = Pairing::new(sessions(Dialect::CortexSpike, 1), "job", Some("cp"), 100, false);
+        let mut p = Pairing::new(sessions(Dialect::CortexSpike, 1), 100, false);
         p.begin(0, Baseline::After(Some(4)));
         let rows = [
             (100, 5, "TOOL_START", "i1"),
@@ -580,7 +742,7 @@ mod tests {
                 ..Row::default()
             });
         }
-        let body = p.finish(|id: &str| Ok::<bool, ()>(id == "i0")).unwrap_or_default();
+        let body = settled(p, |id: &str| Ok::<bool, ()>(id == "i0"));
         assert_eq!(body.completed().map(|c| c.key.as_str()).collect::<Vec<_>>(), ["i1"]);
         assert_eq!(body.in_flight().map(|c| c.key.as_str()).collect::<Vec<_>>(), ["i2"]);
         let kinds: Vec<_> = body.anomalies.iter().map(|a| (a.kind, a.at.byte_offset)).collect();
@@ -594,15 +756,16 @@ mod tests {
         );
         assert_eq!(body.gaps.len(), 1);
         assert_eq!((body.gaps[0].after_seq, body.gaps[0].next_seq, body.gaps[0].missing), (Some(6), 9, 2));
-        assert!(body.calls.iter().all(|c| c.idempotency_key == idempotency_key("job", Some("cp"), &c.key)));
+        assert!(body.calls.iter().all(|c| c.idempotency_key
+            == call_idempotency_key("job", "crc:7", c.call_ordinal, "t", super::super::keys::NULL_INPUT_HASH)));
     }
 
     #[test]
     fn the_first_event_after_the_marker_may_already_be_a_gap() {
-        let mut p = Pairing::new(sessions(Dialect::CortexSpike, 1), "job", None, 100, false);
+        let mut p = Pairing::new(sessions(Dialect::CortexSpike, 1), 100, false);
         p.begin(0, Baseline::After(Some(4)));
         p.feed(&Row { event_type: Some("LLM_REQUEST"), seq: Some(7), byte_offset: 9, ..Row::default() });
-        let body = p.finish(no_lookup).unwrap_or_default();
+        let body = settled(p, no_lookup);
         assert_eq!(body.gaps.first().map(|g| (g.after_seq, g.missing)), Some((Some(4), 2)));
     }
 }

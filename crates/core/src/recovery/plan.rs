@@ -5,10 +5,21 @@ use crate::indexer::timestamp::format_timestamp;
 use crate::json::writer::JsonWriter;
 
 use super::choose::{Anchor, AnchorKind, Choice, SessionFile};
-use super::pairing::{AnomalyKind, Body, Call, Pos};
+use super::pairing::{AnomalyKind, Body, Call, CallResult, Pos};
+use super::verdict::TimeEvidence;
 
 /// Version of the plan's shape (a key `plan_version`): bumped on any incompatible change.
-pub const PLAN_VERSION: i64 = 1;
+/// 2: `verify`, `call_ordinal`, the v2 idempotency key, `fresh`, `clock`, `checkpoint.ref`.
+pub const PLAN_VERSION: i64 = 2;
+
+/// Whether the index held every byte of the plan's files when the plan was made.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Freshness {
+    /// The plan's files were brought up to date at call time.
+    pub caught_up: bool,
+    /// Why they could not be, when they could not (the plan is then `stale`).
+    pub stale: Option<String>,
+}
 
 /// Where phase 1 found the checkpoint (`read_checkpoint`'s `source`, plus `invalid`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,8 +49,10 @@ pub struct Phase1 {
     pub checkpoint_id: Option<String>,
     pub step_index: Option<i32>,
     pub crc_ok: Option<bool>,
-    /// When it was written (its `checkpoint_history` row).
+    /// When it was written (its `checkpoint_history` row or high-water mark).
     pub created_at_us: Option<i64>,
+    /// Its CRC-32 (what idempotency keys name it by).
+    pub crc: Option<u32>,
     pub detail: Option<String>,
 }
 
@@ -93,9 +106,13 @@ fn write_anchor(w: &mut JsonWriter, files: &[SessionFile], anchor: &Anchor, body
     w.field_opt_int("line_no", at.map(|a| a.line_no).filter(|n| *n > 0));
     w.field_opt_int("seq", at.and_then(|a| a.seq));
     ts(w, "ts", at.and_then(|a| a.ts_us));
-    if anchor.kind == AnchorKind::CheckpointTime {
-        ts(w, "checkpoint_written_at", anchor.time_us);
-        w.field_opt_int("clock_skew_ms", anchor.skew_us.map(|s| s / 1000));
+    match anchor.kind {
+        AnchorKind::CheckpointTime => {
+            ts(w, "checkpoint_written_at", anchor.time_us);
+            w.field_opt_int("clock_skew_ms", anchor.skew_us.map(|s| s / 1000));
+        }
+        AnchorKind::HighWaterMark => ts(w, "recorded_at", anchor.time_us),
+        _ => {}
     }
     w.end_object();
 }
@@ -132,6 +149,7 @@ fn write_call_common(w: &mut JsonWriter, files: &[SessionFile], c: &Call) {
     w.field_str("key_source", if c.key_is_id { "id" } else { "derived" });
     w.field_opt_str("tool_name", c.tool_name.as_deref());
     w.field_int("tool_ordinal", i64::from(c.tool_ordinal));
+    w.field_int("call_ordinal", i64::from(c.call_ordinal));
     w.field_opt_str("input_hash", c.input_hash.as_deref());
     w.field_str("idempotency_key", &c.idempotency_key);
     ts(w, "started_at", c.start.ts_us);
@@ -139,8 +157,63 @@ fn write_call_common(w: &mut JsonWriter, files: &[SessionFile], c: &Call) {
     w.field_int("start_offset", c.start.byte_offset);
 }
 
+fn write_result(w: &mut JsonWriter, files: &[SessionFile], r: &CallResult) {
+    w.field_opt_bool("success", r.success);
+    w.field_opt_str("result", r.result.as_ref().map(|x| x.text.as_str()));
+    w.field_bool("result_truncated", r.result.as_ref().is_some_and(|x| x.truncated));
+    ts(w, "finished_at", r.at.ts_us);
+    w.field_str("result_session", rel(files, r.at.session));
+    w.field_int("result_offset", r.at.byte_offset);
+}
+
+fn write_input(w: &mut JsonWriter, c: &Call) {
+    w.field_opt_str("input", c.input.as_ref().map(|x| x.text.as_str()));
+    w.field_bool("input_truncated", c.input.as_ref().is_some_and(|x| x.truncated));
+}
+
+fn write_clock(w: &mut JsonWriter, files: &[SessionFile], choice: &Choice, evidence: &TimeEvidence) {
+    let Some(window) = choice.window else {
+        w.null();
+        return;
+    };
+    w.begin_object();
+    ts(w, "checkpoint_written_at", Some(window.at_us));
+    w.field_int("assumed_skew_ms", window.skew_us / 1000);
+    w.key("segments").begin_array();
+    for s in &evidence.segments {
+        w.begin_object();
+        w.field_int("segment", i64::from(s.segment));
+        w.field_str("session", rel(files, s.session));
+        w.field_int("offset_ms_low", s.low_us / 1000);
+        w.field_int("offset_ms_high", s.high_us / 1000);
+        w.field_str("offset_from", if s.measured { "mtime" } else { "assumed" });
+        w.end_object();
+    }
+    w.end_array();
+    w.key("uncertain").begin_array();
+    for (session, from, to) in &evidence.uncertain {
+        w.begin_object();
+        w.field_str("session", rel(files, *session));
+        w.field_int("from_offset", *from);
+        w.field_int("to_offset", *to);
+        w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+}
+
+/// What a plan is made of, besides its subject.
+pub struct Parts<'a> {
+    pub files: &'a [SessionFile],
+    pub choice: &'a Choice,
+    pub body: &'a Body,
+    pub evidence: &'a TimeEvidence,
+    pub fresh: &'a Freshness,
+}
+
 /// The plan as JSON text.
-pub fn render(subject: &Subject, files: &[SessionFile], choice: &Choice, body: &Body) -> String {
+pub fn render(subject: &Subject, parts: &Parts<'_>) -> String {
+    let Parts { files, choice, body, evidence, fresh } = *parts;
     let mut w = JsonWriter::new();
     w.begin_object();
     w.field_int("plan_version", super::plan::PLAN_VERSION);
@@ -154,6 +227,7 @@ pub fn render(subject: &Subject, files: &[SessionFile], choice: &Choice, body: &
             w.field_opt_int("step_index", phase1.step_index.map(i64::from));
             w.field_opt_int("resume_step", phase1.resume_step());
             w.field_opt_bool("crc_ok", phase1.crc_ok);
+            w.field_str("ref", &super::keys::checkpoint_ref(phase1.crc));
             ts(&mut w, "written_at", phase1.created_at_us);
             w.field_opt_str("detail", phase1.detail.as_deref());
             w.end_object();
@@ -169,6 +243,12 @@ pub fn render(subject: &Subject, files: &[SessionFile], choice: &Choice, body: &
     w.field_str("mode", choice.reason.mode().label());
     w.field_str("reason", choice.reason.label());
     w.field_str("detail", &choice.detail);
+    w.key("fresh").begin_object();
+    w.field_bool("caught_up", fresh.caught_up);
+    w.field_bool("stale", fresh.stale.is_some());
+    w.field_opt_str("detail", fresh.stale.as_deref());
+    w.field_int("unindexed_bytes", unindexed(files, choice));
+    w.end_object();
 
     w.key("marker");
     match &choice.anchor {
@@ -192,12 +272,7 @@ pub fn render(subject: &Subject, files: &[SessionFile], choice: &Choice, body: &
         let Some(r) = &c.result else { continue };
         w.begin_object();
         write_call_common(&mut w, files, c);
-        w.field_opt_bool("success", r.success);
-        w.field_opt_str("result", r.result.as_ref().map(|x| x.text.as_str()));
-        w.field_bool("result_truncated", r.result.as_ref().is_some_and(|x| x.truncated));
-        ts(&mut w, "finished_at", r.at.ts_us);
-        w.field_str("result_session", rel(files, r.at.session));
-        w.field_int("result_offset", r.at.byte_offset);
+        write_result(&mut w, files, r);
         w.field_str("paired_by", if r.paired_by_order { "order" } else { "id" });
         w.end_object();
     }
@@ -207,10 +282,27 @@ pub fn render(subject: &Subject, files: &[SessionFile], choice: &Choice, body: &
     for c in body.in_flight() {
         w.begin_object();
         write_call_common(&mut w, files, c);
-        w.field_opt_str("input", c.input.as_ref().map(|x| x.text.as_str()));
-        w.field_bool("input_truncated", c.input.as_ref().is_some_and(|x| x.truncated));
+        write_input(&mut w, c);
         // A later writer exists: this call's writer died with the call open.
         w.field_bool("writer_crashed", c.segment < body.last_segment);
+        w.end_object();
+    }
+    w.end_array();
+
+    w.key("verify").begin_array();
+    for (c, reason) in body.to_verify() {
+        w.begin_object();
+        write_call_common(&mut w, files, c);
+        write_input(&mut w, c);
+        w.field_str("reason", reason.label());
+        w.field_bool("writer_crashed", c.segment < body.last_segment);
+        w.key("results").begin_array();
+        for r in body.results_of(c) {
+            w.begin_object();
+            write_result(&mut w, files, r);
+            w.end_object();
+        }
+        w.end_array();
         w.end_object();
     }
     w.end_array();
@@ -251,8 +343,11 @@ pub fn render(subject: &Subject, files: &[SessionFile], choice: &Choice, body: &
     }
     w.end_array();
 
+    w.key("clock");
+    write_clock(&mut w, files, choice, evidence);
+
     w.key("notes").begin_array();
-    for note in notes(files, choice, body) {
+    for note in notes(files, choice, body, fresh) {
         w.string(note);
     }
     w.end_array();
@@ -260,17 +355,25 @@ pub fn render(subject: &Subject, files: &[SessionFile], choice: &Choice, body: &
     w.finish()
 }
 
+/// Bytes of the plan's files the index does not hold (a pending tail included).
+fn unindexed(files: &[SessionFile], choice: &Choice) -> i64 {
+    choice.reads.iter().filter_map(|r| files.get(r.session)).map(SessionFile::unindexed_bytes).sum()
+}
+
 /// Short codes for what an agent may want to check before trusting the plan.
-fn notes(files: &[SessionFile], choice: &Choice, body: &Body) -> Vec<&'static str> {
+fn notes(files: &[SessionFile], choice: &Choice, body: &Body, fresh: &Freshness) -> Vec<&'static str> {
     let read = |f: &dyn Fn(&SessionFile) -> bool| choice.reads.iter().any(|r| files.get(r.session).is_some_and(f));
     let mut out = Vec::new();
+    if fresh.stale.is_some() {
+        out.push("stale");
+    }
     if choice.anomalies.iter().any(|a| a.kind == AnomalyKind::ChainBroken) {
         out.push("chain_broken");
     }
     if read(&|f| f.tail_pending) {
         out.push("tail_pending");
     }
-    if read(&|f| f.unindexed_bytes() > 0) {
+    if read(&|f| f.unindexed_bytes() > 0 && !f.tail_pending) {
         out.push("index_behind");
     }
     if !body.gaps.is_empty() {
@@ -285,6 +388,9 @@ fn notes(files: &[SessionFile], choice: &Choice, body: &Body) -> Vec<&'static st
     if choice.reason == super::choose::Reason::CheckpointTime {
         out.push("time_anchored");
     }
+    if body.to_verify().next().is_some() {
+        out.push("verify");
+    }
     out
 }
 
@@ -293,6 +399,7 @@ mod tests {
     use super::super::choose::{choose, tests::file, tests::Mem, Expectation, Reason};
     use super::super::line::Row;
     use super::super::pairing::{Pairing, SessionRef};
+    use super::super::verdict::{settle, KeyScope};
     use super::*;
     use crate::indexer::dialect::Dialect;
 
@@ -308,13 +415,14 @@ mod tests {
             has_checkpoint: true,
             checkpoint_time_us: None,
             clock_skew_us: 0,
+            mark: None,
+            read_margin_us: 0,
+            max_corruption_ratio: 0.1,
         };
         let choice = choose(&files, &e, &mut mem).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(choice.reason, Reason::MarkerMatched);
         let mut p = Pairing::new(
             vec![SessionRef { dialect: Dialect::CortexSpike, rel_path: "session-001.jsonl".into() }],
-            "job",
-            Some(c1),
             100,
             false,
         );
@@ -329,13 +437,15 @@ mod tests {
             payload: Some(payload),
             ..Row::default()
         });
-        let body = p.finish(|_: &str| Ok::<bool, ()>(false)).unwrap_or_default();
+        let mut body = p.finish(|_: &str| Ok::<bool, ()>(false)).unwrap_or_default();
+        let evidence = settle(&mut body, None, &KeyScope { scope: "job".into(), checkpoint_ref: "crc:9".into() });
         let phase1 = Phase1 {
             source: Source::Current,
             checkpoint_id: Some(c1.into()),
             step_index: Some(4),
             crc_ok: Some(true),
             created_at_us: Some(0),
+            crc: Some(9),
             detail: None,
         };
         let json = render(
@@ -345,9 +455,7 @@ mod tests {
                 match_checkpoint: true,
                 phase1,
             },
-            &files,
-            &choice,
-            &body,
+            &Parts { files: &files, choice: &choice, body: &body, evidence: &evidence, fresh: &Freshness::default() },
         );
         let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
         assert_eq!(v["action"], "resume");
@@ -360,6 +468,15 @@ mod tests {
         assert_eq!(v["sessions"][0]["read_from"], 11);
         assert_eq!(v["events_after_marker"][0]["byte_offset"], 20);
         assert_eq!(v["checkpoint"]["written_at"], "1970-01-01T00:00:00.000000Z");
+        assert_eq!(v["checkpoint"]["ref"], "crc:9");
+        assert_eq!(v["in_flight"][0]["call_ordinal"], 1);
+        assert_eq!(
+            v["in_flight"][0]["idempotency_key"],
+            super::super::keys::call_idempotency_key("job", "crc:9", 1, "t", "h")
+        );
+        assert_eq!(v["fresh"]["stale"], false);
+        assert_eq!(v["verify"], serde_json::json!([]));
+        assert_eq!(v["plan_version"], 2);
     }
 
     #[test]
@@ -370,6 +487,7 @@ mod tests {
             step_index: step,
             crc_ok: None,
             created_at_us: None,
+            crc: None,
             detail: None,
         };
         assert_eq!((p(Source::None, None).action(), p(Source::None, None).resume_step()), ("first_run", Some(0)));
