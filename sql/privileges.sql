@@ -13,10 +13,11 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON
   TO cortex_buffer_definer;
 GRANT SELECT ON cortex_buffer.circuit_config TO cortex_buffer_definer;
 GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.crash_seq, cortex_buffer.usage_ledger_seq,
-      cortex_buffer.session_file_seq TO cortex_buffer_definer;
+      cortex_buffer.session_file_seq, cortex_buffer.checkpoint_mark_seq TO cortex_buffer_definer;
+GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
 
--- Functions: PUBLIC keeps only the pure ones (checkpoint_crc, canonical_json, llm_cost) and
--- indexer_worker (the worker's figures).
+-- Functions: PUBLIC keeps only the pure ones (checkpoint_crc, canonical_json, llm_cost,
+-- call_idempotency_key) and indexer_worker (the worker's figures).
 REVOKE ALL ON FUNCTION
     cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean), cortex_buffer.read_checkpoint(uuid),
     cortex_buffer.verify_checkpoints(), cortex_buffer.heartbeat(uuid), cortex_buffer.reap_zombies(interval, integer),
@@ -31,7 +32,9 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.recovery_plan(uuid, uuid, boolean), cortex_buffer.session_recovery(text),
     cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid),
     cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
-    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text)
+    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
+    cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
+    cortex_buffer.checkpoint_marked()
   FROM PUBLIC;
 
 -- Prices are reference data: everyone may read them (llm_cost() runs with the caller's
@@ -54,8 +57,8 @@ GRANT EXECUTE ON FUNCTION
   TO cortex_buffer_agent;
 GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
     ON cortex_buffer.job TO cortex_buffer_agent;
-GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.job_usage, cortex_buffer.agent_budget,
-    cortex_buffer.session_file, cortex_buffer.event
+GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
+    cortex_buffer.agent_budget, cortex_buffer.session_file, cortex_buffer.event
     TO cortex_buffer_agent;
 
 -- The control plane: dispatching, reaping, retry decisions, breaker admission.
@@ -69,7 +72,8 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.job_events(uuid, timestamptz)
   TO cortex_buffer_control_plane;
 GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
-GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.job_usage, cortex_buffer.session_file, cortex_buffer.event
+GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
+    cortex_buffer.session_file, cortex_buffer.event
     TO cortex_buffer_control_plane;
 GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_control_plane;
 
@@ -81,12 +85,13 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.recovery_plan(uuid, uuid, boolean), cortex_buffer.session_recovery(text),
     cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid),
     cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
-    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text)
+    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
+    cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text)
   TO cortex_buffer_operator;
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.circuit_config, cortex_buffer.model_price TO cortex_buffer_operator;
 GRANT SELECT ON
-    cortex_buffer.job, cortex_buffer.checkpoint_history, cortex_buffer.crash, cortex_buffer.job_wait,
-    cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
+    cortex_buffer.job, cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.crash,
+    cortex_buffer.job_wait, cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
     cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
     cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
   TO cortex_buffer_operator;

@@ -14,7 +14,7 @@ for (let i = 0; i < 256; i++) {
   CRC32_TABLE[i] = c;
 }
 
-function crc32(buf) {
+export function crc32(buf) {
   let crc = 0xffffffff;
   for (const byte of buf) crc = CRC32_TABLE[(crc ^ byte) & 0xff] ^ (crc >>> 8);
   return (crc ^ 0xffffffff) >>> 0;
@@ -29,12 +29,20 @@ function sortedReplacer(_key, value) {
   return value;
 }
 
-const out = [];
-for (const line of readFileSync(0, "utf8").split("\n")) {
-  if (line === "") continue;
-  const text = JSON.parse(line);
-  const canonical = JSON.stringify(JSON.parse(text), sortedReplacer);
-  const bytes = Buffer.from(canonical, "utf8");
-  out.push(`${createHash("md5").update(bytes).digest("hex")} ${crc32(bytes)}`);
+// The control plane's canonical text of a parsed value.
+export function canonicalJson(value) {
+  return JSON.stringify(value, sortedReplacer);
 }
-process.stdout.write(out.join("\n") + "\n");
+
+function main() {
+  const out = [];
+  for (const line of readFileSync(0, "utf8").split("\n")) {
+    if (line === "") continue;
+    const text = JSON.parse(line);
+    const bytes = Buffer.from(canonicalJson(JSON.parse(text)), "utf8");
+    out.push(`${createHash("md5").update(bytes).digest("hex")} ${crc32(bytes)}`);
+  }
+  process.stdout.write(out.join("\n") + "\n");
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) main();

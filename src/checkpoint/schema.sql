@@ -29,3 +29,37 @@ COMMENT ON COLUMN cortex_buffer.checkpoint_history.doc IS 'The checkpoint docume
 COMMENT ON COLUMN cortex_buffer.checkpoint_history.crc IS 'CRC-32 of canonical_json(doc), unsigned.';
 COMMENT ON COLUMN cortex_buffer.checkpoint_history.size_bytes IS 'Bytes of canonical JSON.';
 COMMENT ON COLUMN cortex_buffer.checkpoint_history.created_at IS 'Time of the writing transaction.';
+
+-- Every checkpoint's high-water mark: the job's session files (identity and size) at the
+-- instant the checkpoint was stored. The shipped writer appends synchronously, so every byte
+-- after these sizes was written after the checkpoint: recovery anchors marker-less files here
+-- without comparing clocks. Recorded by write_checkpoint, and by the checkpoint_marked trigger
+-- for checkpoints written by a plain UPDATE of the job table.
+CREATE SEQUENCE cortex_buffer.checkpoint_mark_seq;
+CREATE TABLE cortex_buffer.checkpoint_mark (
+    mark_id       bigint PRIMARY KEY DEFAULT pg_catalog.nextval('cortex_buffer.checkpoint_mark_seq'::pg_catalog.regclass),
+    job_id        uuid NOT NULL,
+    crc           bigint NOT NULL CHECK (crc OPERATOR(pg_catalog.>=) 0 AND crc OPERATOR(pg_catalog.<=) 4294967295),
+    checkpoint_id uuid,
+    recorded_at   timestamptz NOT NULL,
+    source        text NOT NULL CHECK (source OPERATOR(pg_catalog.=) ANY (ARRAY['write_checkpoint', 'trigger'])),
+    dir_visible   boolean NOT NULL,
+    files         jsonb NOT NULL
+);
+ALTER SEQUENCE cortex_buffer.checkpoint_mark_seq OWNED BY cortex_buffer.checkpoint_mark.mark_id;
+CREATE INDEX checkpoint_mark_job_idx ON cortex_buffer.checkpoint_mark (job_id, crc, mark_id DESC);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.checkpoint_mark', '');
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.checkpoint_mark_seq', '');
+
+COMMENT ON SEQUENCE cortex_buffer.checkpoint_mark_seq IS 'Ids of checkpoint_mark rows (newer rows have larger ids).';
+COMMENT ON TABLE cortex_buffer.checkpoint_mark IS
+'Each stored checkpoint''s high-water mark: the job''s session files and their sizes at that instant (newest cortex_buffer.checkpoint_history_keep per job). recovery_plan reads a file without checkpoint markers from its size here, since the writer appends synchronously.';
+COMMENT ON INDEX cortex_buffer.checkpoint_mark_job_idx IS 'A job''s marks for a checkpoint (by CRC), newest first.';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.mark_id IS 'Record order (larger is newer).';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.job_id IS 'The job.';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.crc IS 'CRC-32 of the checkpoint''s canonical JSON, unsigned: the checkpoint the mark belongs to.';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.checkpoint_id IS 'The checkpoint''s id when known (write_checkpoint''s, or the document''s own).';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.recorded_at IS 'When the files were looked at (the database server''s clock).';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.source IS 'write_checkpoint, or trigger (a plain UPDATE of the job table''s checkpoint column).';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.dir_visible IS 'Whether the job''s directory under cortex_buffer.sessions_dir could be read; a mark without it anchors nothing.';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.files IS 'The job directory''s session files: [{"file": path relative to the job directory, "device", "inode", "size"}].';

@@ -3,11 +3,16 @@
 use pgrx::prelude::*;
 use pgrx::Uuid;
 
+use super::marks;
 use super::store::{self, Source};
 use crate::pg::args::required;
 use crate::pg::jsonb::{malformed, RawJsonb};
 use crate::pg::OrRaise;
 use cortex_buffer_core::checkpoint::crc::Canonical;
+use cortex_buffer_core::checkpoint::identity::format_uuid;
+use cortex_buffer_core::recovery::keys::{
+    call_idempotency_key as call_idempotency_key_of, checkpoint_ref, sha256_hex, NULL_INPUT_HASH,
+};
 
 /// CRC-32 of the document's canonical JSON, as the control plane computes it (0 ..= 2^32-1).
 #[pg_extern(immutable, strict, parallel_safe)]
@@ -120,6 +125,65 @@ fn verify_checkpoints() -> TableIterator<
     TableIterator::new(rows)
 }
 
+/// Trigger on a job table's `checkpoint` column: records the high-water mark of a checkpoint
+/// written by a plain `UPDATE` (the control plane's own writes). `write_checkpoint` records
+/// its own, and the trigger stays quiet while it runs.
+#[pg_trigger]
+fn checkpoint_marked<'a>(
+    trigger: &'a pgrx::PgTrigger<'a>,
+) -> Result<Option<PgHeapTuple<'a, pgrx::AllocatedByRust>>, pgrx::PgTriggerError> {
+    if !marks::trigger_records() {
+        return Ok(None);
+    }
+    let Some(new) = trigger.new() else { return Ok(None) };
+    let job: Option<Uuid> = new.get_by_name("id").ok().flatten();
+    let doc: Option<RawJsonb> = new.get_by_name("checkpoint").ok().flatten();
+    if let (Some(job), Some(doc)) = (job, doc) {
+        // A document the CRC cannot be computed over is no checkpoint read_checkpoint accepts:
+        // nothing to mark.
+        if let Ok(crc) = store::crc_of(&doc) {
+            marks::record(job, crc, None, "trigger").or_raise();
+        }
+    }
+    Ok(None)
+}
+
+/// The idempotency key of a tool call, as a recovery plan reports it and as the agent computes
+/// it before making the call (docs/api.md: the formula): SHA-256 of the job, the checkpoint's
+/// CRC, the call's ordinal since that checkpoint in its writer, the tool and its input.
+#[pg_extern(immutable, parallel_safe)]
+fn call_idempotency_key(
+    job_id: Option<Uuid>,
+    checkpoint: Option<RawJsonb>,
+    call_ordinal: Option<i32>,
+    tool_name: Option<&str>,
+    tool_input: Option<RawJsonb>,
+) -> String {
+    let job = required(job_id, "job_id");
+    let ordinal = required(call_ordinal, "call_ordinal");
+    let ordinal = u32::try_from(ordinal).ok().filter(|o| *o >= 1).unwrap_or_else(|| {
+        crate::pg::raise::raise(
+            cortex_buffer_core::error::CbError::new(
+                cortex_buffer_core::error::SqlState::InvalidParameterValue,
+                format!("call_ordinal must be 1 or more, not {ordinal}"),
+            )
+            .with_hint("Count the writer's tool calls since the checkpoint it resumed from (or wrote last), from 1."),
+        )
+    });
+    let crc = checkpoint.map(|d| canonical(d).crc);
+    let input_hash = match tool_input {
+        Some(input) => sha256_hex(canonical(input).text.as_bytes()),
+        None => NULL_INPUT_HASH.to_owned(),
+    };
+    call_idempotency_key_of(
+        &format_uuid(job.as_bytes()),
+        &checkpoint_ref(crc),
+        ordinal,
+        tool_name.unwrap_or(""),
+        &input_hash,
+    )
+}
+
 extension_sql_file!("schema.sql", name = "checkpoint_schema");
 extension_sql_file!(
     "api.sql",
@@ -130,6 +194,8 @@ extension_sql_file!(
         write_checkpoint,
         read_checkpoint,
         verify_checkpoints,
+        checkpoint_marked,
+        call_idempotency_key,
         "checkpoint_schema",
         "job_schema"
     ]

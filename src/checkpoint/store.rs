@@ -208,7 +208,10 @@ pub fn write(
                 crc: canonical.crc,
                 size_bytes: canonical.size_bytes(),
             };
-            store(client, &b, job, doc, &written, stored_size >= SHARE_COMPRESSED_FROM_BYTES)?;
+            super::marks::while_writing(|| {
+                store(client, &b, job, doc, &written, stored_size >= SHARE_COMPRESSED_FROM_BYTES)
+            })?;
+            super::marks::record(job, written.crc, Some(written.checkpoint_id), "write_checkpoint")?;
             Ok(written)
         })
     })
@@ -296,7 +299,7 @@ pub struct Read {
     pub detail: Option<String>,
 }
 
-fn crc_of(doc: &RawJsonb) -> Result<u32, CbError> {
+pub(crate) fn crc_of(doc: &RawJsonb) -> Result<u32, CbError> {
     doc.with_root(|root, size| Ok(Canonical::with_capacity(root, size).map_err(malformed)?.crc))
 }
 

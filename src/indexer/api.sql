@@ -22,3 +22,5 @@ SET search_path = pg_catalog, pg_temp AS $$
 $$;
 COMMENT ON FUNCTION cortex_buffer.job_events(uuid, timestamptz) IS
 'A job''s events (optionally those at or after since), in order: session files by (session_ordinal, path), then byte offset; lines naming another job than their directory''s are left out. Uses session_file''s job index and event''s primary key. The caller''s rights (SELECT on session_file and event).';
+COMMENT ON FUNCTION cortex_buffer.clear_quarantine(text) IS
+'Lets the indexer try a quarantined session file again: clears session_file.quarantined_at, failures and last_error. True when the file was quarantined, false when it was not. index_sessions() and the per-job lookups retry it at once; the worker within cortex_buffer''s catalogue refresh (a minute). Path: session_file.path, or relative to sessions_dir.';

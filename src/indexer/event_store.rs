@@ -235,10 +235,13 @@ fn io_error(action: &str, path: &str, e: &std::io::Error) -> CbError {
 
 /// Indexes `file` in the current transaction. Errors leave the transaction to be rolled back
 /// by the caller (who then records the failure with [`record_failure`]).
+/// Why a file was skipped when another indexer holds its row.
+pub const BUSY: &str = "being indexed by another session";
+
 pub fn index_one(file: &FileRef, volume: &Volume, settings: &Settings, now_us: i64) -> Result<FileOutcome, CbError> {
     Spi::connect_mut(|client| {
         let Some(claimed) = claim(client, file.file_id)? else {
-            return Ok(FileOutcome::Skipped("being indexed by another session".into()));
+            return Ok(FileOutcome::Skipped(BUSY.into()));
         };
         if claimed.gone {
             return Ok(FileOutcome::Skipped("gone".into()));

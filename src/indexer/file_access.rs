@@ -109,6 +109,26 @@ impl Target {
     }
 }
 
+/// A path as `session_file.path` holds it: absolute as given, or relative to `sessions_dir`.
+pub fn absolute(path: &str) -> Result<String, CbError> {
+    if path.starts_with('/') {
+        return Ok(path.to_owned());
+    }
+    if path.split('/').any(|c| c == ".." || c == ".") || path.is_empty() {
+        return Err(CbError::new(
+            SqlState::InvalidParameterValue,
+            format!("\"{path}\" is not a path below sessions_dir"),
+        )
+        .with_hint(
+            "Pass an absolute path, or one relative to cortex_buffer.sessions_dir without . or .. components.",
+        ));
+    }
+    let root = cortex_buffer_watch::scan::resolve_root(&guc::sessions_dir())
+        .map(|v| v.path().display().to_string())
+        .unwrap_or_else(|_| guc::sessions_dir());
+    Ok(format!("{}/{path}", root.trim_end_matches('/')))
+}
+
 pub fn outside(path: &str) -> CbError {
     CbError::new(SqlState::InsufficientPrivilege, format!("\"{path}\" is not under cortex_buffer.sessions_dir"))
         .with_hint("Only superusers may read files elsewhere; pass a path below cortex_buffer.sessions_dir.")

@@ -30,7 +30,8 @@ const CLAIM_SQL: &str = "
            quarantined_at IS NOT NULL AS quarantined,
            total_lines, valid_lines, corrupt_lines, blank_lines, last_failed_parse,
            last_seq, seq_gaps, seq_first_missing, seq_resets, first_ts, last_ts,
-           session_start_seen, session_end_seen, schema_version, foreign_job_lines, gone_at IS NOT NULL AS gone
+           session_start_seen, session_end_seen, schema_version, foreign_job_lines, crash_cut_lines, cut_pending,
+           gone_at IS NOT NULL AS gone
       FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) $1
        FOR UPDATE SKIP LOCKED";
 
@@ -91,6 +92,8 @@ pub fn claim(client: &mut SpiClient<'_>, file_id: i64) -> Result<Option<Claimed>
         session_end_seen: r.flag("session_end_seen")?,
         schema_version: r.get::<String>("schema_version")?,
         foreign_job_lines: r.int8("foreign_job_lines")?.unwrap_or(0),
+        crash_cut_lines: r.int8("crash_cut_lines")?.unwrap_or(0),
+        cut_pending: r.flag("cut_pending")?,
     };
     Ok(Some(Claimed { state, integrity, gone: r.flag("gone")? }))
 }
@@ -124,6 +127,8 @@ fn finish_values(state: &IndexState, i: &Integrity, trusted: bool) -> Vec<(&'sta
         ("session_end_seen", i.session_end_seen.into()),
         ("schema_version", i.schema_version.clone().into()),
         ("foreign_job_lines", i.foreign_job_lines.into()),
+        ("crash_cut_lines", i.crash_cut_lines.into()),
+        ("cut_pending", i.cut_pending.into()),
         ("trusted", trusted.into()),
     ]
 }

@@ -16,7 +16,7 @@ use crate::pg::xact::{guarded, subtransaction, TxnFailure};
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::indexer::reconcile::Known;
 use cortex_buffer_watch::pass::{
-    index_pass, run_pass, Catalog, FileIndexer, FileOutcome, FileRef, KnownCache, PassError, PassReport, Row,
+    index_pass, run_pass, Catalog, FileIndexer, FileOutcome, FileRef, KnownCache, PassError, PassReport, Row, Scope,
 };
 use cortex_buffer_watch::volume::Volume;
 
@@ -94,10 +94,12 @@ pub struct Pass {
     pub files: Vec<(String, FileOutcome)>,
 }
 
-/// Runs one pass over `volume`. `before_file` sees each file before it is indexed;
-/// `keep_going` sees each outcome and may stop the pass (a shutdown).
+/// Runs one pass over `volume` (or one directory of it). `before_file` sees each file before
+/// it is indexed; `keep_going` sees each outcome and may stop the pass (a shutdown).
+#[allow(clippy::too_many_arguments)]
 pub fn pass(
     volume: &Volume,
+    scope: Scope<'_>,
     cache: &mut KnownCache,
     catalog_max_age: Duration,
     now_us: i64,
@@ -105,7 +107,7 @@ pub fn pass(
     before_file: &mut dyn FnMut(&FileRef),
     keep_going: impl FnMut(&str, &FileOutcome) -> bool,
 ) -> Result<Pass, PassError<TxnFailure>> {
-    let report = run_pass(volume, &mut IsolatedCatalog(mode), cache, catalog_max_age, now_us)?;
+    let report = run_pass(volume, scope, &mut IsolatedCatalog(mode), cache, catalog_max_age, now_us)?;
     let settings = Settings::current();
     let mut indexer = IsolatedIndexer { mode, volume, settings, now_us, before_file };
     let files = index_pass(cache, &mut indexer, now_us, settings.settle_us, keep_going);

@@ -6,6 +6,7 @@
 //! file-system work in `cortex_buffer_watch`.
 
 pub mod catalog_store;
+pub mod catch_up;
 mod direct_insert;
 pub mod event_store;
 pub mod file_access;

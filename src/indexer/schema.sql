@@ -53,7 +53,9 @@ CREATE TABLE cortex_buffer.session_file (
     corruption_ratio   double precision GENERATED ALWAYS AS (
         CASE WHEN valid_lines OPERATOR(pg_catalog.+) corrupt_lines OPERATOR(pg_catalog.=) 0 THEN 0
              ELSE (corrupt_lines OPERATOR(pg_catalog.-) last_failed_parse::pg_catalog.int4)::pg_catalog.float8
-                  OPERATOR(pg_catalog./) (valid_lines OPERATOR(pg_catalog.+) corrupt_lines) END) STORED
+                  OPERATOR(pg_catalog./) (valid_lines OPERATOR(pg_catalog.+) corrupt_lines) END) STORED,
+    crash_cut_lines    bigint NOT NULL DEFAULT 0,
+    cut_pending        boolean NOT NULL DEFAULT false
 );
 ALTER SEQUENCE cortex_buffer.session_file_seq OWNED BY cortex_buffer.session_file.file_id;
 CREATE INDEX session_file_job_dir_idx ON cortex_buffer.session_file (job_dir);
@@ -73,6 +75,8 @@ COMMENT ON COLUMN cortex_buffer.session_file.job_dir IS 'First directory below s
 COMMENT ON COLUMN cortex_buffer.session_file.dialect IS 'cortex-spike, cortex-plane, claude-code or wink-log, from the file''s first parseable line, else its name; NULL until either tells.';
 COMMENT ON COLUMN cortex_buffer.session_file.size_bytes IS 'File size at the last pass that recorded a change.';
 COMMENT ON COLUMN cortex_buffer.session_file.mtime IS 'File modification time at the last pass that recorded a change.';
+COMMENT ON COLUMN cortex_buffer.session_file.crash_cut_lines IS 'Corrupt lines that are crash artefacts: a line cut by a writer''s crash and directly followed by a new writer (its first line on the same line, a sequence that starts again, or a SESSION_START). Counted in corrupt_lines, as scanBuffer counts them; recovery does not hold them against the file''s trust.';
+COMMENT ON COLUMN cortex_buffer.session_file.cut_pending IS 'The last non-blank line indexed failed to parse and the next event will tell whether it was a crash cut.';
 COMMENT ON COLUMN cortex_buffer.session_file.device IS 'st_dev of the file (unsigned 64-bit value stored as its bigint bit pattern).';
 COMMENT ON COLUMN cortex_buffer.session_file.inode IS 'st_ino of the file (unsigned 64-bit value stored as its bigint bit pattern); with device, the file''s identity.';
 COMMENT ON COLUMN cortex_buffer.session_file.first_seen IS 'When a pass first recorded this path.';

@@ -8,12 +8,14 @@ use pgrx::prelude::*;
 
 use super::indexing::{self, Mode};
 use crate::pg::guc;
-use crate::pg::privilege::caller_is_superuser;
+use crate::pg::planner::pinned;
+use crate::pg::privilege::{as_definer, caller_is_superuser};
 use crate::pg::raise::raise;
+use crate::pg::spi_util::{spi, FirstValue};
 use crate::pg::xact::TxnFailure;
 use crate::pg::OrRaise;
 use cortex_buffer_core::error::{CbError, SqlState};
-use cortex_buffer_watch::pass::{now_us, FileOutcome, KnownCache, PassError};
+use cortex_buffer_watch::pass::{now_us, FileOutcome, KnownCache, PassError, Scope};
 use cortex_buffer_watch::scan::resolve_root;
 
 type IndexRow = (String, Option<String>, Option<String>, Option<i64>, String, Option<String>, i64, i64);
@@ -53,12 +55,20 @@ fn index_sessions_and_events(
     };
     let volume = resolve_root(&dir).or_raise();
     let mut cache = KnownCache::default();
-    let pass =
-        match indexing::pass(&volume, &mut cache, Duration::ZERO, now_us(), Mode::Caller, &mut |_| {}, |_, _| true) {
-            Ok(p) => p,
-            Err(PassError::Root(e) | PassError::Catalog(TxnFailure::Refused(e))) => raise(e),
-            Err(PassError::Catalog(failure)) => raise(CbError::internal(failure.to_string())),
-        };
+    let pass = match indexing::pass(
+        &volume,
+        Scope::Volume,
+        &mut cache,
+        Duration::ZERO,
+        now_us(),
+        Mode::Caller,
+        &mut |_| {},
+        |_, _| true,
+    ) {
+        Ok(p) => p,
+        Err(PassError::Root(e) | PassError::Catalog(TxnFailure::Refused(e))) => raise(e),
+        Err(PassError::Catalog(failure)) => raise(CbError::internal(failure.to_string())),
+    };
     let outcomes: std::collections::HashMap<String, FileOutcome> = pass.files.into_iter().collect();
     let rows: Vec<IndexRow> = pass
         .report
@@ -104,11 +114,51 @@ fn index_sessions_and_events(
     TableIterator::new(rows)
 }
 
+const CLEAR_QUARANTINE_SQL: &str = "UPDATE cortex_buffer.session_file
+        SET quarantined_at = NULL, failures = 0, last_error = NULL, last_error_at = NULL
+      WHERE path OPERATOR(pg_catalog.=) $1
+  RETURNING true";
+
+/// Lets the indexer try a quarantined file again: clears its quarantine and failure count.
+/// True when the file was quarantined; false when it was in the index and not quarantined.
+#[pg_extern(volatile, strict)]
+#[search_path(pg_catalog, pg_temp)]
+fn clear_quarantine(path: &str) -> bool {
+    let absolute = super::file_access::absolute(path).or_raise();
+    let was = pinned(|| {
+        Spi::connect(|c| {
+            c.select(
+                "SELECT quarantined_at IS NOT NULL FROM cortex_buffer.session_file WHERE path OPERATOR(pg_catalog.=) $1",
+                Some(1),
+                &[absolute.as_str().into()],
+            )
+            .map_err(spi)?
+            .pipe_first::<bool>()
+        })
+    })
+    .or_raise();
+    let Some(was) = was else {
+        raise(
+            CbError::new(SqlState::UndefinedFile, format!("\"{absolute}\" is not in the index"))
+                .with_hint("Pass session_file.path of an indexed file (SELECT path FROM cortex_buffer.session_file WHERE quarantined_at IS NOT NULL)."),
+        )
+    };
+    if was {
+        as_definer(|| {
+            Spi::connect_mut(|c| {
+                c.update(CLEAR_QUARANTINE_SQL, None, &[absolute.as_str().into()]).map(|_| ()).map_err(spi)
+            })
+        })
+        .or_raise();
+    }
+    was
+}
+
 extension_sql_file!("schema.sql", name = "indexer_schema");
 extension_sql_file!(
     "api.sql",
     name = "indexer_api",
-    requires = ["indexer_schema", index_sessions_and_events, status_sql::file_integrity]
+    requires = ["indexer_schema", index_sessions_and_events, status_sql::file_integrity, clear_quarantine]
 );
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -13,8 +13,12 @@ use pgrx::spi::{OwnedPreparedStatement, SpiClient};
 use pgrx::PgOid;
 
 use crate::pg::guc;
+use crate::pg::spi_util::{spi, FirstValue};
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::job::contract::{validate, Column, Shape};
+
+/// The name of the trigger that marks checkpoints written by a plain `UPDATE`.
+pub const CHECKPOINT_TRIGGER: &str = "cortex_buffer_checkpoint_marked";
 
 /// Whether a prepared statement only reads, or writes or locks rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +44,67 @@ thread_local! {
 }
 
 impl Binding {
+    /// The statement that creates the reaper's index on the bound table.
+    pub fn reaper_index_sql(&self) -> String {
+        format!(
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} (heartbeat_at) WHERE status OPERATOR(pg_catalog.=) 'RUNNING'",
+            pgrx::spi::quote_identifier(format!("{}_running_heartbeat_idx", self.relname())),
+            self.table
+        )
+    }
+
+    /// The table's own name, unquoted.
+    fn relname(&self) -> &str {
+        self.table.rsplit('.').next().unwrap_or("job").trim_matches('"')
+    }
+
+    /// Whether the bound table has an index on `heartbeat_at` limited to RUNNING jobs.
+    pub fn has_reaper_index(&self, client: &SpiClient<'_>) -> Result<bool, CbError> {
+        let found: Option<bool> = client
+            .select(
+                "SELECT EXISTS (
+                     SELECT 1 FROM pg_catalog.pg_index i
+                       JOIN pg_catalog.pg_attribute a
+                         ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid AND a.attnum OPERATOR(pg_catalog.=) i.indkey[0]
+                      WHERE i.indrelid OPERATOR(pg_catalog.=) $1 AND i.indisvalid
+                        AND a.attname OPERATOR(pg_catalog.=) 'heartbeat_at'
+                        AND pg_catalog.pg_get_expr(i.indpred, i.indrelid) OPERATOR(pg_catalog.~~) '%status = ''RUNNING''%')",
+                None,
+                &[self.oid.into()],
+            )
+            .map_err(spi)?
+            .pipe_first()?;
+        Ok(found.unwrap_or(false))
+    }
+
+    /// The statement that puts the checkpoint trigger on the bound table: every checkpoint the
+    /// control plane writes with a plain `UPDATE` gets its high-water mark recorded.
+    pub fn checkpoint_trigger_sql(&self) -> String {
+        format!(
+            "CREATE TRIGGER {CHECKPOINT_TRIGGER} AFTER UPDATE OF checkpoint ON {} FOR EACH ROW \
+             WHEN (NEW.checkpoint IS NOT NULL AND NEW.checkpoint IS DISTINCT FROM OLD.checkpoint) \
+             EXECUTE FUNCTION cortex_buffer.checkpoint_marked()",
+            self.table
+        )
+    }
+
+    /// Whether the bound table has the checkpoint trigger, enabled.
+    pub fn has_checkpoint_trigger(&self, client: &SpiClient<'_>) -> Result<bool, CbError> {
+        let found: Option<bool> = client
+            .select(
+                "SELECT EXISTS (
+                     SELECT 1 FROM pg_catalog.pg_trigger t
+                      WHERE t.tgrelid OPERATOR(pg_catalog.=) $1 AND NOT t.tgisinternal
+                        AND t.tgenabled OPERATOR(pg_catalog.<>) 'D'
+                        AND t.tgfoid OPERATOR(pg_catalog.=) 'cortex_buffer.checkpoint_marked()'::pg_catalog.regprocedure)",
+                None,
+                &[self.oid.into()],
+            )
+            .map_err(spi)?
+            .pipe_first()?;
+        Ok(found.unwrap_or(false))
+    }
+
     /// True the first time `key` is asked about for this binding in this session: for notices
     /// that should be given once, not on every call.
     pub fn first_time(&self, key: &'static str) -> bool {

@@ -4,5 +4,6 @@
 //! binding.
 
 pub mod binding;
+mod sql;
 
 pgrx::extension_sql_file!("schema.sql", name = "job_schema");

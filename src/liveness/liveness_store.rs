@@ -9,7 +9,7 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
-use crate::job::binding::{self, Access, Binding};
+use crate::job::binding::{self, Access};
 use crate::pg::planner::with_index_scans;
 use crate::pg::privilege::as_definer;
 use crate::pg::raise::notice;
@@ -58,35 +58,6 @@ pub fn heartbeat(job: Uuid) -> Result<bool, CbError> {
             Ok(true)
         })
     })
-}
-
-/// The statement that creates the reaper's index on the bound table.
-pub fn reaper_index_sql(b: &Binding) -> String {
-    let relname = b.table.rsplit('.').next().unwrap_or("job").trim_matches('"');
-    format!(
-        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} (heartbeat_at) WHERE status OPERATOR(pg_catalog.=) 'RUNNING'",
-        pgrx::spi::quote_identifier(format!("{relname}_running_heartbeat_idx")),
-        b.table
-    )
-}
-
-/// Whether the bound table has an index on `heartbeat_at` limited to RUNNING jobs.
-fn has_reaper_index(client: &SpiClient<'_>, b: &Binding) -> Result<bool, CbError> {
-    let found: Option<bool> = client
-        .select(
-            "SELECT EXISTS (
-                 SELECT 1 FROM pg_catalog.pg_index i
-                   JOIN pg_catalog.pg_attribute a
-                     ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid AND a.attnum OPERATOR(pg_catalog.=) i.indkey[0]
-                  WHERE i.indrelid OPERATOR(pg_catalog.=) $1 AND i.indisvalid
-                    AND a.attname OPERATOR(pg_catalog.=) 'heartbeat_at'
-                    AND pg_catalog.pg_get_expr(i.indpred, i.indrelid) OPERATOR(pg_catalog.~~) '%status = ''RUNNING''%')",
-            None,
-            &[b.oid.into()],
-        )
-        .map_err(spi)?
-        .pipe_first()?;
-    Ok(found.unwrap_or(false))
 }
 
 /// One job the reaper transitioned.
@@ -156,13 +127,13 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
     let b = binding::current()?;
     with_index_scans(|| {
         Spi::connect_mut(|client| {
-            if b.first_time("reaper index") && !has_reaper_index(client, &b)? {
+            if b.first_time("reaper index") && !b.has_reaper_index(client)? {
                 notice(
                     format!(
                         "{} has no index on heartbeat_at for RUNNING jobs: reap_zombies() scans the whole table",
                         b.table
                     ),
-                    Some(&format!("Create it once: {}", reaper_index_sql(&b))),
+                    Some(&format!("Create it once: {}", b.reaper_index_sql())),
                 );
             }
             let limit = max_jobs.max(0);

@@ -67,7 +67,7 @@ fn reap_zombies(
 /// outside a transaction block: it builds the index concurrently).
 #[pg_extern(stable)]
 fn reaper_index_sql() -> String {
-    liveness_store::reaper_index_sql(&binding::current().or_raise())
+    binding::current().or_raise().reaper_index_sql()
 }
 
 /// Jobs in WAITING_FOR_APPROVAL for longer than `idle_after` (their pods can be scaled to zero).

@@ -22,6 +22,8 @@ pub static QUARANTINE_AFTER: GucSetting<i32> = GucSetting::<i32>::new(5);
 pub static MAX_CORRUPTION_RATIO: GucSetting<f64> = GucSetting::<f64>::new(0.10);
 pub static RECOVERY_VALUE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(4096);
 pub static RECOVERY_CLOCK_SKEW_MS: GucSetting<i32> = GucSetting::<i32>::new(5000);
+pub static CATCH_UP: GucSetting<bool> = GucSetting::<bool>::new(true);
+pub static CATCH_UP_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(2000);
 
 /// Registers the settings and reserves the `cortex_buffer.` prefix (typos become errors).
 pub fn define() {
@@ -183,6 +185,26 @@ pub fn define() {
         GucContext::Userset,
         GucFlags::UNIT_MS,
     );
+    // Catching a job's files up at call time writes the index (as cortex_buffer_definer): an
+    // operator may turn it off, or bound the wait for a file another indexer holds.
+    GucRegistry::define_bool_guc(
+        c"cortex_buffer.catch_up",
+        c"Whether the per-job lookups bring the job's session files up to date before answering.",
+        c"recovery_plan, session_recovery, job_timeline, agent_state and session_usage index what is new in the job's directory first. Off: they answer from what the worker has indexed and say stale.",
+        &CATCH_UP,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.catch_up_wait",
+        c"How long a lookup's catch-up waits for a file another indexer is indexing.",
+        c"Past it the lookup answers with what the index holds and says stale.",
+        &CATCH_UP_WAIT_MS,
+        0,
+        600 * 1000,
+        GucContext::Userset,
+        GucFlags::UNIT_MS,
+    );
     // SAFETY: called from _PG_init on the main thread with a static NUL-terminated string.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"cortex_buffer".as_ptr()) };
 }
@@ -261,4 +283,13 @@ pub fn recovery_value_bytes() -> usize {
 /// `recovery_clock_skew` in microseconds.
 pub fn recovery_clock_skew_us() -> i64 {
     i64::from(RECOVERY_CLOCK_SKEW_MS.get().max(0)) * 1000
+}
+
+pub fn catch_up() -> bool {
+    CATCH_UP.get()
+}
+
+/// `catch_up_wait`.
+pub fn catch_up_wait() -> std::time::Duration {
+    std::time::Duration::from_millis(u64::try_from(CATCH_UP_WAIT_MS.get()).unwrap_or(2000))
 }

@@ -56,6 +56,17 @@ unsafe impl BoxRet for RawJsonb {
     }
 }
 
+// SAFETY: the datum is used only while the tuple it was read from (a trigger's NEW row) lives.
+unsafe impl pgrx::datum::UnboxDatum for RawJsonb {
+    type As<'src> = RawJsonb;
+    unsafe fn unbox<'src>(datum: Datum<'src>) -> RawJsonb
+    where
+        Self: 'src,
+    {
+        RawJsonb(datum.sans_lifetime())
+    }
+}
+
 pgrx::impl_sql_translatable!(RawJsonb, "jsonb");
 
 impl RawJsonb {

@@ -156,6 +156,22 @@ pub fn subtransaction<R>(body: impl FnOnce() -> Result<R, CbError>) -> Result<R,
     }
 }
 
+/// Runs `f` on a snapshot taken now, with this transaction's own changes visible: the
+/// statements of a lookup that first caught its files up see those rows, and any another
+/// indexer committed meanwhile (in READ COMMITTED; under REPEATABLE READ the transaction's
+/// snapshot is all there is). On an error the transaction's abort drops the snapshot.
+pub fn with_fresh_snapshot<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: inside a transaction; the pushed snapshot is popped below (or by the abort).
+    unsafe {
+        pg_sys::CommandCounterIncrement();
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+    }
+    let result = f();
+    // SAFETY: pops the snapshot pushed above.
+    unsafe { pg_sys::PopActiveSnapshot() };
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::sqlstate_text;

@@ -29,7 +29,7 @@ SELECT r.reason, f.job_id, f.path, f.dialect, f.corruption_ratio, f.corrupt_line
  WHERE r.reason IS NOT NULL;
 
 COMMENT ON FUNCTION cortex_buffer.recovery_plan(uuid, uuid, boolean) IS
-'One call at pod start (Spike #31 Question 6, extended): phase 1 the checkpoint by read_checkpoint''s rules (action first_run, resume or fail_job, resume_step), phase 2 the session buffer after the checkpoint''s marker: completed tool calls with their results (the skip list), calls in flight with an idempotency key each, lost events, anomalies, and why (mode buffer or checkpoint_only, reason from a closed list). Reads the index in the caller''s rights. See the README: Recovery plans.';
+'One call at pod start (Spike #31 Question 6, extended). First brings the job''s session files up to date (a catch-up of its directory, exactly once, as cortex_buffer_definer; fresh.stale says when it could not). Phase 1: the checkpoint by read_checkpoint''s rules (action first_run, resume or fail_job, resume_step). Phase 2: the buffer after the checkpoint (its marker, its high-water mark, or, failing both, its write time): completed tool calls with their results (skip them), calls in flight and calls the bytes cannot settle (verify them), each with the idempotency key call_idempotency_key() computes, lost events, anomalies, and why (mode buffer or checkpoint_only, reason from a closed list). See docs/api.md.';
 COMMENT ON FUNCTION cortex_buffer.session_recovery(text) IS
 'A Claude Code transcript''s recovery plan (the keys of recovery_plan): every tool call of the transcript, paired by tool_use id over every content block. Path: session_file.path, or relative to sessions_dir. Reads the index.';
 COMMENT ON FUNCTION cortex_buffer.session_recovery(uuid) IS

@@ -11,6 +11,7 @@ use crate::pg::spi_util::{prepared_read, spi};
 use crate::pg::time::{timestamptz, unix_us};
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::indexer::dialect::Dialect;
+use cortex_buffer_core::int::bits_u64;
 use cortex_buffer_core::recovery::choose::{LoadedAt, MarkerAt, Probe, SessionFile};
 use cortex_buffer_core::recovery::keys::relative_to_job_dir;
 use cortex_buffer_core::recovery::line::{MarkerKind, Row, LOADED_TYPE, MARKER_TYPES, TOOL_TYPES};
@@ -28,7 +29,8 @@ pub const PAGE_ROWS: i64 = 500;
 /// The `session_file` columns a plan reports, in this order.
 pub const FILE_COLUMNS: &str = "file_id, path, job_dir, dialect, generation, session_ordinal, size_bytes, indexed_offset,
        total_lines, valid_lines, corrupt_lines, corruption_ratio, tail_state, tail_pending, seq_gaps, seq_resets,
-       foreign_job_lines, trusted, gone_at IS NOT NULL AS gone, quarantined_at IS NOT NULL AS quarantined, indexed_lines";
+       foreign_job_lines, trusted, gone_at IS NOT NULL AS gone, quarantined_at IS NOT NULL AS quarantined, indexed_lines,
+       device, inode, mtime, last_ts, crash_cut_lines";
 
 // The lookups, as statements (a #[pg_test] EXPLAINs each: none scans `event` sequentially).
 pub const LAST_MARKER_SQL: &str = "SELECT byte_offset, line_no, type, checkpoint_id, seq, ts FROM cortex_buffer.event
@@ -83,6 +85,11 @@ pub fn session_file(row: &SpiHeapTupleData<'_>) -> Result<(SessionFile, i64), Cb
         trusted: row.get::<bool>(18).map_err(spi)?.unwrap_or(false),
         gone: row.get::<bool>(19).map_err(spi)?.unwrap_or(false),
         quarantined: row.get::<bool>(20).map_err(spi)?.unwrap_or(false),
+        device: bits_u64(g(22)?),
+        inode: bits_u64(g(23)?),
+        mtime_us: unix_us(row.get(24).map_err(spi)?),
+        last_ts_us: unix_us(row.get(25).map_err(spi)?),
+        crash_cut_lines: g(26)?,
     };
     Ok((file, g(21)?))
 }
@@ -234,15 +241,13 @@ pub fn events_sql(payload: Payload) -> String {
     )
 }
 
-/// Calls `f` with each event of `file_id` from `from_offset` (inclusive) in file order, reading
-/// `PAGE_ROWS` at a time; `f` returns false to stop.
-pub fn for_each_event(
+/// One page (`PAGE_ROWS` at most) of `file_id`'s events from `from_offset` (inclusive).
+pub fn events_page(
     client: &SpiClient<'_>,
     file_id: i64,
     from_offset: i64,
     payload: Payload,
-    mut f: impl FnMut(&OwnedRow) -> Result<bool, CbError>,
-) -> Result<(), CbError> {
+) -> Result<Vec<OwnedRow>, CbError> {
     let key = match payload {
         Payload::For(_) => "recovery.events",
         Payload::Usage => "recovery.events.usage",
@@ -252,24 +257,31 @@ pub fn for_each_event(
         Payload::For(t) => t.iter().map(|s| (*s).to_owned()).collect(),
         Payload::Usage => Vec::new(),
     };
+    let rows = client
+        .select(&*stmt, None, &[file_id.into(), from_offset.into(), PAGE_ROWS.into(), types.into()])
+        .map_err(spi)?;
+    rows.into_iter().map(|r| OwnedRow::read(&r)).collect()
+}
+
+/// Calls `f` with each event of `file_id` from `from_offset` (inclusive) in file order, reading
+/// `PAGE_ROWS` at a time; `f` returns false to stop.
+pub fn for_each_event(
+    client: &SpiClient<'_>,
+    file_id: i64,
+    from_offset: i64,
+    payload: Payload,
+    mut f: impl FnMut(&OwnedRow) -> Result<bool, CbError>,
+) -> Result<(), CbError> {
     let mut from = from_offset;
     loop {
-        let rows = client
-            .select(&*stmt, None, &[file_id.into(), from.into(), PAGE_ROWS.into(), types.clone().into()])
-            .map_err(spi)?;
-        let mut n = 0;
-        let mut page = Vec::with_capacity(rows.len());
-        for r in rows {
-            page.push(OwnedRow::read(&r)?);
-        }
+        let page = events_page(client, file_id, from, payload)?;
         for row in &page {
-            n += 1;
             from = row.byte_offset.saturating_add(1);
             if !f(row)? {
                 return Ok(());
             }
         }
-        if n < PAGE_ROWS {
+        if (page.len() as i64) < PAGE_ROWS {
             return Ok(());
         }
     }

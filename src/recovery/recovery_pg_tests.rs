@@ -383,17 +383,28 @@ mod tests {
         };
         let mut w = Shipped::new(&job);
         w.call(&at(-60), "read", r#"{"path":"old"}"#).result(&at(-59), "read", r#""old""#, false);
-        w.call(&at(1), "read", r#"{"path":"a"}"#);
-        w.call(&at(2), "read", r#"{"path":"b"}"#);
-        w.call(&at(3), "exec", r#"{"cmd":"ls"}"#);
-        w.result(&at(4), "read", r#""A""#, false).result(&at(5), "exec", r#"{"rc":1}"#, true).result(
-            &at(6),
+        w.call(&at(2), "read", r#"{"path":"a"}"#);
+        w.call(&at(3), "read", r#"{"path":"b"}"#);
+        w.call(&at(4), "exec", r#"{"cmd":"ls"}"#);
+        w.result(&at(5), "read", r#""A""#, false).result(&at(6), "exec", r#"{"rc":1}"#, true).result(
+            &at(7),
             "read",
             r#""B""#,
             false,
         );
-        w.call(&at(7), "read", r#"{"path":"c"}"#);
-        root.put(&format!("{job}/session-001.jsonl"), &w.text);
+        w.call(&at(8), "read", r#"{"path":"c"}"#);
+        // The file was written by a pod whose clock agrees with the server's: its mtime is
+        // its last line's time (the clock evidence the fallback measures the pod by).
+        let put = |w: &Shipped, last: i64| {
+            root.put(&format!("{job}/session-001.jsonl"), &w.text);
+            let when = std::time::SystemTime::now() + std::time::Duration::from_secs(u64::try_from(last).unwrap_or(0));
+            std::fs::File::options()
+                .write(true)
+                .open(root.path(&format!("{job}/session-001.jsonl")))
+                .and_then(|f| f.set_modified(when))
+                .unwrap_or_else(|e| panic!("{e}"));
+        };
+        put(&w, 8);
         index(&root);
         let p = plan(&job);
         assert_eq!(reason(&p), ("buffer", "checkpoint_time"));
@@ -414,34 +425,55 @@ mod tests {
                     .collect()
             })
             .unwrap_or_default();
-        assert_eq!(
-            done,
-            [("read".into(), 1, "A".into()), ("read".into(), 2, "B".into()), ("exec".into(), 1, r#"{"rc":1}"#.into())]
-        );
+        // Two reads were open when the first result came: order cannot tell which it closed, so
+        // neither is skipped; both are verified with both results. The exec pairs.
+        assert_eq!(done, [("exec".into(), 1, r#"{"rc":1}"#.into())]);
         assert!(p["completed"]
             .as_array()
             .is_some_and(|a| a.iter().all(|c| c["paired_by"] == "order" && c["key_source"] == "derived")));
         assert_eq!(p["completed"][0]["key"].as_str().map(|k| k.starts_with("session-001.jsonl@")), Some(true));
+        let verify: Vec<(String, String, usize)> = p["verify"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|c| {
+                        (
+                            c["tool_name"].as_str().unwrap_or("").to_owned(),
+                            c["reason"].as_str().unwrap_or("").to_owned(),
+                            c["results"].as_array().map_or(0, Vec::len),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(
+            verify,
+            [("read".into(), "ambiguous_pairing".into(), 2), ("read".into(), "ambiguous_pairing".into(), 2)]
+        );
         // The input hash is SHA-256 of canonical_json(toolInput): an agent can compute it.
         let hash =
             one(r#"SELECT encode(sha256(convert_to(cortex_buffer.canonical_json('{"path":"a"}'), 'UTF8')), 'hex')"#);
-        assert_eq!(p["completed"][0]["input_hash"], hash.as_str());
+        assert_eq!(p["verify"][0]["input_hash"], hash.as_str());
         assert_eq!(
             (p["in_flight"][0]["tool_name"].as_str(), p["in_flight"][0]["tool_ordinal"].as_i64()),
             (Some("read"), Some(3))
         );
 
-        // A restarted writer appends to the same file from sequence 0: only its events count,
-        // and the crashed writer's open call is never completed by the new writer's result.
+        // A restarted writer appends to the same file from sequence 0: every writer after the
+        // checkpoint counts, and the crashed writer's open call is never completed by the new
+        // writer's result: it stays in flight, its writer crashed.
         w.restart();
-        w.result(&at(8), "read", r#""C?""#, false).call(&at(9), "read", r#"{"path":"d"}"#);
-        root.put(&format!("{job}/session-001.jsonl"), &w.text);
+        w.result(&at(9), "read", r#""C?""#, false).call(&at(10), "read", r#"{"path":"d"}"#);
+        put(&w, 10);
         index(&root);
         let p = plan(&job);
-        assert_eq!(keys(&p, "completed").len(), 0);
-        assert_eq!(p["in_flight"].as_array().map(Vec::len), Some(1));
-        assert_eq!(kinds(&p), ["seq_reset", "result_without_start"]);
-        assert_eq!(p["marker"]["seq"], 0);
+        assert_eq!(keys(&p, "completed").len(), 1);
+        let open: Vec<(bool, i64)> = p["in_flight"]
+            .as_array()
+            .map(|a| a.iter().map(|c| (c["writer_crashed"] == true, c["call_ordinal"].as_i64().unwrap_or(0))).collect())
+            .unwrap_or_default();
+        assert_eq!(open, [(true, 4), (false, 1)], "the crashed writer's 4th call, the new writer's 1st");
+        assert_eq!(kinds(&p), ["ambiguous_pairing", "seq_reset", "result_without_start"]);
 
         // Without matching: every event of the latest file (the control plane's own view).
         let p = plan_of(&format!("cortex_buffer.recovery_plan('{job}', match_checkpoint => false)"));
@@ -463,8 +495,15 @@ mod tests {
         w.call("2026-01-01T00:00:00.000Z", "read", "{}");
         root.put(&format!("{job}/session-001.jsonl"), &w.text);
         index(&root);
+        // The control plane's own UPDATE fired the checkpoint trigger: its mark gives the time
+        // (the job's directory is not under sessions_dir here, so it anchors nothing else).
+        let p = plan(&job);
+        assert_eq!(reason(&p), ("buffer", "checkpoint_time"));
+        assert!(p["checkpoint"]["written_at"].is_string(), "{p}");
+        // A checkpoint from before marks existed, with no history row: no time at all.
+        run(&format!("DELETE FROM cortex_buffer.checkpoint_mark WHERE job_id = '{job}'"));
         assert_eq!(reason(&plan(&job)), ("checkpoint_only", "checkpoint_time_unknown"));
-        // No checkpoint at all: the latest writer.
+        // No checkpoint at all: every writer of the shipped file.
         let other = spike_job(&root);
         let mut w = Shipped::new(&other);
         w.call("2026-01-01T00:00:00.000Z", "read", "{}").restart().call(
@@ -476,8 +515,8 @@ mod tests {
         index(&root);
         let p = plan(&other);
         assert_eq!(reason(&p), ("buffer", "no_checkpoint"));
-        assert_eq!(p["in_flight"].as_array().map(Vec::len), Some(1));
-        assert_eq!(p["marker"]["kind"], "writer_start");
+        assert_eq!(p["in_flight"].as_array().map(Vec::len), Some(2));
+        assert_eq!(p["marker"]["kind"], "file_start");
     }
 
     #[pg_test]

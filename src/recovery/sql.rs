@@ -20,7 +20,7 @@ use cortex_buffer_core::spend::decimal::Decimal;
 /// (the session buffer after the checkpoint's marker): where to resume, which tool calls
 /// finished (skip them, with their results), which are in flight (verify them, with an
 /// idempotency key each), what was lost, and why the plan is what it is.
-#[pg_extern(stable)]
+#[pg_extern(volatile)]
 fn recovery_plan(
     job_id: Option<Uuid>,
     checkpoint_id: default!(Option<Uuid>, "NULL"),
@@ -33,14 +33,14 @@ fn recovery_plan(
 }
 
 /// A Claude Code transcript's plan (same keys as `recovery_plan`): its whole tool-call record.
-#[pg_extern(stable, strict, name = "session_recovery")]
+#[pg_extern(volatile, strict, name = "session_recovery")]
 fn session_recovery(path: &str) -> RawJsonb {
-    let path = transcript::absolute(path).or_raise();
+    let path = crate::indexer::file_access::absolute(path).or_raise();
     jsonb_of_text(&plan::transcript_plan(&path).or_raise()).or_raise()
 }
 
 /// `session_recovery` by Claude Code session id.
-#[pg_extern(stable, strict, name = "session_recovery")]
+#[pg_extern(volatile, strict, name = "session_recovery")]
 fn session_recovery_by_id(session_id: Uuid) -> RawJsonb {
     let path = transcript::transcript_of(session_id).or_raise();
     jsonb_of_text(&plan::transcript_plan(&path).or_raise()).or_raise()
@@ -104,7 +104,7 @@ agent_state_overload! {
 /// corrupt lines, and the database's records (checkpoints, crashes, reaper actions, usage,
 /// breaker admissions) among them by time.
 #[allow(clippy::type_complexity)]
-#[pg_extern(stable, strict)]
+#[pg_extern(volatile, strict)]
 fn job_timeline(
     job_id: Uuid,
 ) -> TableIterator<
@@ -121,7 +121,7 @@ fn job_timeline(
     ),
 > {
     let rows = transcript::job_timeline(job_id).or_raise();
-    TableIterator::new(rows.into_iter().map(|e| {
+    TableIterator::new(rows.map(|e| {
         (
             timestamptz(e.ts_us),
             e.source.label().to_owned(),
@@ -138,7 +138,7 @@ fn job_timeline(
 /// Token usage of a transcript and of its sub-agents' files, per file and model, counting each
 /// response once; cost at `model_price` (NULL for a model without a price).
 #[allow(clippy::type_complexity)]
-#[pg_extern(stable, strict)]
+#[pg_extern(volatile, strict)]
 fn session_usage(
     path: &str,
 ) -> TableIterator<

@@ -11,12 +11,15 @@ use pgrx::spi::SpiClient;
 use pgrx::Uuid;
 
 use super::index::{self, OwnedRow, Payload, INT8, TEXT, UUID};
-use super::plan::indexed_file;
-use crate::indexer::file_access::Target;
+use super::plan::{catch_up_dir_of, indexed_file};
+use crate::indexer::catch_up::catch_up;
+use crate::indexer::file_access::{absolute, Target};
 use crate::pg::planner::with_index_scans;
 use crate::pg::raise::notice;
 use crate::pg::spi_util::{prepared_read, spi};
 use crate::pg::time::unix_us;
+use crate::pg::xact::with_fresh_snapshot;
+use cortex_buffer_core::checkpoint::identity::format_uuid;
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::indexer::dialect::Dialect;
 use cortex_buffer_core::recovery::agent_state::{
@@ -36,26 +39,6 @@ const STATE_TYPES: [&str; 5] = ["user", "assistant", "system", "progress", "resu
 const STATE_PAGE: i64 = 128;
 /// The most of a file agent state reads from disk (its unindexed tail, or an unindexed file).
 const MAX_TAIL_BYTES: u64 = 64 * 1024 * 1024;
-
-/// A path as `session_file.path` holds it: absolute as given, or relative to `sessions_dir`.
-pub fn absolute(path: &str) -> Result<String, CbError> {
-    if path.starts_with('/') {
-        return Ok(path.to_owned());
-    }
-    if path.split('/').any(|c| c == ".." || c == ".") || path.is_empty() {
-        return Err(CbError::new(
-            SqlState::InvalidParameterValue,
-            format!("\"{path}\" is not a path below sessions_dir"),
-        )
-        .with_hint(
-            "Pass an absolute path, or one relative to cortex_buffer.sessions_dir without . or .. components.",
-        ));
-    }
-    let root = cortex_buffer_watch::scan::resolve_root(&crate::pg::guc::sessions_dir())
-        .map(|v| v.path().display().to_string())
-        .unwrap_or_else(|_| crate::pg::guc::sessions_dir());
-    Ok(format!("{}/{path}", root.trim_end_matches('/')))
-}
 
 /// Agent state of the file at `path`.
 pub fn agent_state(path: &str) -> Result<Verdict, CbError> {
@@ -245,6 +228,7 @@ pub struct FileUsage {
 /// Usage of the transcript at `path` and of its sub-agents' files, per file and model.
 pub fn session_usage(path: &str) -> Result<Vec<FileUsage>, CbError> {
     let path = absolute(path)?;
+    catch_up_dir_of(&path);
     with_index_scans(|| {
         Spi::connect(|c| {
             let main = indexed_file(c, &path)?;
@@ -490,9 +474,6 @@ pub fn check_log_snapshot(
     })
 }
 
-/// One `job_timeline()` row.
-pub type TimelineRow = Entry;
-
 fn event_detail(r: &OwnedRow) -> Option<String> {
     let mut parts = Vec::new();
     if let Some(t) = &r.tool_name {
@@ -567,70 +548,174 @@ fn job_records(c: &SpiClient<'_>, job: Uuid) -> Result<Vec<Entry>, CbError> {
 }
 
 /// Every event of the job across its sessions in order, with gap and writer-restart rows, the
-/// corrupt lines, and the database's records placed among them by time.
-pub fn job_timeline(job: Uuid) -> Result<Vec<TimelineRow>, CbError> {
-    with_index_scans(|| {
-        Spi::connect(|c| {
-            let mut timeline = Timeline::new(job_records(c, job)?);
-            let files = index::job_files(c, job)?;
-            let corrupt = prepared_read(
-                c,
-                "recovery.timeline_corrupt",
-                || {
-                    "SELECT byte_offset, line_no, reason FROM cortex_buffer.corrupt_line
-                      WHERE file_id OPERATOR(pg_catalog.=) $1 ORDER BY byte_offset"
-                        .to_owned()
-                },
-                &[INT8],
-            )?;
-            for f in &files {
-                timeline.begin_file();
-                let mut corrupt_lines: std::collections::VecDeque<(i64, i64, String)> = c
-                    .select(&*corrupt, None, &[f.file_id.into()])
-                    .map_err(spi)?
-                    .map(|r| {
-                        Ok((
-                            r.get::<i64>(1).map_err(spi)?.unwrap_or(0),
-                            r.get::<i64>(2).map_err(spi)?.unwrap_or(0),
-                            r.get::<String>(3).map_err(spi)?.unwrap_or_default(),
-                        ))
-                    })
-                    .collect::<Result<_, CbError>>()?;
-                let corrupt_entry = |(offset, line, reason): (i64, i64, String)| Entry {
-                    ts_us: None,
-                    source: TimelineSource::CorruptLine,
-                    kind: "corrupt_line".into(),
-                    session: Some(f.rel_path.clone()),
-                    line_no: Some(line),
-                    byte_offset: Some(offset),
-                    seq: None,
-                    detail: Some(reason),
-                };
-                index::for_each_event(c, f.file_id, 0, Payload::For(&[]), |row| {
-                    while corrupt_lines.front().is_some_and(|(o, ..)| *o < row.byte_offset) {
-                        if let Some(x) = corrupt_lines.pop_front() {
-                            timeline.line(corrupt_entry(x));
-                        }
-                    }
-                    timeline.line(Entry {
-                        ts_us: row.ts_us,
-                        source: TimelineSource::Event,
-                        kind: row.event_type.clone().unwrap_or_default(),
-                        session: Some(f.rel_path.clone()),
-                        line_no: Some(row.line_no),
-                        byte_offset: Some(row.byte_offset),
-                        seq: row.seq,
-                        detail: event_detail(row),
+/// corrupt lines, and the database's records placed among them by time. A stream: it reads a
+/// page of events (and of corrupt lines) when the rows before it have been taken, so memory
+/// follows a page, not the job.
+pub fn job_timeline(job: Uuid) -> Result<TimelineStream, CbError> {
+    catch_up(&format_uuid(job.as_bytes()));
+    let (records, files) = with_index_scans(|| {
+        with_fresh_snapshot(|| Spi::connect(|c| Ok::<_, CbError>((job_records(c, job)?, index::job_files(c, job)?))))
+    })?;
+    Ok(TimelineStream {
+        timeline: Some(Timeline::new(records)),
+        files: files.into(),
+        cursor: None,
+        ready: std::collections::VecDeque::new(),
+    })
+}
+
+/// Where a stream stands in the current file.
+struct FileCursor {
+    file: SessionFile,
+    /// Next event offset to read; `None` once the file's events are done.
+    events_from: Option<i64>,
+    corrupt_from: i64,
+    corrupt: std::collections::VecDeque<(i64, i64, String)>,
+    corrupt_done: bool,
+}
+
+/// `job_timeline()`'s rows, produced page by page.
+pub struct TimelineStream {
+    timeline: Option<Timeline>,
+    files: std::collections::VecDeque<SessionFile>,
+    cursor: Option<FileCursor>,
+    ready: std::collections::VecDeque<Entry>,
+}
+
+const CORRUPT_PAGE_SQL: &str = "SELECT byte_offset, line_no, reason FROM cortex_buffer.corrupt_line
+      WHERE file_id OPERATOR(pg_catalog.=) $1 AND byte_offset OPERATOR(pg_catalog.>=) $2
+      ORDER BY byte_offset LIMIT $3";
+
+fn corrupt_entry(session: &str, (offset, line, reason): (i64, i64, String)) -> Entry {
+    Entry {
+        ts_us: None,
+        source: TimelineSource::CorruptLine,
+        kind: "corrupt_line".into(),
+        session: Some(session.to_owned()),
+        line_no: Some(line),
+        byte_offset: Some(offset),
+        seq: None,
+        detail: Some(reason),
+    }
+}
+
+impl TimelineStream {
+    /// Reads the next page of the current file (or starts the next file); false when done.
+    fn advance(&mut self) -> Result<bool, CbError> {
+        let Some(timeline) = self.timeline.as_mut() else { return Ok(false) };
+        let Some(cur) = self.cursor.as_mut() else {
+            match self.files.pop_front() {
+                Some(file) => {
+                    timeline.begin_file();
+                    self.cursor = Some(FileCursor {
+                        file,
+                        events_from: Some(0),
+                        corrupt_from: 0,
+                        corrupt: std::collections::VecDeque::new(),
+                        corrupt_done: false,
                     });
-                    Ok(true)
-                })?;
-                for x in corrupt_lines {
-                    timeline.line(corrupt_entry(x));
+                }
+                None => {
+                    if let Some(t) = self.timeline.take() {
+                        self.ready.extend(t.finish());
+                    }
                 }
             }
-            Ok(timeline.finish())
-        })
-    })
+            return Ok(true);
+        };
+        with_index_scans(|| {
+            Spi::connect(|c| {
+                let corrupt_stmt =
+                    prepared_read(c, "recovery.timeline_corrupt", || CORRUPT_PAGE_SQL.to_owned(), &[INT8, INT8, INT8])?;
+                let refill = |cur: &mut FileCursor| -> Result<(), CbError> {
+                    if cur.corrupt.is_empty() && !cur.corrupt_done {
+                        let page = c
+                            .select(
+                                &*corrupt_stmt,
+                                None,
+                                &[cur.file.file_id.into(), cur.corrupt_from.into(), index::PAGE_ROWS.into()],
+                            )
+                            .map_err(spi)?;
+                        let before = cur.corrupt.len();
+                        for r in page {
+                            let offset = r.get::<i64>(1).map_err(spi)?.unwrap_or(0);
+                            cur.corrupt_from = offset.saturating_add(1);
+                            cur.corrupt.push_back((
+                                offset,
+                                r.get::<i64>(2).map_err(spi)?.unwrap_or(0),
+                                r.get::<String>(3).map_err(spi)?.unwrap_or_default(),
+                            ));
+                        }
+                        cur.corrupt_done =
+                            (cur.corrupt.len() - before) < usize::try_from(index::PAGE_ROWS).unwrap_or(0);
+                    }
+                    Ok(())
+                };
+                match cur.events_from {
+                    Some(from) => {
+                        let page = index::events_page(c, cur.file.file_id, from, Payload::For(&[]))?;
+                        if page.len() < usize::try_from(index::PAGE_ROWS).unwrap_or(0) {
+                            cur.events_from = None;
+                        }
+                        for row in &page {
+                            cur.events_from = cur.events_from.map(|_| row.byte_offset.saturating_add(1));
+                            loop {
+                                refill(cur)?;
+                                match cur.corrupt.front() {
+                                    Some((o, ..)) if *o < row.byte_offset => {
+                                        if let Some(x) = cur.corrupt.pop_front() {
+                                            timeline.line(corrupt_entry(&cur.file.rel_path, x));
+                                        }
+                                    }
+                                    _ => break,
+                                }
+                            }
+                            timeline.line(Entry {
+                                ts_us: row.ts_us,
+                                source: TimelineSource::Event,
+                                kind: row.event_type.clone().unwrap_or_default(),
+                                session: Some(cur.file.rel_path.clone()),
+                                line_no: Some(row.line_no),
+                                byte_offset: Some(row.byte_offset),
+                                seq: row.seq,
+                                detail: event_detail(row),
+                            });
+                        }
+                    }
+                    None => {
+                        // The events are done: the corrupt lines after the last one, a page at a time.
+                        refill(cur)?;
+                        while let Some(x) = cur.corrupt.pop_front() {
+                            timeline.line(corrupt_entry(&cur.file.rel_path, x));
+                        }
+                    }
+                }
+                Ok::<(), CbError>(())
+            })
+        })?;
+        if cur.events_from.is_none() && cur.corrupt_done && cur.corrupt.is_empty() {
+            self.cursor = None;
+        }
+        self.ready.extend(timeline.take_ready());
+        Ok(true)
+    }
+}
+
+impl Iterator for TimelineStream {
+    type Item = Entry;
+
+    fn next(&mut self) -> Option<Entry> {
+        loop {
+            if let Some(e) = self.ready.pop_front() {
+                return Some(e);
+            }
+            match self.advance() {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => crate::pg::raise::raise(e),
+            }
+        }
+    }
 }
 
 /// Why recovery will not use a file, if it will not (the decision tree's own rule).

@@ -15,7 +15,7 @@ use crate::pg::guc;
 use crate::pg::xact::guarded;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::readiness::{assess, ConditionLog, ProblemLog, Wait};
-use cortex_buffer_watch::pass::{now_us, FileOutcome, FileRef, KnownCache, PassError};
+use cortex_buffer_watch::pass::{now_us, FileOutcome, FileRef, KnownCache, PassError, Scope};
 use cortex_buffer_watch::scan::resolve_root;
 use cortex_buffer_watch::volume::Volume;
 
@@ -187,8 +187,16 @@ impl Worker {
             !shutdown_requested()
         };
         let problems = &mut self.problems;
-        match indexing::pass(&volume, &mut self.cache, CATALOG_CACHE_MAX_AGE, now, Mode::Worker, &mut before_file, each)
-        {
+        match indexing::pass(
+            &volume,
+            Scope::Volume,
+            &mut self.cache,
+            CATALOG_CACHE_MAX_AGE,
+            now,
+            Mode::Worker,
+            &mut before_file,
+            each,
+        ) {
             Ok(pass) => {
                 for p in problems.fresh(&pass.report.problems) {
                     log!("{WORKER_NAME}: skipping \"{}\": {}", p.path, p.reason);

@@ -12,7 +12,7 @@ use cortex_buffer_core::indexer::index_plan::{worth_a_look, IndexState};
 use cortex_buffer_core::indexer::normalize::uuid_bytes;
 use cortex_buffer_core::indexer::reconcile::{plan, Action, Known};
 
-use super::scan::{read_prefix, relative, scan_root, FileStat, Found, Problem};
+use super::scan::{read_prefix, relative, scan_dir, scan_root, FileStat, Found, Problem};
 use super::volume::Volume;
 
 /// A row to insert or update in `session_file`.
@@ -107,16 +107,28 @@ impl<E: std::fmt::Display> std::fmt::Display for PassError<E> {
     }
 }
 
-/// Runs one pass over the volume (from `scan::resolve_root`).
+/// What a pass walks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// The whole volume.
+    Volume,
+    /// One top-level directory (a job's): a call-time catch-up.
+    Dir(&'a str),
+}
+
+/// Runs one pass over the volume (from `scan::resolve_root`), or one directory of it.
 pub fn run_pass<C: Catalog>(
     volume: &Volume,
+    scope: Scope<'_>,
     catalog: &mut C,
     cache: &mut KnownCache,
     max_cache_age: Duration,
     now_us: i64,
 ) -> Result<PassReport, PassError<C::Error>> {
-    let scan = scan_root(volume).map_err(PassError::Root)?;
-    let root_prefix = format!("{}/", volume.path().display());
+    let (scan, root_prefix) = match scope {
+        Scope::Volume => (scan_root(volume).map_err(PassError::Root)?, format!("{}/", volume.path().display())),
+        Scope::Dir(dir) => (scan_dir(volume, dir), format!("{}/{dir}/", volume.path().display())),
+    };
     if !cache.fresh_for(&root_prefix, max_cache_age) {
         cache.entries = catalog.load(&root_prefix).map_err(PassError::Catalog)?;
         cache.root_prefix = root_prefix.clone();
@@ -418,12 +430,14 @@ mod tests {
         root.put("job2/session_20260101T000000Z_pod.jsonl", "");
         let mut cat = MapCatalog::default();
         let mut cache = KnownCache::default();
-        let r1 = run_pass(&root.volume(), &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        let r1 = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, HOUR, now_us())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r1.written, 2);
         assert_eq!(cat.rows[&root.path("job1/session-001.jsonl")].dialect, Some(Dialect::CortexPlane));
         assert_eq!(cat.rows[&root.path("job2/session_20260101T000000Z_pod.jsonl")].dialect, Some(Dialect::CortexSpike));
 
-        let r2 = run_pass(&root.volume(), &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        let r2 = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, HOUR, now_us())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((r2.written, cat.stores, cat.loads), (0, 1, 1), "an idle pass must not touch the catalogue");
         assert_eq!(actions(&r2).iter().map(|a| a.1).collect::<Vec<_>>(), vec!["unchanged", "unchanged"]);
     }
@@ -435,13 +449,14 @@ mod tests {
         root.put("job/b.jsonl", "{}\n");
         let mut cat = MapCatalog::default();
         let mut cache = KnownCache::default();
-        run_pass(&root.volume(), &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
 
         root.put("job/a.jsonl", "{\"__type__\":\"X\"}\n{\"__type__\":\"Y\"}\n");
         fs::remove_file(root.0.join("job/b.jsonl")).unwrap_or_else(|e| panic!("{e}"));
         std::os::unix::fs::symlink("../../../../../../etc/hostname", root.0.join("job/c.jsonl"))
             .unwrap_or_else(|e| panic!("{e}"));
-        let r = run_pass(&root.volume(), &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        let r = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, HOUR, now_us())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             actions(&r),
             vec![("a.jsonl".into(), "changed"), ("b.jsonl".into(), "gone"), ("c.jsonl".into(), "skipped")]
@@ -457,11 +472,37 @@ mod tests {
         root.put("job/a.jsonl", "{}\n");
         let mut cat = MapCatalog { fail_store: true, ..MapCatalog::default() };
         let mut cache = KnownCache::default();
-        let err = run_pass(&root.volume(), &mut cat, &mut cache, HOUR, now_us()).err().map(|e| e.to_string());
+        let err =
+            run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, HOUR, now_us()).err().map(|e| e.to_string());
         assert_eq!(err.as_deref(), Some("disk full"));
         cat.fail_store = false;
-        let r = run_pass(&root.volume(), &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        let r = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, HOUR, now_us())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((r.written, cat.loads), (1, 2), "the file is retried and the catalogue re-read");
+    }
+
+    #[test]
+    fn a_directory_pass_sees_only_that_directory() {
+        let root = Root::new("one-dir");
+        root.put("job1/session-001.jsonl", "{}\n");
+        root.put("job2/session-001.jsonl", "{}\n");
+        let mut cat = MapCatalog::default();
+        let r = run_pass(&root.volume(), Scope::Dir("job2"), &mut cat, &mut KnownCache::default(), HOUR, now_us())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(actions(&r), vec![("session-001.jsonl".into(), "new")]);
+        assert_eq!(cat.rows.keys().cloned().collect::<Vec<_>>(), vec![root.path("job2/session-001.jsonl")]);
+        // A file of job1 the catalogue knows is not gone because a pass of job2 did not see it.
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut KnownCache::default(), HOUR, now_us())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let r = run_pass(&root.volume(), Scope::Dir("job2"), &mut cat, &mut KnownCache::default(), HOUR, now_us())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((r.gone, cat.rows.values().filter(|k| k.gone).count()), (0, 0));
+        // No such directory, or a name that is no directory of the volume: nothing.
+        for dir in ["nope", "..", "job1/..", ""] {
+            let r = run_pass(&root.volume(), Scope::Dir(dir), &mut cat, &mut KnownCache::default(), HOUR, now_us())
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(r.files.is_empty(), "{dir}");
+        }
     }
 
     #[test]
@@ -470,8 +511,10 @@ mod tests {
         root.put("job/a.jsonl", "{}\n");
         let mut cat = MapCatalog::default();
         let mut cache = KnownCache::default();
-        run_pass(&root.volume(), &mut cat, &mut cache, Duration::ZERO, now_us()).unwrap_or_else(|e| panic!("{e}"));
-        run_pass(&root.volume(), &mut cat, &mut cache, Duration::ZERO, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, Duration::ZERO, now_us())
+            .unwrap_or_else(|e| panic!("{e}"));
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, Duration::ZERO, now_us())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cat.loads, 2);
     }
 }

@@ -77,6 +77,28 @@ pub fn scan_root(volume: &Volume) -> Result<Scan, CbError> {
     Ok(scan)
 }
 
+/// Walks one top-level directory of the volume (a job's, or a Claude Code project's) by the
+/// same rules as [`scan_root`]: what a call-time catch-up needs, without listing the volume. A
+/// directory that does not exist (or is not one) has no files; a name with a `/`, `.` or `..`
+/// is no top-level directory at all.
+pub fn scan_dir(volume: &Volume, dir_name: &str) -> Scan {
+    let mut scan = Scan::default();
+    if dir_name.is_empty() || dir_name == "." || dir_name == ".." || dir_name.contains('/') {
+        return scan;
+    }
+    let rel = Path::new(dir_name);
+    let is_dir = volume.stat(rel).is_ok_and(|m| m.is_dir());
+    if !is_dir {
+        return scan;
+    }
+    match volume.open_dir(rel).and_then(|fd| volume.list(&fd).map(|names| (fd, names))) {
+        Ok((fd, names)) => walk(volume, rel, &fd, &[dir_name], sorted(names), &mut scan),
+        Err(e) => scan.problems.push(problem(&volume.path().join(rel), format!("could not open directory: {e}"))),
+    }
+    scan.files.sort_by(|a, b| a.path.cmp(&b.path));
+    scan
+}
+
 fn sorted(mut names: Vec<OsString>) -> Vec<OsString> {
     names.sort();
     names

@@ -384,7 +384,9 @@ pub mod tests {
     #[test]
     fn a_crash_cut_with_the_next_writers_line_on_it_is_recognised() {
         let line = |seq: u32| {
-            format!(r#"{{"version":"1.0","timestamp":"2026-03-01T09:00:0{seq}Z","jobId":"j","type":"TOOL_CALL","data":{{}},"sequence":{seq}}}"#)
+            format!(
+                r#"{{"version":"1.0","timestamp":"2026-03-01T09:00:0{seq}Z","jobId":"j","type":"TOOL_CALL","data":{{}},"sequence":{seq}}}"#
+            )
         };
         let whole = line(0);
         let cut = &whole[..30];

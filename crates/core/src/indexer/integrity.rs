@@ -74,6 +74,7 @@ pub struct Report {
     /// it is a non-blank line).
     pub corruption_ratio: f64,
     pub severity: Severity,
+    /// Recovery may read the file: its corruption, crash cuts left out, is within the limit.
     pub trusted: bool,
 }
 
@@ -156,6 +157,10 @@ impl Integrity {
         let corrupt = self.corrupt_lines - i64::from(truncated);
         let non_blank = self.valid_lines + self.corrupt_lines;
         let ratio = if non_blank == 0 { 0.0 } else { corrupt as f64 / non_blank as f64 };
+        // Crash artefacts are no corruption to recovery: a writer died mid-line, the next one
+        // went on. (They stay in the counts and the ratio, as scanBuffer reports them.)
+        let cuts = self.crash_cut_lines.min(corrupt);
+        let trust_ratio = if non_blank - cuts <= 0 { 0.0 } else { (corrupt - cuts) as f64 / (non_blank - cuts) as f64 };
         let severity = if unreadable {
             Severity::Unreadable
         } else if corrupt > 0 {
@@ -170,7 +175,7 @@ impl Integrity {
             tail_truncated: truncated,
             corruption_ratio: ratio,
             severity,
-            trusted: !unreadable && ratio <= max_corruption_ratio,
+            trusted: !unreadable && trust_ratio <= max_corruption_ratio,
         }
     }
 }
@@ -214,6 +219,15 @@ mod tests {
         i.unparseable(false); // garbage in the middle of a writer
         i.event(&ev(2), None);
         assert_eq!((i.corrupt_lines, i.crash_cut_lines, i.seq_resets), (3, 2, 2));
+        // 3 of 12 lines are corrupt; without the 2 crash cuts, 1 of 10, still over 5 %; with
+        // a third cut the file is trusted again, though its ratio stays what scanBuffer says.
+        let r = i.report(0.05, false);
+        assert!((r.corruption_ratio - 0.25).abs() < 1e-12);
+        assert!(!r.trusted);
+        assert!(i.report(0.1, false).trusted, "1 of 10 is within 10 %");
+        i.crash_cut_lines = 3;
+        let r = i.report(0.05, false);
+        assert!(r.trusted && (r.corruption_ratio - 0.25).abs() < 1e-12);
         let mut j = Integrity::default();
         j.unparseable(false);
         let start = Columns { event_type: Some("SESSION_START".into()), ..Columns::default() };

@@ -3,47 +3,68 @@
 //!
 //! States: `idle` (the turn is over; the agent waits for a person), `acting` (a tool call is
 //! running), `thinking` (the model's turn: a response is being produced or is due), `unknown`.
-//! Confidence: `confirmed` when the deciding line settles it, `inferred` when it cannot decide
-//! between two states and the rule picks the likelier one (named in `detail`).
+//! Confidence: `confirmed` when the bytes up to the deciding line prove the state, `inferred`
+//! when they leave two states open and the rule picks the likelier one (the other is named in
+//! `detail`). Claude Code writes a response one line per content block as it streams (with
+//! `stop_reason: null` from 1.0.10 to 2.1.49), runs hooks around prompts, tools and turn ends,
+//! and writes some lines in a burst just before the line that resolves them; so a line proves
+//! a state only when nothing Claude Code may still write can turn it into another. The tests
+//! (`confirmed_only_where_the_bytes_prove_it`) state what the bytes prove independently of
+//! these rules and check them on every line boundary of every real transcript.
 //!
 //! The reference design's table reads the last line's `stop_reason`; that is wrong on most real
-//! files, because from Claude Code 1.0.10 to 2.1.49 a response's lines end with
-//! `stop_reason: null`. So the lines are replayed from the last point where the conversation
-//! was at rest (an *anchor*: a prompt, a turn end, an interrupt, a local command, a compaction,
-//! a synthetic line), tracking the tool calls of the current response; the last line that
-//! tells anything decides, in the light of what is still open. Each rule below names the real
-//! transcript line (in `pgrx-tests/fixtures/claude-code/`) that motivated it.
+//! files, because of those `stop_reason: null` lines. So the lines are replayed from the last
+//! point where the conversation was at rest (an *anchor*: a prompt, a turn end, an interrupt, a
+//! local command, a compaction, a synthetic line), tracking the tool calls of the current
+//! response and whether that response is known to have ended; the last line that tells
+//! anything decides, in the light of what is still open. Each rule below names the real
+//! transcript line (in `pgrx-tests/fixtures/claude-code/`) that motivated it, or the Claude
+//! Code behaviour where no fixture shows it.
 //!
 //! | rule | line | state |
 //! |---|---|---|
-//! | `tool_use` | `assistant` with `tool_use` blocks, or any line of a response while one of its calls has no result (`JSSoundRecorder/7acd37a8…` 204–206: three `tool_use` lines of one `message.id`) | acting, confirmed |
+//! | `tool_use` | `assistant` with `tool_use` blocks, or any line of a response while one of its calls has no result, once the response is known to have ended: a line of it has a `stop_reason` (`JSSoundRecorder/7acd37a8…` 204–206: three `tool_use` lines of one `message.id`, all `stop_reason: "tool_use"`; `entireio-cli/ca/…` 56: the last of four lines), or a result, progress or sub-agent line of one of its calls came after its last line (`entireio-cli/10/…` 19: the `Task`'s PreToolUse hook after 17–18) | acting, confirmed |
+//! | `tool_use` | the same before that (`entireio-cli/ca/…` 55: an `Edit` with `stop_reason: null`, and the response's next block follows on 56): the model may still be writing blocks. Also when a block comes after a result of its own response (2.1.114 starts tools while the response streams: `agent-a36efb2a…` 5–9) | acting, inferred |
 //! | `tool_result_partial` | `user` `tool_result` while other calls of the response are still open (`7acd37a8…` 207–208: results arrive one by one) | acting, confirmed |
+//! | `tool_result_partial` | the same after a call of the response was rejected (`7acd37a8…` 53: the rejected `Bash`; 54–55 cancel the other two, which never ran) | acting, inferred |
 //! | `tool_result` | `user` `tool_result` closing the last open call: the model's turn | thinking, confirmed |
-//! | `tool_rejected` | a rejected call ("…STOP what you are doing and wait for the user…", `sniffly/fed8ce56…` 13–14, `entireio-cli/37/…` 160) once no call is open; with feedback the text differs and `tool_result` applies | idle, confirmed |
-//! | `stop_reason` | `assistant` with `stop_reason` `end_turn`, `stop_sequence`, `max_tokens` or `refusal` and no open call (`7acd37a8…` 211) | idle, confirmed |
+//! | `tool_rejected` | a rejected call ("…STOP what you are doing and wait for the user…", `sniffly/fed8ce56…` 13–14, `entireio-cli/37/…` 160) or an interrupted one (a result "[Request interrupted by user for tool use]") once no call is open: idle, but a prompt queued while the tool ran is taken in at once (2.1.x writes it even before the interrupted result), and text typed in the rejection dialog goes to the model; with feedback the text differs and `tool_result` applies | idle, inferred |
+//! | `stop_reason` | `assistant` with `stop_reason` `end_turn`, `stop_sequence` or `refusal` and no open call (`7acd37a8…` 211) | idle, confirmed |
+//! | `stop_reason` | `stop_reason` `max_tokens`: Claude Code may ask the model to resume ("Output token limit hit. Resume directly…") | idle, inferred |
 //! | `thinking_block` | `assistant` with only thinking blocks (`entireio-cli/ca/…` 80): the response goes on, or ends on the thinking alone and a turn end follows | thinking, inferred |
 //! | `open_response` | `assistant` text with `stop_reason: null` (`sniffly/fed8ce56…` 21): more blocks of the response may follow (four times in five on the real files) or the turn ended without a turn-end line | thinking, inferred |
-//! | `synthetic` | `assistant` with model `<synthetic>`: an API error that ended the turn (`entireio-cli/b0/…`, `isApiErrorMessage`) or "No response requested." written on resume after `/exit` | idle, confirmed |
-//! | `prompt` | a `user` line a person typed (`entireio-cli/37/…` 163) | thinking, confirmed |
+//! | `synthetic` | `assistant` with model `<synthetic>` reporting an API error that ended the turn (`entireio-cli/b0/…` 23, `isApiErrorMessage`, "API Error: 529…"; the Stop hook and the turn end follow) | idle, confirmed |
+//! | `synthetic` | any other synthetic line: "No response requested." is written on resume when the person submits the first prompt, and that prompt follows at once | idle, inferred |
+//! | `prompt` | a `user` line a person typed (`entireio-cli/37/…` 163; Claude Code writes it once taken in) | thinking, confirmed |
+//! | `prompt` | the same while a `UserPromptSubmit` hook is shown running after it (`progress` `hook_progress`): the hook may block the prompt | thinking, inferred |
 //! | `meta_prompt` | `isMeta` text that is input to the model: a slash command's expanded prompt or a skill (`claude-code-viewer/1af7fc5e…` 2); caveats are skipped | thinking, inferred |
-//! | `interrupt` | "[Request interrupted by user…]" (`sniffly/fed8ce56…` 15) | idle, confirmed |
+//! | `interrupt` | "[Request interrupted by user]": Escape while the model wrote (`entireio-cli/b0/…` 542) | idle, confirmed |
+//! | `interrupt` | "[Request interrupted by user for tool use]" (`sniffly/fed8ce56…` 15, `entireio-cli/37/…` 161): after a rejected or stopped call, as `tool_rejected` | idle, inferred |
 //! | `slash_command` | `<command-name>` (`claude-code-viewer/1af7fc5e…` 1): `/exit` leaves the agent idle, `/init` expands into a prompt on the next line | idle, inferred |
 //! | `local_command` | `<local-command-stdout>`, `<bash-input>`, `<bash-stdout>` (`claude-code-log-sample/326189cf…` 6–7), `system` `local_command`: run at the prompt, not by the model | idle, confirmed |
-//! | `hook_stopped` | "Operation stopped by hook: …": not a prompt, and the turn is over | idle, confirmed |
+//! | `hook_stopped` | "Operation stopped by hook: …", or a `system` line "UserPromptSubmit operation blocked by hook": not a prompt, and the turn is over | idle, confirmed |
 //! | `task_notification` | `<task-notification>`: not a prompt; delivered to the model, which answers | thinking, inferred |
 //! | `turn_end` | `system` `stop_hook_summary` / `turn_duration` (2.1.x, `-experiments-ideas/03eb5929…` 57) | idle, confirmed |
-//! | `stop_hook` | `progress` `hook_progress` with `hookEvent: "Stop"` (`entireio-cli/10/…` 65), or a 1.0.x `system` line without subtype reporting the Stop hook (`326189cf…` 51) | idle, confirmed |
+//! | `turn_end` | a `stop_hook_summary` with `hookErrors`: a Stop hook that blocks makes the model go on | idle, inferred |
+//! | `stop_hook` | a 1.0.x `system` line without subtype reporting a Stop hook done (`326189cf…` 51: "Stop […] completed successfully") | idle, confirmed |
+//! | `stop_hook` | a `system` line "Stop hook feedback…" / "Stop hook error…": the hook blocked the stop and its text goes to the model | thinking, inferred |
+//! | `stop_hook` | a Stop hook running: `progress` `hook_progress` with `hookEvent: "Stop"` (`entireio-cli/10/…` 65, `-experiments-ideas/03eb5929…` 56), a 1.0.x "Running Stop…" line: the hook may still block, and the model goes on | idle, inferred |
 //! | `api_retry` | `system` `api_error` (`entireio-cli/b0/…`, retryAttempt 1..10): the call is being retried; inferred on the last attempt | thinking |
 //! | `compaction` | `system` `compact_boundary` or a `user` `isCompactSummary` line (`entireio-cli/ca/…`): open calls are dropped (compaction can swallow a result); the model usually goes on | thinking, inferred |
 //! | `away_summary` | `system` `away_summary` (`-experiments-worktrees/ef958aa1…` 174): written while the person is away | idle, confirmed |
-//! | `tool_progress` | `progress` of an open call (`bash_progress`, `agent_progress`, web search; matched by `toolUseID`/`parentToolUseID`) | acting, confirmed |
-//! | `sidechain` | a sub-agent's line in its parent's file (`isSidechain`, 1.0.x, `_excerpts/sidechain.jsonl`) while a call is open | acting, confirmed |
+//! | `tool_progress` | `progress` of an open call (`bash_progress`, `agent_progress`, web search, a Pre/PostToolUse `hook_progress`: `entireio-cli/10/…` 19; matched by `toolUseID`/`parentToolUseID`): its tools run, so the response has ended | acting, confirmed (inferred after a rejection) |
+//! | `sidechain` | a sub-agent's line in its parent's file (`isSidechain`, 1.0.x, `_excerpts/sidechain.jsonl`) while a call is open | acting, confirmed (inferred after a rejection) |
 //! | `result` | `type: "result"` (print mode) | idle, confirmed |
 //! | `no_meaningful_line` | nothing above in the file (empty, snapshots or summaries only): the reference design's safe default | idle, inferred |
 //!
-//! Lines of other types (`file-history-snapshot`, `summary`, `queue-operation`, `attachment`,
-//! other `progress`, other `system` subtypes, PostToolUse hook lines) and lines that do not
-//! parse decide nothing.
+//! A line of a new response (another `message.id`) drops the calls of an earlier one that
+//! have no result: Claude Code calls the model again only once every call has its result, so
+//! such a call (left by a failed stream) never runs.
+//!
+//! Lines of other types (`file-history-snapshot`, `summary`, `queue-operation`, `attachment`:
+//! the index does not hand them to this replay), other `progress` (a hook's progress for a call
+//! that already has its result), other `system` subtypes, 1.0.x PostToolUse hook lines, and
+//! lines that do not parse decide nothing.
 
 use crate::json::parse::{parse, Kind, Value};
 
@@ -109,8 +130,24 @@ impl Verdict {
 /// A tool result that rejects the call and tells the model to stop (no feedback given).
 const REJECTION: &str = "STOP what you are doing and wait for the user";
 
-/// Stop reasons that end a turn.
-const TURN_ENDING_STOPS: [&str; 4] = ["end_turn", "stop_sequence", "max_tokens", "refusal"];
+/// How a tool result that stopped its call begins: Escape while it ran, or the session ended
+/// under it (written on resume).
+const INTERRUPTED_RESULTS: [&str; 2] = ["[Request interrupted by user", "[Tool call interrupted"];
+
+/// Whether a tool result's content stops the turn: a rejection without feedback, or an
+/// interrupted call.
+fn stops_the_turn(result: Value<'_>) -> bool {
+    let text = if result.kind == Kind::String {
+        result.as_str().map(|s| s.into_owned()).unwrap_or_default()
+    } else {
+        result.text.to_owned()
+    };
+    let first = if result.kind == Kind::Array { user_text(Some(result)) } else { text.clone() };
+    text.contains(REJECTION) || INTERRUPTED_RESULTS.iter().any(|p| first.trim_start().starts_with(p))
+}
+
+/// What Claude Code writes when a UserPromptSubmit hook refuses a prompt.
+const PROMPT_BLOCKED: &str = "UserPromptSubmit operation blocked by hook";
 
 /// The text of a `user` line: a string content, or its text blocks joined.
 fn user_text(content: Option<Value<'_>>) -> String {
@@ -166,6 +203,15 @@ pub struct Tracker {
     subagent_file: bool,
     /// Tool calls of the current response without a result: (id, name).
     open: Vec<(String, Option<String>)>,
+    /// The current response's `message.id`.
+    response: Option<String>,
+    /// A line of the current response has a `stop_reason`: Claude Code fills it in only once
+    /// the response has ended.
+    response_stopped: bool,
+    /// The current response is known to have ended: it has a `stop_reason`, or a line after its
+    /// last one shows its tools running (a result, a progress line, a sub-agent's line).
+    response_complete: bool,
+    /// A call of the current response was rejected ("STOP what you are doing…").
     rejected: bool,
     verdict: Option<Verdict>,
 }
@@ -177,7 +223,15 @@ pub fn is_subagent_file(path: &str) -> bool {
 
 impl Tracker {
     pub fn new(subagent_file: bool) -> Tracker {
-        Tracker { subagent_file, open: Vec::new(), rejected: false, verdict: None }
+        Tracker {
+            subagent_file,
+            open: Vec::new(),
+            response: None,
+            response_stopped: false,
+            response_complete: false,
+            rejected: false,
+            verdict: None,
+        }
     }
 
     pub fn verdict(&self) -> Verdict {
@@ -197,11 +251,43 @@ impl Tracker {
         format!("{} tool call(s) without a result: {}", names.len(), names.join(", "))
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The verdict while calls are open: acting, confirmed once the response is known to have
+    /// ended (before that the model may still be writing blocks of it).
+    fn acting(&mut self, rule: &'static str, at: (i64, i64, Option<i64>), lead: &str) {
+        let mut d = format!("{lead}{}", self.open_detail());
+        let confidence = if self.rejected {
+            d.push_str(
+                "; a call of the response was rejected: the others are being cancelled (idle) unless they already run",
+            );
+            Confidence::Inferred
+        } else if self.response_complete {
+            Confidence::Confirmed
+        } else {
+            d.push_str("; the response has no stop_reason yet: more blocks may follow before the tools run (thinking)");
+            Confidence::Inferred
+        };
+        self.decide(State::Acting, confidence, rule, at, d);
+    }
+
+    /// A point of rest: nothing from before it is in flight any more (calls, the response).
+    fn reset(&mut self) {
+        self.open.clear();
+        self.response = None;
+        self.response_stopped = false;
+        self.response_complete = false;
+        self.rejected = false;
+    }
+
     /// The turn is over: nothing is in flight any more and the agent is idle, for certain.
     fn turn_over(&mut self, rule: &'static str, at: (i64, i64, Option<i64>), detail: String) {
-        self.open.clear();
+        self.reset();
         self.decide(State::Idle, Confidence::Confirmed, rule, at, detail);
+    }
+
+    /// The turn is probably over, but what follows at once may go on with it.
+    fn probably_over(&mut self, rule: &'static str, at: (i64, i64, Option<i64>), detail: String) {
+        self.reset();
+        self.decide(State::Idle, Confidence::Inferred, rule, at, detail);
     }
 
     fn decide(
@@ -234,7 +320,7 @@ impl Tracker {
             p.get("timestamp").and_then(|t| t.as_str()).and_then(|t| crate::indexer::timestamp::parse_timestamp(&t));
         let at = (line_no, byte_offset, ts);
         let line_type = str_of(p.get("type")).unwrap_or_default();
-        let [sidechain, is_meta, compact_summary, subtype, content, tool_use_id, parent_tool_use_id, retry, max_retries] =
+        let [sidechain, is_meta, compact_summary, subtype, content, tool_use_id, parent_tool_use_id, retry, max_retries, api_error, hook_errors] =
             p.root.pick([
                 "isSidechain",
                 "isMeta",
@@ -245,30 +331,63 @@ impl Tracker {
                 "parentToolUseID",
                 "retryAttempt",
                 "maxRetries",
+                "isApiErrorMessage",
+                "hookErrors",
             ]);
         let is_true = |v: Option<Value<'_>>| v.and_then(|v| v.as_bool()).unwrap_or(false);
         let message = p.get("message");
 
         if is_true(sidechain) && !self.subagent_file && matches!(line_type.as_str(), "user" | "assistant") {
             if !self.open.is_empty() {
-                let d = format!("a sub-agent is working for an open call; {}", self.open_detail());
-                self.decide(State::Acting, Confidence::Confirmed, "sidechain", at, d);
+                // The sub-agent runs only once its Task call runs: the response has ended.
+                self.response_complete = true;
+                self.acting("sidechain", at, "a sub-agent is working for an open call; ");
             }
             return;
         }
         use Confidence::{Confirmed, Inferred};
         match line_type.as_str() {
             "assistant" => {
-                let [model, stop, blocks] = message.map_or([None; 3], |m| m.pick(["model", "stop_reason", "content"]));
+                let [model, stop, blocks, id] =
+                    message.map_or([None; 4], |m| m.pick(["model", "stop_reason", "content", "id"]));
                 if str_of(model).as_deref() == Some("<synthetic>") {
-                    self.turn_over(
-                        "synthetic",
-                        at,
-                        "a synthetic assistant line (API error, or no response requested): the turn is over".into(),
-                    );
+                    let text = user_text(blocks);
+                    if is_true(api_error) || text.trim_start().starts_with("API Error") {
+                        self.turn_over(
+                            "synthetic",
+                            at,
+                            "a synthetic assistant line reporting an API error: the turn is over".into(),
+                        );
+                    } else {
+                        self.probably_over(
+                            "synthetic",
+                            at,
+                            format!(
+                                "a synthetic assistant line ({}): Claude Code writes \"No response requested.\" when the person submits the first prompt after a resume, and that prompt follows (thinking)",
+                                text.chars().take(60).collect::<String>()
+                            ),
+                        );
+                    }
                     return;
                 }
+                // A new response: calls of an earlier one still without a result were left
+                // behind (the model is called again only once every call has its result).
+                if let Some(id) = str_of(id) {
+                    if self.response.as_deref() != Some(id.as_str()) {
+                        self.open.clear();
+                        self.response = Some(id);
+                        self.response_stopped = false;
+                    }
+                } else {
+                    self.response = None;
+                    self.response_stopped = false;
+                }
                 self.rejected = false;
+                let stop = str_of(stop);
+                self.response_stopped |= stop.is_some();
+                // A block written after a result of the same response (tools that start while
+                // the response streams) shows that the response was still going on.
+                self.response_complete = self.response_stopped;
                 let mut kinds = Vec::new();
                 for b in blocks.into_iter().flat_map(|b| b.items()) {
                     let [t, id, name] = b.pick(["type", "id", "name"]);
@@ -283,23 +402,27 @@ impl Tracker {
                     kinds.push(t);
                 }
                 if !self.open.is_empty() {
-                    let d = self.open_detail();
-                    self.decide(State::Acting, Confirmed, "tool_use", at, d);
+                    self.acting("tool_use", at, "");
                     return;
                 }
-                let stop = str_of(stop);
-                if stop.as_deref().is_some_and(|s| TURN_ENDING_STOPS.contains(&s)) {
-                    let d = format!("stop_reason {}", stop.unwrap_or_default());
-                    self.decide(State::Idle, Confirmed, "stop_reason", at, d);
-                } else if !kinds.is_empty() && kinds.iter().all(|k| k == "thinking" || k == "redacted_thinking") {
-                    self.decide(State::Thinking, Inferred, "thinking_block", at, "a thinking block without stop_reason: the response goes on (thinking), or it ended on the thinking alone (idle, confirmed by a turn end)".into());
-                } else {
-                    self.decide(State::Thinking, Inferred, "open_response", at, "response text without stop_reason: more blocks may follow (thinking), or the turn ended without a turn-end line (idle)".into());
+                match stop.as_deref() {
+                    Some(s @ ("end_turn" | "stop_sequence" | "refusal")) => {
+                        self.decide(State::Idle, Confirmed, "stop_reason", at, format!("stop_reason {s}"));
+                    }
+                    Some("max_tokens") => {
+                        self.decide(State::Idle, Inferred, "stop_reason", at, "stop_reason max_tokens: the turn ends (idle), or Claude Code asks the model to resume (thinking)".into());
+                    }
+                    _ if !kinds.is_empty() && kinds.iter().all(|k| k == "thinking" || k == "redacted_thinking") => {
+                        self.decide(State::Thinking, Inferred, "thinking_block", at, "a thinking block without stop_reason: the response goes on (thinking), or it ended on the thinking alone (idle, confirmed by a turn end)".into());
+                    }
+                    _ => {
+                        self.decide(State::Thinking, Inferred, "open_response", at, "response text without stop_reason: more blocks may follow (thinking), or the turn ended without a turn-end line (idle)".into());
+                    }
                 }
             }
             "user" => {
                 if is_true(compact_summary) {
-                    self.open.clear();
+                    self.reset();
                     self.decide(State::Thinking, Inferred, "compaction", at, "the summary after a compaction: the model goes on after an automatic one (thinking), waits after /compact (idle)".into());
                     return;
                 }
@@ -314,28 +437,23 @@ impl Tracker {
                     if let Some(id) = str_of(id) {
                         self.open.retain(|(o, _)| *o != id);
                     }
-                    let text = result.map(|r| {
-                        if r.kind == Kind::String {
-                            r.as_str().map(|s| s.into_owned()).unwrap_or_default()
-                        } else {
-                            r.text.to_owned()
-                        }
-                    });
-                    if text.is_some_and(|t| t.contains(REJECTION)) {
+                    if result.is_some_and(stops_the_turn) {
                         self.rejected = true;
                     }
                 }
                 if results > 0 {
+                    // Results come once the response has ended, unless a later block of it shows
+                    // that tools started while it streamed.
+                    self.response_complete = true;
                     if !self.open.is_empty() {
-                        let d = self.open_detail();
-                        self.decide(State::Acting, Confirmed, "tool_result_partial", at, d);
+                        self.acting("tool_result_partial", at, "");
                     } else if self.rejected {
                         self.decide(
                             State::Idle,
-                            Confirmed,
+                            Inferred,
                             "tool_rejected",
                             at,
-                            "the person rejected the tool call and the model was told to wait".into(),
+                            "the person rejected the tool call, or stopped it while it ran, and the model was told to wait (idle); a prompt queued meanwhile, or typed in the rejection dialog, is answered at once (thinking)".into(),
                         );
                     } else {
                         self.decide(
@@ -366,7 +484,9 @@ impl Tracker {
                 if text.is_empty() {
                     return;
                 }
-                if text.starts_with("[Request interrupted") {
+                if text.starts_with("[Request interrupted by user for tool use") {
+                    self.probably_over("interrupt", at, "the person stopped a tool call (rejected it, or pressed Escape while it ran): idle, unless a prompt queued meanwhile, or typed in the rejection dialog, is answered at once (thinking)".into());
+                } else if text.starts_with("[Request interrupted") {
                     self.turn_over("interrupt", at, "the person interrupted the agent".into());
                 } else if text.starts_with("<command-name>") || text.starts_with("<command-message>") {
                     self.decide(State::Idle, Inferred, "slash_command", at, "a slash command: a local one leaves the agent idle, a prompt command is followed by its expanded prompt".into());
@@ -392,15 +512,25 @@ impl Tracker {
                         "a background task's notification, delivered to the model".into(),
                     );
                 } else {
-                    self.open.clear();
+                    self.reset();
                     self.decide(State::Thinking, Confirmed, "prompt", at, "a prompt: the model's turn".into());
                 }
             }
             "system" => {
                 let subtype = str_of(subtype);
+                let text = strip_ansi(&str_of(content).unwrap_or_default());
+                if text.starts_with(PROMPT_BLOCKED) {
+                    self.turn_over("hook_stopped", at, "a UserPromptSubmit hook blocked the prompt".into());
+                    return;
+                }
                 match subtype.as_deref() {
+                    Some("stop_hook_summary")
+                        if hook_errors.is_some_and(|e| e.kind == Kind::Array && e.items().next().is_some()) =>
+                    {
+                        self.probably_over("turn_end", at, "turn end (stop_hook_summary) with hook errors: a Stop hook that blocked makes the model go on (thinking)".into());
+                    }
                     Some("stop_hook_summary") | Some("turn_duration") => {
-                        self.open.clear();
+                        self.reset();
                         let d = format!("turn end ({})", subtype.unwrap_or_default());
                         self.decide(State::Idle, Confirmed, "turn_end", at, d);
                     }
@@ -425,7 +555,7 @@ impl Tracker {
                         }
                     }
                     Some("compact_boundary") => {
-                        self.open.clear();
+                        self.reset();
                         self.decide(State::Thinking, Inferred, "compaction", at, "a compaction: the model goes on after an automatic one (thinking), waits after /compact (idle)".into());
                     }
                     Some("away_summary") => {
@@ -447,10 +577,21 @@ impl Tracker {
                         );
                     }
                     None => {
-                        let text = strip_ansi(&str_of(content).unwrap_or_default());
-                        let text = text.strip_prefix("Running ").unwrap_or(&text);
-                        if text.starts_with("Stop") {
-                            self.turn_over("stop_hook", at, "the Stop hook ran: the turn is over".into());
+                        if let Some(running) = text.strip_prefix("Running ") {
+                            if running.starts_with("Stop") {
+                                self.probably_over("stop_hook", at, STOP_HOOK_RUNNING.into());
+                            }
+                        } else if text.starts_with("Stop hook feedback") || text.starts_with("Stop hook error") {
+                            self.reset();
+                            self.decide(
+                                State::Thinking,
+                                Inferred,
+                                "stop_hook",
+                                at,
+                                "a Stop hook blocked the stop: the model goes on (thinking), unless the hook also ended the session".into(),
+                            );
+                        } else if text.starts_with("Stop") {
+                            self.turn_over("stop_hook", at, "a Stop hook completed: the turn is over".into());
                         }
                     }
                     _ => {}
@@ -460,16 +601,32 @@ impl Tracker {
                 let data = p.get("data");
                 let [kind, event] = data.map_or([None; 2], |d| d.pick(["type", "hookEvent"]));
                 let kind = str_of(kind).unwrap_or_default();
+                let event = str_of(event);
                 if kind == "hook_progress" {
-                    if str_of(event).as_deref() == Some("Stop") {
-                        self.turn_over("stop_hook", at, "the Stop hook is running: the turn is over".into());
+                    match event.as_deref() {
+                        Some("Stop") => {
+                            self.probably_over("stop_hook", at, STOP_HOOK_RUNNING.into());
+                            return;
+                        }
+                        Some("UserPromptSubmit") => {
+                            if self.verdict.as_ref().is_some_and(|v| v.rule == "prompt") {
+                                self.decide(State::Thinking, Inferred, "prompt", at, "a prompt whose UserPromptSubmit hook is running: the model's turn (thinking), unless the hook blocks the prompt (idle)".into());
+                            }
+                            return;
+                        }
+                        _ => {}
                     }
-                    return;
                 }
                 let tool = str_of(parent_tool_use_id).or_else(|| str_of(tool_use_id));
                 if tool.is_some_and(|t| self.open.iter().any(|(o, _)| *o == t)) {
-                    let d = format!("{kind} of an open call; {}", self.open_detail());
-                    self.decide(State::Acting, Confirmed, "tool_progress", at, d);
+                    // Its tool (or the tool's hook) runs: the response has ended, unless a later
+                    // block of it shows that tools started while it streamed.
+                    self.response_complete = true;
+                    let lead = match event {
+                        Some(e) => format!("{kind} ({e}) of an open call; "),
+                        None => format!("{kind} of an open call; "),
+                    };
+                    self.acting("tool_progress", at, &lead);
                 }
             }
             "result" => {
@@ -479,6 +636,10 @@ impl Tracker {
         }
     }
 }
+
+/// A Stop hook is running: it may still block, and then the model goes on.
+const STOP_HOOK_RUNNING: &str =
+    "the Stop hook is running: the turn is over (idle), unless the hook blocks and the model goes on (thinking)";
 
 /// Whether replaying can start at this line with nothing before it: a line after which no
 /// earlier line changes the verdict (a prompt, a turn end, an interrupt, a local command, a

@@ -17,7 +17,7 @@
 //!      before its first tool event, and the first that did not ends the chain (`chain_broken`:
 //!      nothing from that file on is used). The shipped writer records no load, so every writer
 //!      segment and every later file belongs to the plan.
-//!    `reason` is `marker_matched`, or `marker_unverified` without matching.
+//!    - `reason` is `marker_matched`, or `marker_unverified` without matching.
 //! 4. Otherwise, the checkpoint's high-water mark, when one was recorded as it was stored (its
 //!    files' identities and sizes: every byte after them was written after the checkpoint):
 //!    each file read from its size then, files created since from their start, a file
@@ -54,7 +54,7 @@ pub struct SessionFile {
     /// Timestamp of the file's last event (pod clock).
     pub last_ts_us: Option<i64>,
     /// Corrupt lines that are crash artefacts: a line cut by a writer's crash, directly
-    /// followed by a new writer. They count for `scanBuffer` parity, not for recovery's trust.
+    /// followed by a new writer. They count for `scanBuffer` parity, not for `trusted`.
     pub crash_cut_lines: i64,
     pub path: String,
     pub rel_path: String,
@@ -83,41 +83,20 @@ impl SessionFile {
         (self.size_bytes - self.indexed_offset).max(0)
     }
 
-    /// The corruption ratio recovery judges trust by: crash artefacts are not corruption.
-    pub fn recovery_ratio(&self) -> f64 {
-        let truncated = i64::from(self.tail_state == "truncated");
-        let corrupt = (self.corrupt_lines - truncated - self.crash_cut_lines).max(0);
-        let non_blank = (self.valid_lines + self.corrupt_lines - self.crash_cut_lines).max(0);
-        if non_blank == 0 {
-            0.0
-        } else {
-            corrupt as f64 / non_blank as f64
-        }
-    }
-
-    /// Whether recovery trusts the file: the indexer does, or it would without its crash
-    /// artefacts.
-    pub fn trusted_for_recovery(&self, max_ratio: f64) -> bool {
-        self.trusted || self.recovery_ratio() <= max_ratio
-    }
-
     /// Why recovery cannot read this file, if it cannot.
-    pub fn unusable(&self, max_ratio: f64) -> Option<(Reason, String)> {
+    pub fn unusable(&self) -> Option<(Reason, String)> {
         if self.quarantined {
             return Some((Reason::Quarantined, format!("{} is quarantined: the indexer gave up on it", self.rel_path)));
         }
         if self.generation == 0 && self.size_bytes > 0 {
             return Some((Reason::NotIndexed, format!("{} has not been indexed yet", self.rel_path)));
         }
-        if !self.trusted_for_recovery(max_ratio) {
+        if !self.trusted {
             return Some((
                 Reason::FileUntrusted,
                 format!(
-                    "{} is not trusted: corruption ratio {:.3} ({:.3} without its {} crash-cut lines) is over cortex_buffer.max_corruption_ratio",
-                    self.rel_path,
-                    self.corruption_ratio,
-                    self.recovery_ratio(),
-                    self.crash_cut_lines
+                    "{} is not trusted: corruption ratio {:.3} is over cortex_buffer.max_corruption_ratio, even without its {} crash-cut line(s)",
+                    self.rel_path, self.corruption_ratio, self.crash_cut_lines
                 ),
             ));
         }
@@ -351,8 +330,10 @@ impl Choice {
         segment_only: bool,
     ) -> Choice {
         let first = *sessions.start();
-        let reads: Vec<ReadFrom> =
-            sessions.clone().map(|session| ReadFrom { session, from_offset: 0, baseline: Baseline::FileStart }).collect();
+        let reads: Vec<ReadFrom> = sessions
+            .clone()
+            .map(|session| ReadFrom { session, from_offset: 0, baseline: Baseline::FileStart })
+            .collect();
         Choice {
             reason,
             detail,
@@ -392,7 +373,7 @@ pub struct Mark {
 }
 
 /// What phase 1 decided that phase 2 depends on.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expectation {
     pub match_checkpoint: bool,
     /// The id a marker must carry: the `checkpoint_id` argument, else the current checkpoint's.
@@ -407,8 +388,6 @@ pub struct Expectation {
     /// How far before the checkpoint's time (in a pod's clock) the clock fallback starts
     /// reading: the largest clock offset allowed or measured.
     pub read_margin_us: i64,
-    /// `cortex_buffer.max_corruption_ratio`, for recovery's own trust decision.
-    pub max_corruption_ratio: f64,
 }
 
 /// Whether two checkpoint ids name the same checkpoint (UUIDs compare by value, any case).
@@ -433,7 +412,7 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
     let mut found = None;
     for i in (0..=latest).rev() {
         examined.insert(0, i);
-        if let Some((reason, detail)) = files.get(i).and_then(|f| f.unusable(e.max_corruption_ratio)) {
+        if let Some((reason, detail)) = files.get(i).and_then(SessionFile::unusable) {
             return Ok(Choice::checkpoint_only(reason, detail, examined));
         }
         if let Some(m) = probe.last_marker(i)? {
@@ -650,7 +629,9 @@ fn from_mark(files: &[SessionFile], mark: &Mark, e: &Expectation) -> Choice {
         let recorded = mark.files.iter().find(|m| m.rel_path == f.rel_path);
         let from = match recorded {
             None => 0,
-            Some(m) if m.device == f.device && m.inode == f.inode && m.size <= f.size_bytes.max(f.indexed_offset) => m.size,
+            Some(m) if m.device == f.device && m.inode == f.inode && m.size <= f.size_bytes.max(f.indexed_offset) => {
+                m.size
+            }
             Some(m) => {
                 anomalies.push(Anomaly {
                     kind: AnomalyKind::FileReplaced,
@@ -761,7 +742,6 @@ pub mod tests {
             clock_skew_us: 100,
             mark: None,
             read_margin_us: 100,
-            max_corruption_ratio: 0.1,
         }
     }
 
@@ -853,15 +833,7 @@ pub mod tests {
     fn unusable_files_stop_the_search() {
         type Spoil = fn(&mut SessionFile);
         let cases: [(Spoil, Reason); 4] = [
-            (
-                |f| {
-                    f.trusted = false;
-                    f.valid_lines = 8;
-                    f.corrupt_lines = 2;
-                    f.corruption_ratio = 0.2;
-                },
-                Reason::FileUntrusted,
-            ),
+            (|f| f.trusted = false, Reason::FileUntrusted),
             (|f| f.quarantined = true, Reason::Quarantined),
             (|f| f.generation = 0, Reason::NotIndexed),
             (
@@ -938,10 +910,14 @@ pub mod tests {
         };
         let mut e = expect(Some(C1));
         e.mark = Some(mark);
-        let c = choose(&files, &e, &mut Mem { events: vec![vec![], vec![], vec![]] }).unwrap_or_else(|e| panic!("{e:?}"));
+        let c =
+            choose(&files, &e, &mut Mem { events: vec![vec![], vec![], vec![]] }).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(c.reason, Reason::HighWaterMark);
         assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 60), (1, 0), (2, 0)]);
-        assert_eq!(c.anomalies.iter().map(|a| (a.kind, a.at.session)).collect::<Vec<_>>(), [(AnomalyKind::FileReplaced, 1)]);
+        assert_eq!(
+            c.anomalies.iter().map(|a| (a.kind, a.at.session)).collect::<Vec<_>>(),
+            [(AnomalyKind::FileReplaced, 1)]
+        );
         // A marker of another checkpoint does not hide the mark of the current one.
         let mut mem = Mem { events: vec![vec![(10, "CHECKPOINT", Some(C2), 0)], vec![], vec![]] };
         assert_eq!(choose(&files, &e, &mut mem).map(|c| c.reason).ok(), Some(Reason::HighWaterMark));
@@ -955,16 +931,6 @@ pub mod tests {
         assert_eq!(c.reason, Reason::MarkerMatched);
         assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 11), (1, 0)]);
         assert!(c.anomalies.is_empty(), "no CHECKPOINT_LOADED to break a chain");
-    }
-
-    #[test]
-    fn crash_cut_lines_do_not_make_a_file_untrusted_for_recovery() {
-        let mut f = file(0, Dialect::CortexPlane);
-        (f.valid_lines, f.corrupt_lines, f.crash_cut_lines, f.trusted) = (8, 3, 3, false);
-        assert!(f.trusted_for_recovery(0.1));
-        f.crash_cut_lines = 2;
-        assert!(!f.trusted_for_recovery(0.1), "1 of 9 is still over 10 %");
-        assert!(f.unusable(0.1).is_some());
     }
 
     #[test]

@@ -670,7 +670,11 @@ mod tests {
         let verify: Vec<_> = body.to_verify().map(|(c, r)| (c.start.byte_offset, r)).collect();
         assert_eq!(
             verify,
-            [(0, VerifyReason::AmbiguousPairing), (10, VerifyReason::AmbiguousPairing), (30, VerifyReason::AmbiguousPairing)]
+            [
+                (0, VerifyReason::AmbiguousPairing),
+                (10, VerifyReason::AmbiguousPairing),
+                (30, VerifyReason::AmbiguousPairing)
+            ]
         );
         let first = body.calls.first().map(|c| body.results_of(c).len());
         assert_eq!(first, Some(3), "the group's three results go with every member");

@@ -417,7 +417,6 @@ mod tests {
             clock_skew_us: 0,
             mark: None,
             read_margin_us: 0,
-            max_corruption_ratio: 0.1,
         };
         let choice = choose(&files, &e, &mut mem).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(choice.reason, Reason::MarkerMatched);

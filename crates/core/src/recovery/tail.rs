@@ -54,8 +54,28 @@ pub fn lines_of(chunk: &[u8], start: i64, starts_a_line: bool, at_eof: bool) -> 
     out
 }
 
+/// The `timestamp` a cut line carries (a writer killed mid-append usually got past the
+/// envelope's first fields): the first `"timestamp":"…"` in `bytes`, if it is whole and parses.
+/// The pod's clock stamped it just before the write that the file's mtime records.
+pub fn stamped_at(bytes: &[u8]) -> Option<i64> {
+    const KEY: &[u8] = b"\"timestamp\":\"";
+    let at = memchr::memmem::find(bytes, KEY)? + KEY.len();
+    let rest = bytes.get(at..)?;
+    let end = memchr::memchr(b'"', rest)?;
+    let text = std::str::from_utf8(rest.get(..end)?).ok()?;
+    crate::indexer::timestamp::parse_timestamp(text)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_cut_line_tells_when_it_was_stamped() {
+        let cut = br#"{"version":"1.0","timestamp":"2026-03-01T09:00:05.250Z","jobId":"j","ty"#;
+        assert_eq!(stamped_at(cut), crate::indexer::timestamp::parse_timestamp("2026-03-01T09:00:05.250Z"));
+        assert_eq!(stamped_at(br#"{"version":"1.0","timestamp":"2026-03-01T09:0"#), None, "cut inside it");
+        assert_eq!(stamped_at(b"{\"version\":\"1."), None);
+    }
+
     use super::*;
 
     #[test]

@@ -130,6 +130,12 @@ impl Timeline {
         self.out.push(entry);
     }
 
+    /// The entries ready so far, in order (a streaming caller takes them between pages).
+    pub fn take_ready(&mut self) -> Vec<Entry> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The rest: whatever is ready, then the records after the last event.
     pub fn finish(mut self) -> Vec<Entry> {
         self.out.extend(self.records.drain(..));
         self.out

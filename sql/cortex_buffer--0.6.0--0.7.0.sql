@@ -1,0 +1,131 @@
+-- cortex_buffer 0.6.0 -> 0.7.0: recovery an agent can act on blindly. Checkpoints' high-water
+-- marks (checkpoint_mark, recorded by write_checkpoint and by the checkpoint_marked trigger), the
+-- per-job lookups catching their files up at call time (so they are volatile now), crash-cut
+-- lines counted apart, the v2 idempotency key (call_idempotency_key), the binding check and its
+-- trigger, and clear_quarantine.
+\echo Use "ALTER EXTENSION cortex_buffer UPDATE TO '0.7.0'" to load this file. \quit
+
+-- Crash artefacts: a line a writer's crash cut, directly followed by a new writer. Rows indexed
+-- before this version count none (until their file is indexed again).
+ALTER TABLE cortex_buffer.session_file
+    ADD COLUMN crash_cut_lines bigint NOT NULL DEFAULT 0,
+    ADD COLUMN cut_pending boolean NOT NULL DEFAULT false;
+COMMENT ON COLUMN cortex_buffer.session_file.crash_cut_lines IS 'Corrupt lines that are crash artefacts: a line cut by a writer''s crash and directly followed by a new writer (its first line on the same line, a sequence that starts again, or a SESSION_START). Counted in corrupt_lines, as scanBuffer counts them; recovery does not hold them against the file''s trust.';
+COMMENT ON COLUMN cortex_buffer.session_file.cut_pending IS 'The last non-blank line indexed failed to parse and the next event will tell whether it was a crash cut.';
+
+-- Every checkpoint's high-water mark: the job's session files (identity and size) at the
+-- instant the checkpoint was stored. The shipped writer appends synchronously, so every byte
+-- after these sizes was written after the checkpoint: recovery anchors marker-less files here
+-- without comparing clocks. Recorded by write_checkpoint, and by the checkpoint_marked trigger
+-- for checkpoints written by a plain UPDATE of the job table.
+CREATE SEQUENCE cortex_buffer.checkpoint_mark_seq;
+CREATE TABLE cortex_buffer.checkpoint_mark (
+    mark_id       bigint PRIMARY KEY DEFAULT pg_catalog.nextval('cortex_buffer.checkpoint_mark_seq'::pg_catalog.regclass),
+    job_id        uuid NOT NULL,
+    crc           bigint NOT NULL CHECK (crc OPERATOR(pg_catalog.>=) 0 AND crc OPERATOR(pg_catalog.<=) 4294967295),
+    checkpoint_id uuid,
+    recorded_at   timestamptz NOT NULL,
+    source        text NOT NULL CHECK (source OPERATOR(pg_catalog.=) ANY (ARRAY['write_checkpoint', 'trigger'])),
+    dir_visible   boolean NOT NULL,
+    files         jsonb NOT NULL
+);
+ALTER SEQUENCE cortex_buffer.checkpoint_mark_seq OWNED BY cortex_buffer.checkpoint_mark.mark_id;
+CREATE INDEX checkpoint_mark_job_idx ON cortex_buffer.checkpoint_mark (job_id, crc, mark_id DESC);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.checkpoint_mark', '');
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.checkpoint_mark_seq', '');
+
+COMMENT ON SEQUENCE cortex_buffer.checkpoint_mark_seq IS 'Ids of checkpoint_mark rows (newer rows have larger ids).';
+COMMENT ON TABLE cortex_buffer.checkpoint_mark IS
+'Each stored checkpoint''s high-water mark: the job''s session files and their sizes at that instant (newest cortex_buffer.checkpoint_history_keep per job). recovery_plan reads a file without checkpoint markers from its size here, since the writer appends synchronously.';
+COMMENT ON INDEX cortex_buffer.checkpoint_mark_job_idx IS 'A job''s marks for a checkpoint (by CRC), newest first.';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.mark_id IS 'Record order (larger is newer).';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.job_id IS 'The job.';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.crc IS 'CRC-32 of the checkpoint''s canonical JSON, unsigned: the checkpoint the mark belongs to.';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.checkpoint_id IS 'The checkpoint''s id when known (write_checkpoint''s, or the document''s own).';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.recorded_at IS 'When the files were looked at (the database server''s clock).';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.source IS 'write_checkpoint, or trigger (a plain UPDATE of the job table''s checkpoint column).';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.dir_visible IS 'Whether the job''s directory under cortex_buffer.sessions_dir could be read; a mark without it anchors nothing.';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.files IS 'The job directory''s session files: [{"file": path relative to the job directory, "device", "inode", "size"}].';
+
+-- The lookups that catch a job's files up at call time write the index: volatile.
+ALTER FUNCTION cortex_buffer.recovery_plan(uuid, uuid, boolean) VOLATILE;
+ALTER FUNCTION cortex_buffer.session_recovery(text) VOLATILE;
+ALTER FUNCTION cortex_buffer.session_recovery(uuid) VOLATILE;
+ALTER FUNCTION cortex_buffer.job_timeline(uuid) VOLATILE;
+ALTER FUNCTION cortex_buffer.session_usage(text) VOLATILE;
+COMMENT ON FUNCTION cortex_buffer.recovery_plan(uuid, uuid, boolean) IS
+'One call at pod start (Spike #31 Question 6, extended). First brings the job''s session files up to date (a catch-up of its directory, exactly once, as cortex_buffer_definer; fresh.stale says when it could not). Phase 1: the checkpoint by read_checkpoint''s rules (action first_run, resume or fail_job, resume_step). Phase 2: the buffer after the checkpoint (its marker, its high-water mark, or, failing both, its write time): completed tool calls with their results (skip them), calls in flight and calls the bytes cannot settle (verify them), each with the idempotency key call_idempotency_key() computes, lost events, anomalies, and why (mode buffer or checkpoint_only, reason from a closed list). See docs/api.md.';
+
+CREATE FUNCTION cortex_buffer."call_idempotency_key"(
+	"job_id" uuid, /* Option < Uuid > */
+	"checkpoint" jsonb, /* Option < RawJsonb > */
+	"call_ordinal" INT, /* Option < i32 > */
+	"tool_name" TEXT, /* Option < & str > */
+	"tool_input" jsonb /* Option < RawJsonb > */
+) RETURNS TEXT /* String */
+IMMUTABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'call_idempotency_key_wrapper';
+
+CREATE FUNCTION cortex_buffer."check_binding"() RETURNS TABLE (
+	"item" TEXT,  /* String */
+	"ok" bool,  /* bool */
+	"detail" TEXT,  /* String */
+	"fix" TEXT  /* Option < String > */
+)
+STRICT STABLE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'check_binding_wrapper';
+
+CREATE FUNCTION cortex_buffer."install_checkpoint_trigger"() RETURNS TEXT /* String */
+STRICT VOLATILE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'install_checkpoint_trigger_wrapper';
+
+CREATE FUNCTION cortex_buffer."clear_quarantine"(
+	"path" TEXT /* & str */
+) RETURNS bool /* bool */
+STRICT VOLATILE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'clear_quarantine_wrapper';
+
+CREATE FUNCTION cortex_buffer."checkpoint_marked"()
+	RETURNS TRIGGER
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'checkpoint_marked_wrapper';
+
+COMMENT ON FUNCTION cortex_buffer.call_idempotency_key(uuid, jsonb, integer, text, jsonb) IS
+'The idempotency key of a tool call, as recovery_plan reports it and as the agent computes it before the call: lower-case hex SHA-256 of "cortex_buffer/call/v2\n" || job_id || "\n" || checkpoint_ref || "\n" || call_ordinal || "\n" || tool_name || "\n" || input_hash, where checkpoint_ref is "crc:" || checkpoint_crc(checkpoint) ("-" for NULL), call_ordinal the call''s rank (from 1) among its writer''s tool calls since that checkpoint, tool_name '''' for NULL, and input_hash the hex SHA-256 of canonical_json(tool_input) (of null for NULL).';
+
+-- Checkpoints the control plane writes itself (a plain UPDATE of job.checkpoint) get their
+-- high-water mark here; write_checkpoint records its own. A bound table gets the same trigger
+-- from install_checkpoint_trigger().
+CREATE TRIGGER checkpoint_marked AFTER UPDATE OF checkpoint ON cortex_buffer.job
+    FOR EACH ROW WHEN (NEW.checkpoint IS NOT NULL AND NEW.checkpoint IS DISTINCT FROM OLD.checkpoint)
+    EXECUTE FUNCTION cortex_buffer.checkpoint_marked();
+COMMENT ON FUNCTION cortex_buffer.checkpoint_marked() IS
+'Trigger function: records the high-water mark (cortex_buffer.checkpoint_mark) of a checkpoint written by a plain UPDATE of a job table''s checkpoint column: the job''s session files and their sizes at that instant.';
+COMMENT ON TRIGGER checkpoint_marked ON cortex_buffer.job IS
+'Checkpoints written without write_checkpoint get a high-water mark too, so recovery_plan can place the session files after them without clocks.';
+
+COMMENT ON FUNCTION cortex_buffer.check_binding() IS
+'What cortex_buffer checks about the job table cortex_buffer.job_table names: job_table (the column contract), reaper_index (an index serving reap_zombies), checkpoint_trigger (checkpoints written by a plain UPDATE get a high-water mark). ok, what was found, and the statement that fixes a missing piece.';
+COMMENT ON FUNCTION cortex_buffer.install_checkpoint_trigger() IS
+'Puts the checkpoint_marked trigger (named cortex_buffer_checkpoint_marked) on the bound job table, once: checkpoints the control plane writes with a plain UPDATE then get their high-water mark. Runs with the caller''s rights: the table''s owner, or a superuser.';
+
+COMMENT ON FUNCTION cortex_buffer.clear_quarantine(text) IS
+'Lets the indexer try a quarantined session file again: clears session_file.quarantined_at, failures and last_error. True when the file was quarantined, false when it was not. index_sessions() and the per-job lookups retry it at once; the worker within cortex_buffer''s catalogue refresh (a minute). Path: session_file.path, or relative to sessions_dir.';
+
+-- Grants (as sql/privileges.sql sets them in a fresh install).
+REVOKE ALL ON FUNCTION
+    cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
+    cortex_buffer.checkpoint_marked()
+  FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text)
+  TO cortex_buffer_operator;
+GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_mark_seq TO cortex_buffer_definer;
+GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
+GRANT SELECT ON cortex_buffer.checkpoint_mark
+    TO cortex_buffer_agent, cortex_buffer_control_plane, cortex_buffer_operator;

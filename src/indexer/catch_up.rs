@@ -1,0 +1,91 @@
+//! Bringing one directory's session files up to date at call time: what the per-job lookups
+//! (`recovery_plan`, `session_recovery`, `job_timeline`, `agent_state`, `session_usage`) do
+//! before they answer, so a pod that starts right after a crash is told about the lines its
+//! predecessor wrote a moment ago, not about the worker's last pass.
+//!
+//! It is the indexer's own pass (`indexing::pass`) scoped to the directory: discovery of new
+//! files (and of the directory itself), then indexing what is new, each file in a
+//! subtransaction, under the same row locks and compare-and-set as the worker, so it is exactly
+//! once whoever gets there first. Every write runs as `cortex_buffer_definer`; the caller can
+//! only cause the directory it asks about to be indexed, never read anything more.
+//!
+//! A file another indexer holds is waited for, up to `cortex_buffer.catch_up_wait`: its commit
+//! is what the lookup needs. What cannot be caught up (the wait ran out, a read-only
+//! transaction or standby, `catch_up` off, no `sessions_dir`, a failing file) is returned as
+//! the reason the answer is stale; the lookup never pretends.
+
+use std::time::{Duration, Instant};
+
+use pgrx::pg_sys;
+
+use super::event_store::BUSY;
+use super::indexing::{self, Mode};
+use crate::pg::guc;
+use cortex_buffer_core::recovery::plan::Freshness;
+use cortex_buffer_watch::pass::{now_us, FileOutcome, KnownCache, Scope};
+use cortex_buffer_watch::scan::resolve_root;
+
+/// How often a held file is asked for again.
+const RETRY_EVERY: Duration = Duration::from_millis(5);
+
+/// Catches up `dir` (a top-level directory of `sessions_dir`: a job's, or a Claude Code
+/// project's).
+pub fn catch_up(dir: &str) -> Freshness {
+    let stale = |why: String| Freshness { caught_up: false, stale: Some(why) };
+    if !guc::catch_up() {
+        return stale("cortex_buffer.catch_up is off: the answer holds what the worker has indexed".into());
+    }
+    // SAFETY: reads of backend-global flags.
+    let (read_only, in_recovery) = unsafe { (pg_sys::XactReadOnly, pg_sys::RecoveryInProgress()) };
+    if read_only || in_recovery {
+        return stale(
+            "a read-only transaction (or a standby) cannot index: the answer holds what the index held".into(),
+        );
+    }
+    let volume = match resolve_root(&guc::sessions_dir()) {
+        Ok(v) => v,
+        Err(e) => return stale(format!("the job's files cannot be read from here ({e})")),
+    };
+    let deadline = Instant::now() + guc::catch_up_wait();
+    loop {
+        let mut cache = KnownCache::default();
+        let pass = indexing::pass(
+            &volume,
+            Scope::Dir(dir),
+            &mut cache,
+            Duration::ZERO,
+            now_us(),
+            Mode::Caller,
+            &mut |_| {},
+            |_, _| true,
+        );
+        let files = match pass {
+            Ok(p) => p.files,
+            Err(e) => return stale(format!("catching up {dir} failed: {e}")),
+        };
+        if let Some((path, FileOutcome::Failed { error, .. })) =
+            files.iter().find(|(_, o)| matches!(o, FileOutcome::Failed { .. }))
+        {
+            return stale(format!("{path} could not be indexed: {error}"));
+        }
+        let held = files.iter().filter(|(_, o)| matches!(o, FileOutcome::Skipped(why) if why == BUSY)).count();
+        if held == 0 {
+            return Freshness { caught_up: true, stale: None };
+        }
+        if Instant::now() >= deadline {
+            return stale(format!(
+                "{held} file(s) of {dir} were being indexed by another session for longer than cortex_buffer.catch_up_wait"
+            ));
+        }
+        pause(RETRY_EVERY);
+    }
+}
+
+/// Sleeps, staying cancellable.
+fn pause(d: Duration) {
+    // SAFETY: pg_usleep and the interrupt check are plain backend calls on the main thread.
+    unsafe {
+        pg_sys::pg_usleep(i64::try_from(d.as_micros()).unwrap_or(5000));
+    }
+    pgrx::check_for_interrupts!();
+}
