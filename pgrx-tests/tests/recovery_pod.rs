@@ -326,7 +326,8 @@ fn a_checkpoint_the_control_plane_wrote_itself_anchors_the_plan() {
     // The control plane's own write: a plain UPDATE of the job row, CRC as it stores it.
     let doc = json!({"step_index": 4, "messages": ["m"]});
     c.psql(&format!(
-        "UPDATE cortex_buffer.job SET checkpoint = '{doc}', checkpoint_crc = cortex_buffer.checkpoint_crc('{doc}') WHERE id = '{job}'"
+        "UPDATE cortex_buffer.job SET checkpoint = '{doc}',
+                checkpoint_crc = cortex_buffer.checkpoint_crc('{doc}')::bigint::bit(32)::int WHERE id = '{job}'"
     ));
     pod.write(
         &[call("send_email", json!({"to": "z"})), result("send_email", "sent"), call("charge_card", json!({}))],

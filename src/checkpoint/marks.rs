@@ -53,16 +53,17 @@ pub fn trigger_records() -> bool {
     !WRITING.with(Cell::get)
 }
 
-/// The job's session files as the discovery rule sees them now, or `None` when its directory
-/// cannot be seen from here (no `sessions_dir`, or no directory for the job).
+/// The job's session files as the discovery rule sees them now (none when its directory does
+/// not exist yet: every file it gets later is written after this checkpoint), or `None` when
+/// `sessions_dir` cannot be read from here (the files live where the database cannot see them).
 fn job_files(job: Uuid) -> Option<Vec<MarkFile>> {
     let volume = resolve_root(&guc::sessions_dir()).ok()?;
     let dir = format_uuid(job.as_bytes());
-    let visible = volume.stat(std::path::Path::new(&dir)).is_ok_and(|m| m.is_dir());
-    if !visible {
+    let scan = scan_dir(&volume, &dir);
+    if !scan.problems.is_empty() && scan.files.is_empty() {
+        // The directory is there but could not be listed: nothing is known of its files.
         return None;
     }
-    let scan = scan_dir(&volume, &dir);
     Some(
         scan.files
             .into_iter()

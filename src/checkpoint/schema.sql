@@ -61,5 +61,5 @@ COMMENT ON COLUMN cortex_buffer.checkpoint_mark.crc IS 'CRC-32 of the checkpoint
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.checkpoint_id IS 'The checkpoint''s id when known (write_checkpoint''s, or the document''s own).';
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.recorded_at IS 'When the files were looked at (the database server''s clock).';
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.source IS 'write_checkpoint, or trigger (a plain UPDATE of the job table''s checkpoint column).';
-COMMENT ON COLUMN cortex_buffer.checkpoint_mark.dir_visible IS 'Whether the job''s directory under cortex_buffer.sessions_dir could be read; a mark without it anchors nothing.';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.dir_visible IS 'Whether cortex_buffer.sessions_dir and the job''s directory in it could be read (a directory that did not exist yet had no files); a mark without it anchors nothing but the time.';
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.files IS 'The job directory''s session files: [{"file": path relative to the job directory, "device", "inode", "size"}].';

@@ -383,16 +383,16 @@ mod tests {
         };
         let mut w = Shipped::new(&job);
         w.call(&at(-60), "read", r#"{"path":"old"}"#).result(&at(-59), "read", r#""old""#, false);
-        w.call(&at(2), "read", r#"{"path":"a"}"#);
-        w.call(&at(3), "read", r#"{"path":"b"}"#);
-        w.call(&at(4), "exec", r#"{"cmd":"ls"}"#);
-        w.result(&at(5), "read", r#""A""#, false).result(&at(6), "exec", r#"{"rc":1}"#, true).result(
-            &at(7),
+        w.call(&at(8), "read", r#"{"path":"a"}"#);
+        w.call(&at(9), "read", r#"{"path":"b"}"#);
+        w.call(&at(10), "exec", r#"{"cmd":"ls"}"#);
+        w.result(&at(11), "read", r#""A""#, false).result(&at(12), "exec", r#"{"rc":1}"#, true).result(
+            &at(13),
             "read",
             r#""B""#,
             false,
         );
-        w.call(&at(8), "read", r#"{"path":"c"}"#);
+        w.call(&at(14), "read", r#"{"path":"c"}"#);
         // The file was written by a pod whose clock agrees with the server's: its mtime is
         // its last line's time (the clock evidence the fallback measures the pod by).
         let put = |w: &Shipped, last: i64| {
@@ -404,7 +404,7 @@ mod tests {
                 .and_then(|f| f.set_modified(when))
                 .unwrap_or_else(|e| panic!("{e}"));
         };
-        put(&w, 8);
+        put(&w, 14);
         index(&root);
         let p = plan(&job);
         assert_eq!(reason(&p), ("buffer", "checkpoint_time"));
@@ -463,11 +463,11 @@ mod tests {
         // checkpoint counts, and the crashed writer's open call is never completed by the new
         // writer's result: it stays in flight, its writer crashed.
         w.restart();
-        w.result(&at(9), "read", r#""C?""#, false).call(&at(10), "read", r#"{"path":"d"}"#);
-        put(&w, 10);
+        w.result(&at(15), "read", r#""C?""#, false).call(&at(16), "read", r#"{"path":"d"}"#);
+        put(&w, 16);
         index(&root);
         let p = plan(&job);
-        assert_eq!(keys(&p, "completed").len(), 1);
+        assert_eq!(keys(&p, "completed").len(), 1, "{p}");
         let open: Vec<(bool, i64)> = p["in_flight"]
             .as_array()
             .map(|a| a.iter().map(|c| (c["writer_crashed"] == true, c["call_ordinal"].as_i64().unwrap_or(0))).collect())
