@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The lint gate .ci/run runs before the tests: formatting, clippy with warnings as errors,
-# ShellCheck, and released SQL scripts that never change. Installs shellcheck if missing.
+# the committed install script, the docs' tables and SQL, ShellCheck, and released SQL scripts
+# that never change. Installs shellcheck if missing.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -15,6 +16,12 @@ cargo fmt --all --check
 say "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 (cd pgrx-tests && cargo clippy --all-targets -- -D warnings)
+
+say "the committed install script is what the code generates (sql/install/)"
+bash scripts/schema.sh
+
+say "docs: tables, the error table against the code, the SQL blocks' golden files"
+python3 scripts/check_docs.py
 
 say "shellcheck scripts/ bench/ .ci/run"
 shellcheck -x scripts/*.sh bench/*.sh .ci/run
