@@ -3,7 +3,8 @@
 # install script `cargo pgrx schema` generates for the current version, committed, so every
 # change to the SQL surface shows in a diff. Without arguments, checks that the committed file
 # is what the code generates (the lint gate runs this); with --accept, writes it.
-# The generator's "-- src/<file>:<line>" comments are left out: they move with every edit.
+# scripts/schema_normal.py sorts the generator's blocks (their order is not stable) and drops
+# its "-- src/<file>:<line>" tags (they move with every edit).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -15,7 +16,7 @@ COMMITTED="sql/install/cortex_buffer--${VERSION}.sql"
 GENERATED="$(work_dir)/schema-${VERSION}.sql"
 
 cargo pgrx schema "pg${PG_MAJOR}" --pg-config "${PG_CONFIG}" -o "${GENERATED}.raw" >/dev/null
-grep -v -E '^-- src/[^ ]+:[0-9]+$' "${GENERATED}.raw" >"${GENERATED}"
+python3 scripts/schema_normal.py "${GENERATED}.raw" >"${GENERATED}"
 
 if [ "${1:-}" = "--accept" ]; then
     mkdir -p sql/install
