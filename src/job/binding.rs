@@ -82,7 +82,8 @@ impl Binding {
     pub fn checkpoint_trigger_sql(&self) -> String {
         format!(
             "CREATE TRIGGER {CHECKPOINT_TRIGGER} AFTER UPDATE OF checkpoint ON {} FOR EACH ROW \
-             WHEN (NEW.checkpoint IS NOT NULL AND NEW.checkpoint IS DISTINCT FROM OLD.checkpoint) \
+             WHEN (NEW.checkpoint IS NOT NULL AND (OLD.checkpoint IS NULL \
+             OR NOT NEW.checkpoint OPERATOR(pg_catalog.=) OLD.checkpoint)) \
              EXECUTE FUNCTION cortex_buffer.checkpoint_marked()",
             self.table
         )

@@ -49,6 +49,11 @@ pub const LAST_BEFORE_SQL: &str = "SELECT byte_offset FROM cortex_buffer.event
                   WHERE file_id OPERATOR(pg_catalog.=) $1 AND ts OPERATOR(pg_catalog.<) $2
                   ORDER BY byte_offset DESC LIMIT 1";
 
+pub const WRITER_START_SQL: &str = "SELECT byte_offset FROM cortex_buffer.event
+                  WHERE file_id OPERATOR(pg_catalog.=) $1 AND byte_offset OPERATOR(pg_catalog.<=) $2
+                    AND seq OPERATOR(pg_catalog.=) 0
+                  ORDER BY byte_offset DESC LIMIT 1";
+
 pub const STARTED_BEFORE_SQL: &str = "SELECT 1 FROM cortex_buffer.event
               WHERE invocation_id OPERATOR(pg_catalog.=) $1
                 AND ((file_id OPERATOR(pg_catalog.=) $2 AND byte_offset OPERATOR(pg_catalog.<) $3)
@@ -374,6 +379,10 @@ impl Probe for IndexProbe<'_, '_> {
         Ok(!rows.is_empty())
     }
 
+    fn writer_start(&mut self, session: usize, offset: i64) -> Result<i64, CbError> {
+        self.writer_start_at(session, offset)
+    }
+
     fn last_offset_before(&mut self, session: usize, since_us: i64) -> Result<Option<i64>, CbError> {
         let Some(&file_id) = self.file_ids.get(session) else { return Ok(None) };
         let stmt =
@@ -381,6 +390,15 @@ impl Probe for IndexProbe<'_, '_> {
         let rows =
             self.client.select(&*stmt, Some(1), &[file_id.into(), timestamptz(Some(since_us)).into()]).map_err(spi)?;
         rows.into_iter().next().map(|r| r.get::<i64>(1).map_err(spi)).transpose().map(Option::flatten)
+    }
+}
+
+impl IndexProbe<'_, '_> {
+    fn writer_start_at(&mut self, session: usize, offset: i64) -> Result<i64, CbError> {
+        let Some(&file_id) = self.file_ids.get(session) else { return Ok(0) };
+        let stmt = prepared_read(self.client, "recovery.writer_start", || WRITER_START_SQL.to_owned(), &[INT8, INT8])?;
+        let rows = self.client.select(&*stmt, Some(1), &[file_id.into(), offset.into()]).map_err(spi)?;
+        Ok(rows.into_iter().next().map(|r| r.get::<i64>(1).map_err(spi)).transpose()?.flatten().unwrap_or(0))
     }
 }
 

@@ -101,7 +101,8 @@ fn read_body(
         None => Ok(false),
     })?;
     let window = choice.window.map(|w| Window { at_us: w.at_us, skew_us: w.skew_us, clocks: clocks(files) });
-    let evidence = settle(&mut body, window.as_ref(), keys);
+    let anchors: Vec<(usize, i64)> = choice.reads.iter().map(|r| (r.session, r.anchor_at)).collect();
+    let evidence = settle(&mut body, window.as_ref(), &anchors, keys);
     Ok((body, evidence))
 }
 
@@ -252,6 +253,7 @@ pub fn transcript_plan(path: &str) -> Result<String, CbError> {
                         session: 0,
                         from_offset: 0,
                         baseline: cortex_buffer_core::recovery::pairing::Baseline::FileStart,
+                        anchor_at: 0,
                     }],
                     segment_only: false,
                     window: None,

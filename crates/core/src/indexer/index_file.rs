@@ -161,24 +161,8 @@ pub fn index_file<R: Read, S: Sink>(
                     Verdict::Event(parsed) => {
                         let cols = columns(&parsed, rules.dialect);
                         progress.integrity.event(&cols, dir_job);
-                        let trimmed = js_trim(&text);
-                        let (store, problem) = payload_problem(
-                            parsed.jsonb_problem.map(|p| p.describe()),
-                            trimmed.len(),
-                            parsed.tokens,
-                            rules.max_line_memory,
-                            matches!(text, Cow::Owned(_)),
-                        );
-                        let payload = store.then_some(Cow::Borrowed(trimmed));
-                        sink.event(EventRow {
-                            offset,
-                            line_no,
-                            columns: cols,
-                            payload,
-                            payload_problem: problem,
-                            tokens: parsed.tokens,
-                        })
-                        .map_err(IndexError::Sink)?;
+                        let lossy = matches!(text, Cow::Owned(_));
+                        emit(sink, rules, offset, line_no, js_trim(&text), &parsed, cols, lossy)?;
                         progress.events_added += 1;
                     }
                     Verdict::NotAnEvent(reason) => {
@@ -193,10 +177,23 @@ pub fn index_file<R: Read, S: Sink>(
                         progress.corrupt_added += 1;
                     }
                     Verdict::Unparseable(reason) => {
-                        progress.integrity.unparseable(embeds_new_writer(&text, judge_rules));
+                        let embedded = embedded_new_line(&text, judge_rules);
+                        progress.integrity.unparseable(embedded.is_some());
                         sink.corrupt(CorruptRow { offset, line_no, preview: preview(&text), reason })
                             .map_err(IndexError::Sink)?;
                         progress.corrupt_added += 1;
+                        // The next writer's first line, whole after the cut: indexed as the event
+                        // it is, at its own offset (its bytes are valid UTF-8, so the offset is
+                        // exact). The line stays corrupt in the counts, as scanBuffer sees it.
+                        if let (Some(at), Cow::Borrowed(line)) = (embedded, &text) {
+                            let rest = line.get(at..).unwrap_or("");
+                            if let Verdict::Event(parsed) = judge(rest, judge_rules) {
+                                let cols = columns(&parsed, rules.dialect);
+                                let at = u64::try_from(at).unwrap_or(0);
+                                emit(sink, rules, offset + at, line_no, js_trim(rest), &parsed, cols, false)?;
+                                progress.events_added += 1;
+                            }
+                        }
                     }
                 }
             }
@@ -208,22 +205,52 @@ pub fn index_file<R: Read, S: Sink>(
     Ok(progress)
 }
 
-/// Whether a line that does not parse is a cut line followed, on the same line, by a whole
-/// new line: the line's opening (`{"version":`, `{"type":`: what every line of its writer
-/// starts with) appears again later, and from there the rest is an event. A writer that
-/// crashed mid-append and the next writer appending to the same file leave exactly this.
-/// At most a few places are tried, so a hostile line costs a few parses, not one per byte.
-pub fn embeds_new_writer(text: &str, rules: Rules) -> bool {
+/// Hands one event row to the sink: its columns, and its payload unless `jsonb` cannot store
+/// it or it would take more memory than allowed.
+#[allow(clippy::too_many_arguments)]
+fn emit<S: Sink>(
+    sink: &mut S,
+    rules: &FileRules<'_>,
+    offset: u64,
+    line_no: u64,
+    trimmed: &str,
+    parsed: &crate::json::parse::Parsed<'_>,
+    cols: Columns,
+    lossy: bool,
+) -> Result<(), IndexError<S::Error>> {
+    let (store, problem) = payload_problem(
+        parsed.jsonb_problem.map(|p| p.describe()),
+        trimmed.len(),
+        parsed.tokens,
+        rules.max_line_memory,
+        lossy,
+    );
+    let payload = store.then_some(Cow::Borrowed(trimmed));
+    sink.event(EventRow { offset, line_no, columns: cols, payload, payload_problem: problem, tokens: parsed.tokens })
+        .map_err(IndexError::Sink)
+}
+
+/// Where, in a line that does not parse, a whole new line starts after a cut: the line's
+/// opening (`{"version":`, `{"type":`: what every line of its writer starts with) appears again
+/// later, and from there the rest is an event. A writer that crashed mid-append and the next
+/// writer appending to the same file leave exactly this. At most a few places are tried, so a
+/// hostile line costs a few parses, not one per byte. The position is in `text` (untrimmed).
+pub fn embedded_new_line(text: &str, rules: Rules) -> Option<usize> {
     const TRIES: usize = 4;
     let line = js_trim(text);
-    let Some(opening) = line.find("\":").filter(|&i| line.starts_with("{\"") && i < 64).and_then(|i| line.get(..i + 2))
-    else {
-        return false;
-    };
+    // `line` is a slice of `text`: where it starts in it.
+    let lead = (line.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+    let opening = line.find("\":").filter(|&i| line.starts_with("{\"") && i < 64).and_then(|i| line.get(..i + 2))?;
     memchr::memmem::find_iter(line.as_bytes(), opening.as_bytes())
         .filter(|&at| at > 0)
         .take(TRIES)
-        .any(|at| line.get(at..).is_some_and(|rest| matches!(judge(rest, rules), Verdict::Event(_))))
+        .find(|&at| line.get(at..).is_some_and(|rest| matches!(judge(rest, rules), Verdict::Event(_))))
+        .map(|at| lead + at)
+}
+
+/// Whether a line that does not parse embeds a new writer's whole line ([`embedded_new_line`]).
+pub fn embeds_new_writer(text: &str, rules: Rules) -> bool {
+    embedded_new_line(text, rules).is_some()
 }
 
 #[cfg(test)]

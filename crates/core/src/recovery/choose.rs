@@ -143,6 +143,17 @@ pub trait Probe {
     /// Where the session's last event stamped before `since_us` is (the events after it are
     /// the time window: found from the end, so the cost follows the window).
     fn last_offset_before(&mut self, session: usize, since_us: i64) -> Result<Option<i64>, CbError>;
+    /// Where the writer that wrote the session's bytes at `offset` started: its first event
+    /// (sequence 0) at or before `offset`, or the file's start.
+    fn writer_start(&mut self, session: usize, offset: i64) -> Result<i64, CbError>;
+}
+
+/// How to read a file of a writer without call ids from an anchor inside it: from the start
+/// of the writer segment the anchor lies in, the events before the anchor known but not the
+/// plan's (a call open at the anchor must not lend its result to a later call of its tool).
+fn read_across(probe: &mut dyn Probe, session: usize, anchor_at: i64) -> Result<ReadFrom, CbError> {
+    let from = probe.writer_start(session, anchor_at)?.min(anchor_at);
+    Ok(ReadFrom { session, from_offset: from, baseline: Baseline::FileStart, anchor_at })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,6 +299,9 @@ pub struct ReadFrom {
     pub session: usize,
     pub from_offset: i64,
     pub baseline: Baseline,
+    /// Events read at offsets below this lie before the anchor: read only so that a call still
+    /// open at the anchor is known (a result after it is then not given to a later call).
+    pub anchor_at: i64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -332,7 +346,7 @@ impl Choice {
         let first = *sessions.start();
         let reads: Vec<ReadFrom> = sessions
             .clone()
-            .map(|session| ReadFrom { session, from_offset: 0, baseline: Baseline::FileStart })
+            .map(|session| ReadFrom { session, from_offset: 0, baseline: Baseline::FileStart, anchor_at: 0 })
             .collect();
         Choice {
             reason,
@@ -427,7 +441,7 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
             None => return from_marker(files, e, probe, *mi, marker),
             Some(refused) => {
                 if let Some(mark) = e.mark.as_ref().filter(|_| e.match_checkpoint) {
-                    return Ok(from_mark(files, mark, e));
+                    return from_mark(files, mark, e, probe);
                 }
                 return Ok(Choice::checkpoint_only(refused.0, refused.1, examined));
             }
@@ -465,7 +479,7 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
         ));
     }
     if let Some(mark) = &e.mark {
-        return Ok(from_mark(files, mark, e));
+        return from_mark(files, mark, e, probe);
     }
     if !shipped {
         return Ok(Choice::checkpoint_only(
@@ -484,8 +498,11 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
     let since = time.saturating_sub(e.read_margin_us);
     let mut reads = Vec::new();
     for session in 0..=latest {
-        let from = probe.last_offset_before(session, since)?.map_or(0, |o| o.saturating_add(1));
-        reads.push(ReadFrom { session, from_offset: from, baseline: Baseline::Unknown });
+        // From the start of the writer that wrote the last event surely before the window: its
+        // calls still open then must be known (the clocks place them before the checkpoint).
+        let window_from = probe.last_offset_before(session, since)?.map_or(0, |o| o.saturating_add(1));
+        let from = probe.writer_start(session, window_from)?.min(window_from);
+        reads.push(ReadFrom { session, from_offset: from, baseline: Baseline::FileStart, anchor_at: 0 });
     }
     Ok(Choice {
         reason: Reason::CheckpointTime,
@@ -541,10 +558,12 @@ fn from_marker(
     marker: &MarkerAt,
 ) -> Result<Choice, CbError> {
     let rel = |i: usize| files.get(i).map(|f| f.rel_path.clone()).unwrap_or_default();
-    let mut reads = vec![ReadFrom {
-        session: mi,
-        from_offset: marker.byte_offset.saturating_add(1),
-        baseline: Baseline::After(marker.seq),
+    let after = marker.byte_offset.saturating_add(1);
+    let shipped = files.get(mi).and_then(|f| f.dialect) == Some(Dialect::CortexPlane);
+    let mut reads = vec![if shipped {
+        read_across(probe, mi, after)?
+    } else {
+        ReadFrom { session: mi, from_offset: after, baseline: Baseline::After(marker.seq), anchor_at: 0 }
     }];
     let mut anomalies = Vec::new();
     let mut used = vec![mi];
@@ -568,7 +587,7 @@ fn from_marker(
                 break;
             }
         }
-        reads.push(ReadFrom { session: k, from_offset: 0, baseline: Baseline::FileStart });
+        reads.push(ReadFrom { session: k, from_offset: 0, baseline: Baseline::FileStart, anchor_at: 0 });
         used.push(k);
     }
     let reason = if e.match_checkpoint { Reason::MarkerMatched } else { Reason::MarkerUnverified };
@@ -622,7 +641,7 @@ fn chain_break(probe: &mut dyn Probe, k: usize, id: Option<&str>) -> Result<Opti
 
 /// The plan from the checkpoint's high-water mark: each file from its size when the checkpoint
 /// was stored, files created since from their start.
-fn from_mark(files: &[SessionFile], mark: &Mark, e: &Expectation) -> Choice {
+fn from_mark(files: &[SessionFile], mark: &Mark, e: &Expectation, probe: &mut dyn Probe) -> Result<Choice, CbError> {
     let mut reads = Vec::new();
     let mut anomalies = Vec::new();
     for (session, f) in files.iter().enumerate() {
@@ -646,11 +665,14 @@ fn from_mark(files: &[SessionFile], mark: &Mark, e: &Expectation) -> Choice {
                 0
             }
         };
-        let baseline = if from == 0 { Baseline::FileStart } else { Baseline::Unknown };
-        reads.push(ReadFrom { session, from_offset: from, baseline });
+        reads.push(if from == 0 {
+            ReadFrom { session, from_offset: 0, baseline: Baseline::FileStart, anchor_at: 0 }
+        } else {
+            read_across(probe, session, from)?
+        });
     }
-    let at = reads.first().map(|r| Pos { session: r.session, byte_offset: r.from_offset, ..Pos::default() });
-    Choice {
+    let at = reads.first().map(|r| Pos { session: r.session, byte_offset: r.anchor_at, ..Pos::default() });
+    Ok(Choice {
         reason: Reason::HighWaterMark,
         detail: format!(
             "the checkpoint's high-water mark (its {} session file(s) and their sizes when it was stored): every byte after it was written after the checkpoint, by every writer of every file",
@@ -669,7 +691,7 @@ fn from_mark(files: &[SessionFile], mark: &Mark, e: &Expectation) -> Choice {
         window: None,
         examined: (0..files.len()).collect(),
         anomalies,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -714,6 +736,10 @@ pub mod tests {
         }
         fn last_offset_before(&mut self, s: usize, since: i64) -> Result<Option<i64>, CbError> {
             Ok(self.events.get(s).and_then(|ev| ev.iter().rev().find(|(.., ts)| *ts < since).map(|(o, ..)| *o)))
+        }
+        fn writer_start(&mut self, _: usize, _: i64) -> Result<i64, CbError> {
+            // Without sequence numbers to go by: the file's start (reads more, never less).
+            Ok(0)
         }
     }
 
@@ -873,7 +899,7 @@ pub mod tests {
         // The shipped writer: every file, from the last event surely before the window.
         let c = choose(&plane, &expect(Some(C1)), &mut events()).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(c.reason, Reason::CheckpointTime);
-        assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 1), (1, 0)]);
+        assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 0), (1, 0)]);
         assert_eq!(c.window, Some(WindowSpec { at_us: 1_000, skew_us: 100 }));
         assert!(!c.segment_only);
         let mut no_time = expect(Some(C1));
@@ -913,7 +939,12 @@ pub mod tests {
         let c =
             choose(&files, &e, &mut Mem { events: vec![vec![], vec![], vec![]] }).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(c.reason, Reason::HighWaterMark);
-        assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 60), (1, 0), (2, 0)]);
+        // The first file is read from its writer's start (here the file's: the in-memory index
+        // has no sequence numbers), what lies before the mark known but not the plan's.
+        assert_eq!(
+            c.reads.iter().map(|r| (r.session, r.from_offset, r.anchor_at)).collect::<Vec<_>>(),
+            [(0, 0, 60), (1, 0, 0), (2, 0, 0)]
+        );
         assert_eq!(
             c.anomalies.iter().map(|a| (a.kind, a.at.session)).collect::<Vec<_>>(),
             [(AnomalyKind::FileReplaced, 1)]
@@ -929,7 +960,10 @@ pub mod tests {
         let mut mem = Mem { events: vec![vec![(10, "CHECKPOINT", Some(C1), 0)], vec![(0, "TOOL_CALL", None, 0)]] };
         let c = choose(&files, &expect(Some(C1)), &mut mem).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(c.reason, Reason::MarkerMatched);
-        assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 11), (1, 0)]);
+        assert_eq!(
+            c.reads.iter().map(|r| (r.session, r.from_offset, r.anchor_at)).collect::<Vec<_>>(),
+            [(0, 0, 11), (1, 0, 0)]
+        );
         assert!(c.anomalies.is_empty(), "no CHECKPOINT_LOADED to break a chain");
     }
 

@@ -12,6 +12,8 @@ pub mod line;
 pub mod log_slice;
 pub mod pairing;
 pub mod plan;
+#[cfg(test)]
+mod property_tests;
 pub mod tail;
 pub mod timeline;
 pub mod usage;

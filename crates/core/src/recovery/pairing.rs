@@ -55,6 +55,11 @@ pub struct Call {
     pub segment: u32,
     /// The result paired with this call (never set for a member of an ambiguity group).
     pub result: Option<CallResult>,
+    /// The call's start line is in the plan. A result whose start is not (lost with a crash-cut
+    /// line, or before the anchor) is a call of its own with `start` at the result.
+    pub start_seen: bool,
+    /// For a result without its start: the start lies before the anchor (an id lookup said so).
+    pub started_before: bool,
     /// The ambiguity group this call belongs to (an index into [`Body::groups`]).
     pub group: Option<usize>,
     /// Set by [`super::verdict::settle`]: the call's rank among its writer's calls after the
@@ -87,6 +92,9 @@ pub enum VerifyReason {
     UncertainTime,
     /// Started before the anchor, finished after it: the checkpoint may not cover it.
     StartedBeforeAnchor,
+    /// A result whose start the plan does not have (its line was lost): the call finished, but
+    /// neither its input nor its place among the writer's calls is known.
+    StartLost,
 }
 
 impl VerifyReason {
@@ -95,6 +103,7 @@ impl VerifyReason {
             VerifyReason::AmbiguousPairing => "ambiguous_pairing",
             VerifyReason::UncertainTime => "uncertain_time",
             VerifyReason::StartedBeforeAnchor => "started_before_anchor",
+            VerifyReason::StartLost => "start_lost",
         }
     }
 }
@@ -269,6 +278,9 @@ pub struct Pairing {
     open_by_tool: HashMap<(u32, String), VecDeque<usize>>,
     /// The ambiguity group of a (segment, tool) queue while it has members open.
     open_group: HashMap<(u32, String), usize>,
+    /// Writer segments that lost events (a seq gap): a lost line may have been a call's start,
+    /// so order cannot pair a result there.
+    lossy: std::collections::HashSet<u32>,
     tool_counts: HashMap<String, u32>,
     segment: u32,
     current: Option<usize>,
@@ -290,6 +302,7 @@ impl Pairing {
             done_by_id: HashMap::new(),
             open_by_tool: HashMap::new(),
             open_group: HashMap::new(),
+            lossy: std::collections::HashSet::new(),
             tool_counts: HashMap::new(),
             segment: 0,
             current: None,
@@ -347,13 +360,16 @@ impl Pairing {
                 });
                 if seq > 0 {
                     self.body.gaps.push(Gap { at, after_seq: None, next_seq: seq, missing: seq });
+                    self.lossy.insert(self.segment);
                 }
             }
             (SeqStep::Gap { missing }, Some(prev), _) => {
                 self.body.gaps.push(Gap { at, after_seq: Some(prev), next_seq: seq, missing });
+                self.lossy.insert(self.segment);
             }
             (_, None, Baseline::FileStart) if seq > 0 => {
                 self.body.gaps.push(Gap { at, after_seq: None, next_seq: seq, missing: seq });
+                self.lossy.insert(self.segment);
             }
             _ => {}
         }
@@ -437,6 +453,8 @@ impl Pairing {
             tool_ordinal: ordinal,
             segment: self.segment,
             result: None,
+            start_seen: true,
+            started_before: false,
             group,
             call_ordinal: 0,
             idempotency_key: String::new(),
@@ -473,7 +491,8 @@ impl Pairing {
             None => {
                 let queue = (self.segment, f.tool_name.clone().unwrap_or_default());
                 let open = self.open_by_tool.get(&queue).map_or(0, VecDeque::len);
-                if open >= 2 || (open == 1 && self.open_group.contains_key(&queue)) {
+                let lossy = self.lossy.contains(&self.segment);
+                if open >= 2 || (open == 1 && (lossy || self.open_group.contains_key(&queue))) {
                     self.ambiguous_result(queue, at, f);
                     return;
                 }
@@ -490,19 +509,47 @@ impl Pairing {
                     self.done_by_id.insert(call.key.clone(), i);
                 }
             }
-            None => match f.id {
-                Some(id) => self.orphans.push(Orphan { id, at, tool_name: f.tool_name }),
-                None => self.body.anomalies.push(Anomaly {
-                    kind: AnomalyKind::ResultWithoutStart,
-                    at,
-                    key: None,
-                    tool_name: f.tool_name.clone(),
-                    detail: format!(
-                        "no unmatched earlier call of {} in this writer segment",
-                        f.tool_name.as_deref().unwrap_or("(no tool name)")
-                    ),
-                }),
-            },
+            None => {
+                let tool_name = f.tool_name.clone();
+                let key = match &f.id {
+                    Some(id) => {
+                        self.orphans.push(Orphan { id: id.clone(), at, tool_name: tool_name.clone() });
+                        id.clone()
+                    }
+                    None => {
+                        self.body.anomalies.push(Anomaly {
+                            kind: AnomalyKind::ResultWithoutStart,
+                            at,
+                            key: None,
+                            tool_name: tool_name.clone(),
+                            detail: format!(
+                                "no unmatched earlier call of {} in this writer segment: it finished, but its start is not in the plan",
+                                tool_name.as_deref().unwrap_or("(no tool name)")
+                            ),
+                        });
+                        let rel = self.sessions.get(at.session).map(|r| r.rel_path.as_str()).unwrap_or("");
+                        derived_call_key(rel, at.byte_offset)
+                    }
+                };
+                // The call finished: it goes to verify, never silently away.
+                self.body.calls.push(Call {
+                    key,
+                    key_is_id: f.id.is_some(),
+                    tool_name,
+                    start: at,
+                    input_hash: None,
+                    input: None,
+                    tool_ordinal: 0,
+                    segment: self.segment,
+                    result: Some(CallResult { at, success: f.success, result: f.result, paired_by_order: by_order }),
+                    start_seen: false,
+                    started_before: false,
+                    group: None,
+                    call_ordinal: 0,
+                    idempotency_key: String::new(),
+                    verdict: Verdict::Verify(VerifyReason::StartLost),
+                });
+            }
         }
     }
 
@@ -517,15 +564,17 @@ impl Pairing {
                 let g = self.body.groups.len();
                 self.body.groups.push(Group::default());
                 let open = self.open_by_tool.get(&queue).map_or(0, VecDeque::len);
+                let tool = f.tool_name.as_deref().unwrap_or("(no tool name)");
                 self.body.anomalies.push(Anomaly {
                     kind: AnomalyKind::AmbiguousPairing,
                     at,
                     key: None,
                     tool_name: f.tool_name.clone(),
-                    detail: format!(
-                        "{open} calls of {} were open when this result came and the writer gives them no ids: none is skipped, all are in verify with the results",
-                        f.tool_name.as_deref().unwrap_or("(no tool name)")
-                    ),
+                    detail: if open >= 2 {
+                        format!("{open} calls of {tool} were open when this result came and the writer gives them no ids: none is skipped, all are in verify with the results")
+                    } else {
+                        format!("this writer lost events before this result of {tool}, and a lost line may have been its call's start: the open call is not skipped, it is in verify with the result")
+                    },
                 });
                 g
             }
@@ -553,6 +602,9 @@ impl Pairing {
     pub fn finish<E>(mut self, mut started_before: impl FnMut(&str) -> Result<bool, E>) -> Result<Body, E> {
         for o in std::mem::take(&mut self.orphans) {
             let before = started_before(&o.id)?;
+            if let Some(c) = self.body.calls.iter_mut().find(|c| !c.start_seen && c.key == o.id && c.start == o.at) {
+                c.started_before = before;
+            }
             self.body.anomalies.push(Anomaly {
                 kind: if before { AnomalyKind::StartedBeforeMarker } else { AnomalyKind::ResultWithoutStart },
                 at: o.at,
@@ -608,7 +660,7 @@ mod tests {
     /// The body with every call's verdict, ordinal and key.
     fn settled(p: Pairing, started_before: impl FnMut(&str) -> Result<bool, ()>) -> Body {
         let mut body = p.finish(started_before).unwrap_or_default();
-        settle(&mut body, None, &KeyScope { scope: "job".into(), checkpoint_ref: "crc:7".into() });
+        settle(&mut body, None, &[], &KeyScope { scope: "job".into(), checkpoint_ref: "crc:7".into() });
         body
     }
 
@@ -760,8 +812,11 @@ mod tests {
         );
         assert_eq!(body.gaps.len(), 1);
         assert_eq!((body.gaps[0].after_seq, body.gaps[0].next_seq, body.gaps[0].missing), (Some(6), 9, 2));
-        assert!(body.calls.iter().all(|c| c.idempotency_key
+        assert!(body.calls.iter().filter(|c| c.start_seen).all(|c| c.idempotency_key
             == call_idempotency_key("job", "crc:7", c.call_ordinal, "t", super::super::keys::NULL_INPUT_HASH)));
+        // The results without a start in the plan are verified, never skipped.
+        let verify: Vec<_> = body.to_verify().map(|(c, r)| (c.key.as_str(), r)).collect();
+        assert_eq!(verify, [("i0", VerifyReason::StartedBeforeAnchor), ("i9", VerifyReason::StartLost)]);
     }
 
     #[test]

@@ -149,9 +149,10 @@ fn write_call_common(w: &mut JsonWriter, files: &[SessionFile], c: &Call) {
     w.field_str("key_source", if c.key_is_id { "id" } else { "derived" });
     w.field_opt_str("tool_name", c.tool_name.as_deref());
     w.field_int("tool_ordinal", i64::from(c.tool_ordinal));
-    w.field_int("call_ordinal", i64::from(c.call_ordinal));
+    // A call whose start is lost has neither a place among its writer's calls nor a key.
+    w.field_opt_int("call_ordinal", (c.call_ordinal > 0).then_some(i64::from(c.call_ordinal)));
     w.field_opt_str("input_hash", c.input_hash.as_deref());
-    w.field_str("idempotency_key", &c.idempotency_key);
+    w.field_opt_str("idempotency_key", (!c.idempotency_key.is_empty()).then_some(c.idempotency_key.as_str()));
     ts(w, "started_at", c.start.ts_us);
     w.field_str("start_session", rel(files, c.start.session));
     w.field_int("start_offset", c.start.byte_offset);
@@ -437,7 +438,7 @@ mod tests {
             ..Row::default()
         });
         let mut body = p.finish(|_: &str| Ok::<bool, ()>(false)).unwrap_or_default();
-        let evidence = settle(&mut body, None, &KeyScope { scope: "job".into(), checkpoint_ref: "crc:9".into() });
+        let evidence = settle(&mut body, None, &[], &KeyScope { scope: "job".into(), checkpoint_ref: "crc:9".into() });
         let phase1 = Phase1 {
             source: Source::Current,
             checkpoint_id: Some(c1.into()),

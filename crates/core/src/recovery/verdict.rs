@@ -85,16 +85,28 @@ pub struct TimeEvidence {
 }
 
 /// Gives every call its verdict, ordinal and key, and drops what lies before the checkpoint.
-pub fn settle(body: &mut Body, window: Option<&Window>, keys: &KeyScope) -> TimeEvidence {
+/// `anchors`: per session read across its anchor, the anchor's offset (events below it were
+/// read only to know the calls still open there); `window`: the clock fallback.
+pub fn settle(body: &mut Body, window: Option<&Window>, anchors: &[(usize, i64)], keys: &KeyScope) -> TimeEvidence {
     let (classes, evidence) = match window {
         Some(w) => classify(body, w),
-        None => (Classifier::default(), TimeEvidence::default()),
+        None => (Classifier::at_offsets(anchors), TimeEvidence::default()),
     };
     let class = |p: &Pos| classes.of(p);
 
     for c in body.calls.iter_mut() {
         let start = class(&c.start);
         let result = c.result.as_ref().map(|r| class(&r.at));
+        if !c.start_seen {
+            // A result without its start: the call finished; before the anchor it is the
+            // checkpoint's, otherwise it is verified, never skipped.
+            c.verdict = match result {
+                Some(Class::Before) => Verdict::Dropped,
+                _ if c.started_before => Verdict::Verify(VerifyReason::StartedBeforeAnchor),
+                _ => Verdict::Verify(VerifyReason::StartLost),
+            };
+            continue;
+        }
         c.verdict = match (start, result) {
             _ if c.group.is_some() => Verdict::Verify(VerifyReason::AmbiguousPairing),
             (Class::Before, None | Some(Class::Before)) => Verdict::Dropped,
@@ -116,10 +128,12 @@ pub fn settle(body: &mut Body, window: Option<&Window>, keys: &KeyScope) -> Time
             }
         }
     }
-    // Ordinals: per writer segment, in file order, the calls the checkpoint does not cover.
+    // Ordinals: per writer segment, in file order, the calls the checkpoint does not cover
+    // (a call whose start is lost has no place to count from: ordinal 0).
     let mut per_segment: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    body.calls.sort_by_key(|c| (c.start.session, c.start.byte_offset));
     for c in body.calls.iter_mut() {
-        if c.verdict == Verdict::Dropped {
+        if c.verdict == Verdict::Dropped || !c.start_seen {
             continue;
         }
         let n = per_segment.entry(c.segment).or_insert(0);
@@ -133,7 +147,7 @@ pub fn settle(body: &mut Body, window: Option<&Window>, keys: &KeyScope) -> Time
             c.input_hash.as_deref().unwrap_or(super::keys::NULL_INPUT_HASH),
         );
     }
-    if window.is_some() {
+    if classes.active {
         body.events.retain(|e| class(&e.at) != Class::Before);
         body.gaps.retain(|g| class(&g.at) != Class::Before);
         body.anomalies.retain(|a| class(&a.at) != Class::Before);
@@ -147,14 +161,33 @@ struct Classifier {
     /// Per session: (last certain-before offset, first certain-after offset).
     bounds: Vec<(Option<i64>, Option<i64>)>,
     active: bool,
+    /// Sessions without bounds: every event after the anchor (positions), or uncertain (clocks).
+    unbounded_after: bool,
 }
 
 impl Classifier {
+    /// Positions: below a session's anchor, before; at or after it, after.
+    fn at_offsets(anchors: &[(usize, i64)]) -> Classifier {
+        let mut bounds = Vec::new();
+        for &(session, at) in anchors.iter().filter(|(_, at)| *at > 0) {
+            if bounds.len() <= session {
+                bounds.resize(session + 1, (None, None));
+            }
+            if let Some(b) = bounds.get_mut(session) {
+                *b = (Some(at - 1), Some(at));
+            }
+        }
+        Classifier { active: !bounds.is_empty(), bounds, unbounded_after: true }
+    }
+
     fn of(&self, p: &Pos) -> Class {
         if !self.active {
             return Class::After;
         }
         let (b, a) = self.bounds.get(p.session).copied().unwrap_or((None, None));
+        if self.unbounded_after && b.is_none() && a.is_none() {
+            return Class::After;
+        }
         let o = p.byte_offset;
         let before = b.is_some_and(|b| o <= b) && a.is_none_or(|a| o < a);
         let after = a.is_some_and(|a| o >= a) && b.is_none_or(|b| o > b);
@@ -181,7 +214,7 @@ fn classify(body: &Body, w: &Window) -> (Classifier, TimeEvidence) {
             slot.1 = Some(slot.1.map_or(e.at.byte_offset, |a| a.min(e.at.byte_offset)));
         }
     }
-    let classifier = Classifier { bounds, active: true };
+    let classifier = Classifier { bounds, active: true, unbounded_after: false };
     let mut uncertain = Vec::new();
     for (session, _) in classifier.bounds.iter().enumerate() {
         let offsets: Vec<i64> = body
@@ -215,18 +248,26 @@ fn segment_clocks(body: &Body, w: &Window) -> Vec<SegmentClock> {
     }
     for (session, clock) in w.clocks.iter().enumerate() {
         let Some(last) = body.events.iter().rev().find(|e| e.at.session == session) else { continue };
-        let stamped = match (clock.tail_pending, clock.tail_ts_us) {
-            (false, _) => last.at.ts_us,
-            // The cut line's own timestamp; without one, the mtime may be much later than the
-            // last whole line and measures nothing.
-            (true, ts) => ts,
-        };
-        let (Some(mtime), Some(ts)) = (clock.mtime_us, stamped) else { continue };
-        let estimate = mtime.saturating_sub(ts);
-        if let Some(s) = out.iter_mut().find(|s| s.segment == last.segment) {
-            s.high_us = estimate;
-            s.low_us = estimate.saturating_sub(WRITE_DELAY_US);
-            s.measured = true;
+        let Some(mtime) = clock.mtime_us else { continue };
+        let Some(s) = out.iter_mut().find(|s| s.segment == last.segment) else { continue };
+        match (clock.tail_pending, clock.tail_ts_us, last.at.ts_us) {
+            // The last line written is stamped: the offset is the mtime's distance from it,
+            // less up to the write delay.
+            (false, _, Some(ts)) | (true, Some(ts), _) => {
+                let estimate = mtime.saturating_sub(ts);
+                s.high_us = estimate;
+                s.low_us = estimate.saturating_sub(WRITE_DELAY_US);
+                s.measured = true;
+            }
+            // A cut line without its timestamp was written at the mtime, some time after the
+            // last whole line: the offset is at most the distance from that line, and may be
+            // any amount less. Only "before" can be told by the clock.
+            (true, None, Some(ts)) => {
+                s.high_us = mtime.saturating_sub(ts);
+                s.low_us = i64::MIN / 4;
+                s.measured = true;
+            }
+            _ => {}
         }
     }
     out
@@ -254,6 +295,8 @@ mod tests {
             tool_ordinal: 1,
             segment,
             result: result.map(|at| CallResult { at, success: Some(true), result: None, paired_by_order: true }),
+            start_seen: true,
+            started_before: false,
             group: None,
             call_ordinal: 0,
             idempotency_key: String::new(),
@@ -294,7 +337,7 @@ mod tests {
             skew_us: 5 * S,
             clocks: vec![FileClock { mtime_us: measured.then_some(server[3]), ..FileClock::default() }],
         };
-        settle(&mut b, Some(&w), &scope());
+        settle(&mut b, Some(&w), &[], &scope());
         b.calls.iter().map(|c| (c.verdict, c.call_ordinal)).collect()
     }
 
@@ -332,7 +375,7 @@ mod tests {
         events[1].ts_us = None;
         let mut b = body(&events, vec![call(events[1], Some(events[2]), 0)]);
         let w = Window { at_us: cp, skew_us: 5 * S, clocks: vec![FileClock::default()] };
-        let e = settle(&mut b, Some(&w), &scope());
+        let e = settle(&mut b, Some(&w), &[], &scope());
         assert_eq!(b.calls[0].verdict, Verdict::Verify(VerifyReason::UncertainTime));
         assert_eq!(e.uncertain, [(0, 10, 10)]);
         assert_eq!(b.events.len(), 2, "the event before the checkpoint is dropped");
@@ -342,7 +385,7 @@ mod tests {
     fn ordinals_count_per_writer_and_keys_follow_them() {
         let events = [at(0, 0, 0), at(0, 10, 0), at(0, 20, 0)];
         let mut b = body(&events, vec![call(events[0], None, 0), call(events[1], None, 0), call(events[2], None, 1)]);
-        settle(&mut b, None, &scope());
+        settle(&mut b, None, &[], &scope());
         let ord: Vec<u32> = b.calls.iter().map(|c| c.call_ordinal).collect();
         assert_eq!(ord, [1, 2, 1]);
         assert_eq!(b.calls[0].idempotency_key, b.calls[2].idempotency_key, "same ordinal, tool and input");
