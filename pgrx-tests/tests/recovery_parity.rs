@@ -11,6 +11,11 @@
 //! file only. A plan that follows a marker into an earlier file (the control plane never looks
 //! there) is counted and skipped; most plans are compared.
 //!
+//! Then, with the job's checkpoint set to the one its markers name (as the control plane
+//! would have written it), `recovery_plan(job)` with its defaults never knows less: every event
+//! `recoverFromBuffer` replays from the latest file is in the plan, or the plan refuses and
+//! says why.
+//!
 //! `CORTEX_RECOVERY_JOBS` (default 150) and `CORTEX_RECOVERY_SEED` scale and vary the run.
 
 use std::io::Write;
@@ -24,7 +29,7 @@ fn uuid(rng: &mut Rng) -> String {
 }
 
 /// One session file's bytes, as the shipped writer appends them (with `restarts` new writers).
-fn session_file(rng: &mut Rng, job: &str) -> String {
+fn session_file(rng: &mut Rng, job: &str, checkpoint: &str) -> String {
     let mut out = String::new();
     let mut seq = 0u64;
     let tools = ["read_file", "exec", "web_search"];
@@ -48,7 +53,7 @@ fn session_file(rng: &mut Rng, job: &str) -> String {
                 "LLM_RESPONSE",
                 format!(r#"{{"type":"usage","timestamp":"{at}","tokenUsage":{{"inputTokens":10,"outputTokens":2}}}}"#),
             ),
-            16 => ("CHECKPOINT", format!(r#"{{"checkpointId":"c{i}"}}"#)),
+            16 => ("CHECKPOINT", format!(r#"{{"checkpointId":"{checkpoint}"}}"#)),
             17 => (
                 "ERROR",
                 format!(r#"{{"type":"error","timestamp":"{at}","message":"m","classification":"transient"}}"#),
@@ -87,13 +92,19 @@ fn events_after_marker_match_the_control_planes_recover_from_buffer() {
     let jobs: usize = std::env::var("CORTEX_RECOVERY_JOBS").ok().and_then(|s| s.parse().ok()).unwrap_or(150);
     let mut rng = Rng::new(seed);
     let mut ids = Vec::new();
+    let mut checkpoints = Vec::new();
     for _ in 0..jobs {
         let job = uuid(&mut rng);
+        let checkpoint = uuid(&mut rng);
         let files = 1 + rng.below(3);
+        let mut marked = false;
         for k in 1..=files {
-            c.put(&format!("{job}/session-{k:03}.jsonl"), &session_file(&mut rng, &job));
+            let text = session_file(&mut rng, &job, &checkpoint);
+            marked |= text.contains("\"CHECKPOINT\"");
+            c.put(&format!("{job}/session-{k:03}.jsonl"), &text);
         }
         ids.push(job);
+        checkpoints.push(marked.then_some(checkpoint));
     }
     let values: Vec<String> = ids.iter().map(|j| format!("('{j}', gen_random_uuid())")).collect();
     c.psql(&format!("INSERT INTO cortex_buffer.job (id, agent_id) VALUES {}", values.join(",")));
@@ -141,4 +152,47 @@ fn events_after_marker_match_the_control_planes_recover_from_buffer() {
     assert!(differ.is_empty(), "{} of {compared} plans differ (seed {seed}):\n{}", differ.len(), differ.join("\n"));
     eprintln!("recoverFromBuffer parity: {compared} plans equal, {elsewhere} read an earlier file's marker or refused an untrusted file (not compared)");
     assert!(compared * 10 >= jobs * 6, "only {compared} of {jobs} plans could be compared");
+
+    // The plan a pod gets (matching its checkpoint) never knows less than recoverFromBuffer.
+    for (job, checkpoint) in ids.iter().zip(&checkpoints) {
+        if let Some(cp) = checkpoint {
+            let doc = format!(r#"{{"checkpoint_id":"{cp}","step_index":1}}"#);
+            c.psql(&format!(
+                "UPDATE cortex_buffer.job SET checkpoint = '{doc}',
+                        checkpoint_crc = cortex_buffer.checkpoint_crc('{doc}')::bigint::bit(32)::int WHERE id = '{job}'"
+            ));
+        }
+    }
+    let (mut superset, mut refused, mut less) = (0, 0, Vec::new());
+    for (job, dir) in ids.iter().zip(&dirs) {
+        let (latest, want) = theirs.get(dir).cloned().unwrap_or_default();
+        let want: Vec<serde_json::Value> = serde_json::from_str(&want).unwrap_or_default();
+        let ours = c.psql(&format!(
+            "SELECT p->>'mode' || E'\\t' || (SELECT coalesce(jsonb_agg(jsonb_build_array((e->>'seq')::int, e->>'type', (e->>'byte_offset')::int)), '[]')::text
+                                   FROM jsonb_array_elements(p->'events_after_marker') e WHERE e->>'session' = '{latest}')
+               FROM cortex_buffer.recovery_plan('{job}') p"
+        ));
+        let (mode, events) = ours.split_once('\t').unwrap_or_default();
+        if mode == "checkpoint_only" {
+            refused += 1;
+            continue;
+        }
+        let got: Vec<serde_json::Value> = serde_json::from_str(events).unwrap_or_default();
+        let missing: Vec<&serde_json::Value> = want.iter().filter(|e| !got.contains(e)).collect();
+        if missing.is_empty() {
+            superset += 1;
+        } else {
+            less.push(format!("{job} ({latest}): the plan lacks {missing:?}"));
+        }
+    }
+    assert!(
+        less.is_empty(),
+        "{} plans know less than recoverFromBuffer (seed {seed}):\n{}",
+        less.len(),
+        less.join("\n")
+    );
+    eprintln!(
+        "never less than recoverFromBuffer: {superset} plans hold every event it replays, {refused} refuse and say why"
+    );
+    assert!(superset * 10 >= jobs * 8, "only {superset} of {jobs} plans could be checked");
 }

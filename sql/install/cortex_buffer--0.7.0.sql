@@ -1252,7 +1252,7 @@ COMMENT ON FUNCTION cortex_buffer.call_idempotency_key(uuid, jsonb, integer, tex
 -- high-water mark here; write_checkpoint records its own. A bound table gets the same trigger
 -- from install_checkpoint_trigger().
 CREATE TRIGGER checkpoint_marked AFTER UPDATE OF checkpoint ON cortex_buffer.job
-    FOR EACH ROW WHEN (NEW.checkpoint IS NOT NULL AND NEW.checkpoint IS DISTINCT FROM OLD.checkpoint)
+    FOR EACH ROW WHEN (NEW.checkpoint IS NOT NULL AND (OLD.checkpoint IS NULL OR NOT NEW.checkpoint OPERATOR(pg_catalog.=) OLD.checkpoint))
     EXECUTE FUNCTION cortex_buffer.checkpoint_marked();
 COMMENT ON FUNCTION cortex_buffer.checkpoint_marked() IS
 'Trigger function: records the high-water mark (cortex_buffer.checkpoint_mark) of a checkpoint written by a plain UPDATE of a job table''s checkpoint column: the job''s session files and their sizes at that instant.';

@@ -99,9 +99,10 @@ mod tests {
         assert_eq!(file_row(&root, SPIKE, "tail_state, corrupt_lines, tail_unterminated"), "truncated 1 t");
         // A new writer appends whole lines right after the cut one: scanBuffer sees the cut
         // line and the first new line as one corrupt line (interior now), then the next event;
-        // the file is re-indexed to match.
+        // the file is re-indexed to match. The new writer's first line, whole after the cut, is
+        // indexed as the event it is as well (a crash cut), without changing the counts.
         root.append(SPIKE, format!("{}\n{}\n", spike_line(0, "SESSION_START", ""), spike_line(1, "D", "")));
-        assert_eq!(index(&root, SPIKE), "2/1");
+        assert_eq!(index(&root, SPIKE), "3/1");
         assert_eq!(
             file_row(
                 &root,
@@ -110,8 +111,14 @@ mod tests {
             ),
             "2 3 2 1 complete f"
         );
+        assert_eq!(file_row(&root, SPIKE, "crash_cut_lines, trusted"), "1 t");
         assert_eq!(count("corrupt_line", &root, SPIKE), 1);
-        assert_eq!(count("event", &root, SPIKE), 2);
+        assert_eq!(count("event", &root, SPIKE), 3);
+        let salvaged = spike_line(0, "A", "").len() + 1 + 30;
+        assert_eq!(
+            one(&format!("SELECT byte_offset || ' ' || type FROM cortex_buffer.event WHERE job_id = '{JOB}' AND seq = 0 ORDER BY byte_offset DESC LIMIT 1")),
+            format!("{salvaged} SESSION_START")
+        );
     }
 
     #[pg_test]

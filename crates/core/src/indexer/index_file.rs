@@ -177,7 +177,12 @@ pub fn index_file<R: Read, S: Sink>(
                         progress.corrupt_added += 1;
                     }
                     Verdict::Unparseable(reason) => {
-                        let embedded = embedded_new_line(&text, judge_rules);
+                        // Crash cuts are the cortex writers' (a Claude Code `}{` splice is two
+                        // records on one line, not a writer that died: it stays one corrupt line).
+                        let embedded = match judge_rules {
+                            Rules::Cortex => embedded_new_line(&text, judge_rules),
+                            Rules::Object => None,
+                        };
                         progress.integrity.unparseable(embedded.is_some());
                         sink.corrupt(CorruptRow { offset, line_no, preview: preview(&text), reason })
                             .map_err(IndexError::Sink)?;

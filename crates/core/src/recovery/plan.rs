@@ -148,7 +148,7 @@ fn write_call_common(w: &mut JsonWriter, files: &[SessionFile], c: &Call) {
     w.field_str("key", &c.key);
     w.field_str("key_source", if c.key_is_id { "id" } else { "derived" });
     w.field_opt_str("tool_name", c.tool_name.as_deref());
-    w.field_int("tool_ordinal", i64::from(c.tool_ordinal));
+    w.field_opt_int("tool_ordinal", (c.tool_ordinal > 0).then_some(i64::from(c.tool_ordinal)));
     // A call whose start is lost has neither a place among its writer's calls nor a key.
     w.field_opt_int("call_ordinal", (c.call_ordinal > 0).then_some(i64::from(c.call_ordinal)));
     w.field_opt_str("input_hash", c.input_hash.as_deref());

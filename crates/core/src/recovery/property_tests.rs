@@ -87,9 +87,8 @@ fn live(rng: &mut Rng) -> Life {
         let last = pod + 1 == pods;
         let skew =
             if last { rng.below(120 * S as u64) as i64 - 60 * S } else { rng.below(2 * SKEW as u64) as i64 - SKEW };
-        let mut seq = 0i64;
         let mut open: Vec<usize> = Vec::new();
-        for _ in 0..(2 + rng.below(10)) {
+        for seq in 0..(2 + rng.below(10)) as i64 {
             now += rng.below(3 * S as u64) as i64;
             if step == checkpoint_after && life.checkpoint_us == 0 {
                 life.checkpoint_us = now;
@@ -151,7 +150,6 @@ fn live(rng: &mut Rng) -> Life {
                 // A line lost before it reached the disk took its mtime update with it.
                 life.mtime_us = now;
             }
-            seq += 1;
         }
         // The pod dies: a clean exit, or killed mid-append of a line it never finishes.
         if rng.chance(50) {
@@ -239,7 +237,7 @@ fn plan(life: &Life, by_mark: bool) -> Body {
 fn check(life: &Life, by_mark: bool, seed: u64) {
     let body = plan(life, by_mark);
     let after_offset = |o: i64| o >= life.mark_size;
-    let after = |c: &Truth, which: (Option<i64>, i64)| match which {
+    let after = |which: (Option<i64>, i64)| match which {
         (Some(o), _) if by_mark => after_offset(o),
         (_, us) => us > life.checkpoint_us,
     };
@@ -271,16 +269,15 @@ fn check(life: &Life, by_mark: bool, seed: u64) {
         let truth = by_start.get(&c.start.byte_offset).unwrap_or_else(|| panic!("{}: a skip with no call", ctx()));
         let finished = truth.result_offset.zip(truth.result_us);
         assert!(
-            after(truth, (truth.start_offset, truth.start_us))
-                && finished.is_some_and(|(o, us)| after(truth, (Some(o), us))),
+            after((truth.start_offset, truth.start_us)) && finished.is_some_and(|(o, us)| after((Some(o), us))),
             "{}: skipped a call that did not start and finish after the anchor: {truth:?}",
             ctx()
         );
     }
-    let kept = |pred: &dyn Fn(&super::pairing::Call) -> bool| body.calls.iter().any(|c| pred(c));
+    let kept = |pred: &dyn Fn(&super::pairing::Call) -> bool| body.calls.iter().any(pred);
     for truth in &life.calls {
         if let (Some(o), Some(us)) = (truth.result_offset, truth.result_us) {
-            if after(truth, (Some(o), us)) {
+            if after((Some(o), us)) {
                 let listed = kept(&|c| {
                     matches!(c.verdict, Verdict::Completed | Verdict::Verify(_))
                         && (Some(c.start.byte_offset) == truth.start_offset
@@ -290,7 +287,7 @@ fn check(life: &Life, by_mark: bool, seed: u64) {
             }
         }
         if let (Some(s), None) = (truth.start_offset, truth.result_offset) {
-            if after(truth, (Some(s), truth.start_us)) {
+            if after((Some(s), truth.start_us)) {
                 let listed =
                     kept(&|c| matches!(c.verdict, Verdict::InFlight | Verdict::Verify(_)) && c.start.byte_offset == s);
                 assert!(listed, "{}: omitted a call in flight: {truth:?}", ctx());

@@ -128,17 +128,22 @@ pub fn settle(body: &mut Body, window: Option<&Window>, anchors: &[(usize, i64)]
             }
         }
     }
-    // Ordinals: per writer segment, in file order, the calls the checkpoint does not cover
-    // (a call whose start is lost has no place to count from: ordinal 0).
+    // Ordinals: per writer segment (and per tool over the plan), in file order, the calls the
+    // checkpoint does not cover (a call whose start is lost has no place to count from: 0).
     let mut per_segment: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    let mut per_tool: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
     body.calls.sort_by_key(|c| (c.start.session, c.start.byte_offset));
     for c in body.calls.iter_mut() {
         if c.verdict == Verdict::Dropped || !c.start_seen {
+            c.tool_ordinal = 0;
             continue;
         }
         let n = per_segment.entry(c.segment).or_insert(0);
         *n += 1;
         c.call_ordinal = *n;
+        let t = per_tool.entry(c.tool_name.clone().unwrap_or_default()).or_insert(0);
+        *t += 1;
+        c.tool_ordinal = *t;
         c.idempotency_key = call_idempotency_key(
             &keys.scope,
             &keys.checkpoint_ref,
