@@ -11,9 +11,15 @@
 #                   the calls among them (starts left-joined to results: completed and in flight)
 #   hand + read     hand SQL plus read_checkpoint(job) (what phase 1 costs by itself)
 #   job_timeline    a 10 000-event job's timeline, against SELECT * FROM job_events(job)
+#   catch-up        a shipped-writer job under sessions_dir (60 events, a checkpoint's
+#                   high-water mark after 30): recovery_plan with its call-time catch-up and
+#                   nothing new, against the same plan with cortex_buffer.catch_up off (the
+#                   index as the worker left it: what 0.6.0's plan read); and with 10 new lines
+#                   appended before each call
 #
 # Targets: recovery_plan among 2M / among 20k <= 1.2 (the cost follows the job's events, not
-# the table); recovery_plan / hand SQL <= 2; p50 under 1 ms.
+# the table); recovery_plan / hand SQL <= 2; p50 under 1 ms; catch-up with nothing new /
+# without catch-up <= 1.3.
 
 ROUNDS="${BENCH_ROUNDS:-5}"
 CALLS="${BENCH_CALLS:-2000}"
@@ -21,6 +27,7 @@ LARGE="${BENCH_LARGE_EVENTS:-2000000}"
 SMALL=20000
 JOB=0193a8b2-7c41-7d2e-9f00-00000000b001
 BIGJOB=0193a8b2-7c41-7d2e-9f00-00000000b002
+CUJOB=0193a8b2-7c41-7d2e-9f00-00000000b003
 C1=0193a8b2-0000-7000-8000-0000000000c1
 
 # The job's session file, as the spike writer writes it.
@@ -170,6 +177,60 @@ echo "ratio recovery_plan / hand SQL (p50, 2M):   $(ratio "$(m rec_large.plan)" 
 echo "ratio recovery_plan / hand SQL (p50, 20k):  $(ratio "$(m rec_small.plan)" "$(m rec_small.hand)")"
 echo "ratio recovery_plan / hand SQL + read_checkpoint: $(ratio "$(m rec_large.plan)" "$(m rec_large.hand_read)")"
 echo "recovery_plan p50 among ${LARGE}: $(m rec_large.plan) us (aim: under 1000)"
+
+# Catch-up: a shipped-writer job in sessions_dir itself, with a high-water mark.
+shipped_lines() {
+    local from="$1" n="$2" i
+    for i in $(seq "$from" $((from + n - 1))); do
+        if [ $((i % 2)) = 0 ]; then
+            printf '{"version":"1.0","timestamp":"2026-11-25T10:00:00.000Z","jobId":"%s","sessionId":"s","agentId":"a","type":"TOOL_CALL","data":{"type":"tool_use","toolName":"fetch","toolInput":{"url":"u%d"}},"sequence":%d}\n' "${CUJOB}" "$i" "$i"
+        else
+            printf '{"version":"1.0","timestamp":"2026-11-25T10:00:00.000Z","jobId":"%s","sessionId":"s","agentId":"a","type":"TOOL_RESULT","data":{"type":"tool_result","toolName":"fetch","output":"page %d","isError":false},"sequence":%d}\n' "${CUJOB}" "$i" "$i"
+        fi
+    done
+}
+CUFILE="${BENCH}/sessions/${CUJOB}/session-001.jsonl"
+mkdir -p "$(dirname "${CUFILE}")"
+shipped_lines 0 30 >"${CUFILE}"
+chown -R postgres "${BENCH}/sessions"
+q rec_large "INSERT INTO cortex_buffer.job (id, agent_id, status) VALUES ('${CUJOB}', gen_random_uuid(), 'RUNNING')" >/dev/null
+q rec_large "SELECT count(*) FROM cortex_buffer.index_sessions()" >/dev/null
+q rec_large "SELECT checkpoint_id FROM cortex_buffer.write_checkpoint('${CUJOB}', '{\"step_index\": 1}')" >/dev/null
+shipped_lines 30 30 >>"${CUFILE}"
+q rec_large "SELECT count(*) FROM cortex_buffer.index_sessions()" >/dev/null
+cu_shape="$(q rec_large "SELECT p->>'reason' || ' ' || jsonb_array_length(p->'completed') FROM cortex_buffer.recovery_plan('${CUJOB}') p")"
+[ "${cu_shape}" = "high_water_mark 15" ] || die "catch-up job: unexpected plan: ${cu_shape}"
+declare -A cu
+next=60
+for r in $(seq 1 "${ROUNDS}"); do
+    for v in on off; do
+        call="lat_plan('${CUJOB}', ${CALLS})"
+        q rec_large "SET cortex_buffer.catch_up = ${v}; SELECT ${call}" >/dev/null
+        out="$(q rec_large "SET cortex_buffer.catch_up = ${v}; WITH l AS (SELECT ${call} AS a)
+                            SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY x)::numeric, 1) FROM l, unnest(l.a) x")"
+        cu[$v]+="${out##*$'\n'}"$'\n'
+    done
+    # 10 new lines before each call: what a pod's plan finds right after its predecessor died.
+    samples=""
+    for _ in $(seq 1 50); do
+        shipped_lines "${next}" 10 >>"${CUFILE}"
+        next=$((next + 10))
+        samples+="$(q rec_large "SELECT (lat_plan('${CUJOB}', 1))[1]")"$'\n'
+    done
+    cu[new]+="$(printf '%s' "${samples}" | median)"$'\n'
+    printf '  round %d: catch-up on %s us, off %s us, 10 new lines %s us\n' "$r" \
+        "$(printf '%s' "${cu[on]}" | tail -1)" "$(printf '%s' "${cu[off]}" | tail -1)" "$(printf '%s' "${cu[new]}" | tail -1)" >&2
+done
+cu_on="$(printf '%s' "${cu[on]}" | median)"
+cu_off="$(printf '%s' "${cu[off]}" | median)"
+cu_new="$(printf '%s' "${cu[new]}" | median)"
+echo
+echo "== recovery_plan's call-time catch-up: a shipped-writer job in sessions_dir, median of ${ROUNDS} rounds =="
+echo "catch-up, nothing new:   ${cu_on} us"
+echo "catch-up off:            ${cu_off} us"
+echo "catch-up of 10 new lines: ${cu_new} us"
+echo "ratio catch-up (nothing new) / without catch-up: $(ratio "${cu_on}" "${cu_off}")  (target <= 1.3)"
+echo "ratio catch-up of 10 new lines / nothing new:    $(ratio "${cu_new}" "${cu_on}")"
 
 declare -A tl
 for r in $(seq 1 "${ROUNDS}"); do

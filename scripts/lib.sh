@@ -59,6 +59,14 @@ ensure_toolchain() {
     ensure_cargo_pgrx
 }
 
+# The Node client example (examples/node/) and its one dependency, pg, at the locked version.
+ensure_node_example() {
+    if [ ! -d "${REPO_ROOT}/examples/node/node_modules/pg" ]; then
+        say "installing the Node example's dependencies (npm ci)"
+        (cd "${REPO_ROOT}/examples/node" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+}
+
 # A directory for clusters and scratch files that the postgres user can traverse: .work in the
 # repository when its path is reachable, otherwise a per-repository directory in /var/tmp.
 work_dir() {

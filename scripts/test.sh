@@ -44,6 +44,7 @@ say "golden-file SQL tests (pg_regress: pgrx-tests/regress/)"
 bash scripts/regress.sh
 
 say "end-to-end tests (pgrx-tests/)"
+ensure_node_example
 E2E_DIR="${WORK}/e2e"
 rm -rf "${E2E_DIR}"
 mkdir -p "${E2E_DIR}"

@@ -402,3 +402,46 @@ fn the_sql_key_function_and_the_control_planes_formula_agree() {
     assert_eq!(ours.len(), cases.len());
     assert_eq!(ours, theirs);
 }
+
+#[test]
+fn the_node_client_example_skips_verifies_and_runs_as_the_plan_says() {
+    let c = cluster("pod-example");
+    let mut rng = Rng::new(9);
+    let job = new_job(&c, &mut rng);
+    let mut pod = Pod::new(&c, &job, "s1", 0);
+    pod.write(&[call("read_file", json!({"p": "spec"})), result("read_file", "spec")], None);
+    checkpoint(&c, &job, 1);
+    pod.write(
+        &[call("send_email", json!({"to": "a"})), result("send_email", "sent"), call("charge_card", json!({"usd": 9}))],
+        None,
+    );
+    // The pod dies; the next one replays its step from the checkpoint.
+    let planned = json!([
+        {"tool": "send_email", "input": {"to": "a"}},
+        {"tool": "charge_card", "input": {"usd": 9}},
+        {"tool": "deploy", "input": {}}
+    ]);
+    let file = c.base.join("planned.json");
+    std::fs::write(&file, planned.to_string()).expect("write planned calls");
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/node/pod-start.mjs");
+    let out = Command::new("node")
+        .arg(example)
+        .arg(&job)
+        .arg(&file)
+        .env("PGHOST", &c.socket_dir)
+        .env("PGPORT", c.port.to_string())
+        .env("PGDATABASE", "postgres")
+        .env("PGUSER", "postgres")
+        .output()
+        .unwrap_or_else(|e| panic!("node: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let decisions: Vec<(String, String)> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.first().copied().unwrap_or("").to_owned(), f.get(1).copied().unwrap_or("").to_owned())
+        })
+        .collect();
+    assert_eq!(decisions, [pair("skip", "send_email"), pair("verify", "charge_card"), pair("run", "deploy")], "{text}");
+}

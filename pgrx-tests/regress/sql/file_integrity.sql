@@ -18,9 +18,13 @@ SELECT total_lines, valid_lines, severity, trusted, dialect
 SET cortex_buffer.max_corruption_ratio = 0.05;
 SELECT corruption_ratio, trusted FROM cortex_buffer.file_integrity('/tmp/cortex_buffer-regress/sessions/logs/snapshots.jsonl');
 RESET cortex_buffer.max_corruption_ratio;
--- A file still being written: within cortex_buffer.settle_period, its unterminated last line is pending.
+-- A last line without a newline: judged as a final line once the file has been quiet for
+-- cortex_buffer.settle_period (0 here), pending within it.
+SELECT total_lines, valid_lines, tail_truncated, tail_pending, severity
+  FROM cortex_buffer.file_integrity('/tmp/cortex_buffer-regress/sessions/proj/33333333-3333-4333-8333-333333333333.jsonl');
 SET cortex_buffer.settle_period = 3600000;
-SELECT tail_truncated, tail_pending, severity FROM cortex_buffer.file_integrity('/tmp/cortex_buffer-regress/sessions/0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f/session_20260223T143000Z_pod-a.jsonl');
+SELECT total_lines, valid_lines, tail_truncated, tail_pending, severity
+  FROM cortex_buffer.file_integrity('/tmp/cortex_buffer-regress/sessions/proj/33333333-3333-4333-8333-333333333333.jsonl');
 RESET cortex_buffer.settle_period;
 -- It stores nothing: the index still says what it said.
 SELECT tail_state, corrupt_lines FROM cortex_buffer.session_file
