@@ -1,0 +1,74 @@
+-- install_checkpoint_trigger(): the trigger that records high-water marks for checkpoints written by a plain UPDATE.
+\set VERBOSITY default
+SET timezone = 'UTC';
+SET datestyle = 'ISO, YMD';
+SET intervalstyle = 'postgres';
+-- cortex_buffer.job has it already.
+SELECT cortex_buffer.install_checkpoint_trigger();
+-- A bound table without it: created once; a second call changes nothing.
+CREATE SCHEMA regress_trigger;
+CREATE TABLE regress_trigger.job (
+    id uuid PRIMARY KEY, agent_id uuid NOT NULL, status text NOT NULL, checkpoint jsonb, checkpoint_crc integer,
+    attempt integer NOT NULL DEFAULT 0, max_attempts integer NOT NULL DEFAULT 3, heartbeat_at timestamptz,
+    started_at timestamptz, completed_at timestamptz, updated_at timestamptz NOT NULL DEFAULT now(), error jsonb);
+INSERT INTO regress_trigger.job (id, agent_id, status) VALUES
+    ('0193a8b2-0000-7000-8000-0000000f2a01', '0193a8b2-0000-7000-8000-0000000f2aa1', 'RUNNING');
+SET cortex_buffer.job_table = 'regress_trigger.job';
+-- Before it: a plain UPDATE of the checkpoint records no mark.
+UPDATE regress_trigger.job SET checkpoint = '{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000f2ac1", "step_index": 0}',
+       checkpoint_crc = cortex_buffer.checkpoint_crc('{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000f2ac1", "step_index": 0}')::bit(32)::int;
+SELECT count(*) AS marks FROM cortex_buffer.checkpoint_mark WHERE job_id = '0193a8b2-0000-7000-8000-0000000f2a01';
+SELECT cortex_buffer.install_checkpoint_trigger();
+SELECT cortex_buffer.install_checkpoint_trigger();
+SELECT tgname, tgfoid::regproc AS function, pg_get_triggerdef(oid) LIKE '%AFTER UPDATE OF checkpoint%' AS after_update_of_checkpoint
+  FROM pg_trigger WHERE tgrelid = 'regress_trigger.job'::regclass AND NOT tgisinternal;
+SELECT item, ok, fix FROM cortex_buffer.check_binding() WHERE item = 'checkpoint_trigger';
+-- Now a plain UPDATE records the mark (source trigger), and write_checkpoint records its own (the trigger stays quiet).
+UPDATE regress_trigger.job SET checkpoint = '{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000f2ac2", "step_index": 1}',
+       checkpoint_crc = cortex_buffer.checkpoint_crc('{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000f2ac2", "step_index": 1}')::bit(32)::int;
+SELECT checkpoint_id FROM cortex_buffer.write_checkpoint('0193a8b2-0000-7000-8000-0000000f2a01',
+    '{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000f2ac3", "step_index": 2}');
+SELECT checkpoint_id, crc = cortex_buffer.checkpoint_crc(j.checkpoint) OR checkpoint_id <> '0193a8b2-0000-7000-8000-0000000f2ac3' AS crc_of_doc,
+       source, dir_visible, files
+  FROM cortex_buffer.checkpoint_mark m, regress_trigger.job j
+ WHERE m.job_id = '0193a8b2-0000-7000-8000-0000000f2a01' ORDER BY mark_id;
+-- An UPDATE that does not change the checkpoint, or sets it NULL, records nothing.
+UPDATE regress_trigger.job SET status = 'COMPLETED';
+UPDATE regress_trigger.job SET checkpoint = NULL, checkpoint_crc = NULL;
+SELECT count(*) AS marks FROM cortex_buffer.checkpoint_mark WHERE job_id = '0193a8b2-0000-7000-8000-0000000f2a01';
+-- The operator is granted it, but PostgreSQL wants the table's owner (or a superuser) to create a trigger: 42501.
+CREATE TABLE regress_trigger.job2 (LIKE regress_trigger.job);
+GRANT USAGE ON SCHEMA regress_trigger TO regress_operator;
+GRANT SELECT ON regress_trigger.job2 TO regress_operator;
+SET cortex_buffer.job_table = 'regress_trigger.job2';
+SET ROLE regress_operator;
+SELECT cortex_buffer.install_checkpoint_trigger();
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- The job-table errors: 42P01, 22023, 42P16.
+SET cortex_buffer.job_table = 'regress_trigger.nothing';
+SELECT cortex_buffer.install_checkpoint_trigger();
+\echo :LAST_ERROR_SQLSTATE
+SET cortex_buffer.job_table = 'job';
+SELECT cortex_buffer.install_checkpoint_trigger();
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE regress_trigger.wrong (id uuid PRIMARY KEY);
+SET cortex_buffer.job_table = 'regress_trigger.wrong';
+SELECT cortex_buffer.install_checkpoint_trigger();
+\echo :LAST_ERROR_SQLSTATE
+RESET cortex_buffer.job_table;
+-- The control plane and the agent may not call it (42501).
+SET ROLE regress_control_plane;
+SELECT cortex_buffer.install_checkpoint_trigger();
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SET ROLE regress_agent;
+SELECT cortex_buffer.install_checkpoint_trigger();
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- Clean up.
+DELETE FROM cortex_buffer.checkpoint_mark WHERE job_id = '0193a8b2-0000-7000-8000-0000000f2a01';
+DELETE FROM cortex_buffer.checkpoint_history WHERE job_id = '0193a8b2-0000-7000-8000-0000000f2a01';
+REVOKE ALL ON SCHEMA regress_trigger FROM regress_operator;
+REVOKE ALL ON regress_trigger.job2 FROM regress_operator;
+DROP SCHEMA regress_trigger CASCADE;
