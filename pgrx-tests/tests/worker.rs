@@ -256,3 +256,50 @@ fn a_standby_waits_for_promotion_and_then_indexes() {
         standby.log_tail()
     );
 }
+
+#[test]
+fn no_database_setting_stops_the_worker() {
+    let c = Cluster::new("pinned", &["cortex_buffer.poll_interval = 100"]);
+    c.start();
+    c.create_extension();
+    // What a non-superuser database owner can set for every session of the database.
+    c.psql("CREATE ROLE owner_role LOGIN; ALTER DATABASE postgres OWNER TO owner_role");
+    for setting in [
+        "default_transaction_read_only = on",
+        "statement_timeout = '1ms'",
+        "lock_timeout = '1ms'",
+        "default_transaction_isolation = 'serializable'",
+        "idle_in_transaction_session_timeout = '1ms'",
+        "DateStyle = 'SQL, DMY'",
+        "search_path = public",
+    ] {
+        c.psql_session("postgres", &["SET ROLE owner_role", &format!("ALTER DATABASE postgres SET {setting}")])
+            .unwrap_or_else(|e| panic!("{setting}: {e}"));
+    }
+    // The settings apply to sessions that start now: restart the worker's. (This test's own
+    // sessions undo them first.)
+    c.stop("fast");
+    c.start();
+    let q = |sql: &str| {
+        c.try_psql(
+            "postgres",
+            &format!(
+                "SET statement_timeout = 0; SET lock_timeout = 0; SET default_transaction_read_only = off;
+                 SET idle_in_transaction_session_timeout = 0; {sql}"
+            ),
+        )
+    };
+    let idle = wait_for(Duration::from_secs(10), || {
+        q(&format!("SELECT query FROM pg_stat_activity WHERE backend_type = '{WORKER}'"))
+            .is_ok_and(|a| a.starts_with("idle:"))
+    });
+    assert!(idle.is_some(), "{}", c.log_tail());
+    c.put("job/session-001.jsonl", SPIKE_LINE);
+    let indexed =
+        wait_for(Duration::from_secs(10), || q("SELECT count(*) FROM cortex_buffer.event").is_ok_and(|n| n == "1"));
+    assert!(indexed.is_some(), "the worker did not index under the database's settings:\n{}", c.log_tail());
+    std::thread::sleep(Duration::from_millis(500));
+    let complaints =
+        c.log_text().lines().filter(|l| l.contains("cortex_buffer indexer") && l.contains("WARNING")).count();
+    assert_eq!(complaints, 0, "{}", c.log_tail());
+}

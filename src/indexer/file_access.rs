@@ -10,16 +10,12 @@ use crate::pg::privilege::caller_is_superuser;
 use crate::pg::raise::raise;
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_watch::scan::resolve_root;
-use cortex_buffer_watch::volume::{leaves_volume, Volume};
+use cortex_buffer_watch::volume::{leaves_volume, open_regular_path, Volume};
 
-/// A superuser's file elsewhere: a regular file, opened without blocking.
+/// A superuser's file elsewhere: looked at through an `O_PATH` handle first, and opened for
+/// reading only if it is a regular file (a device's driver never runs).
 fn open_anywhere(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::File::options().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    Ok(file)
+    open_regular_path(path)
 }
 
 /// Where a named path is read from.

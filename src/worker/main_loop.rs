@@ -64,12 +64,35 @@ fn shutdown_requested() -> bool {
     unsafe { pg_sys::ShutdownRequestPending != 0 }
 }
 
+/// The settings the worker pins for its whole session, whatever `ALTER DATABASE/ROLE ... SET`
+/// (the database's owner can run it) or `postgresql.conf` say: each one would otherwise let a
+/// database owner stop the worker (a read-only default, a timeout that cancels every pass, a
+/// serializable default that makes concurrent indexers fail), change what its statements
+/// resolve to, or change how it reads values. Documented in docs/operations.md.
+pub const PINNED: [(&std::ffi::CStr, &std::ffi::CStr); 14] = [
+    // Which operators and functions its statements resolve to.
+    (c"search_path", c"pg_catalog, pg_temp"),
+    // What would stop it: read-only transactions, timeouts, isolation, replication role.
+    (c"default_transaction_read_only", c"off"),
+    (c"default_transaction_isolation", c"read committed"),
+    (c"default_transaction_deferrable", c"off"),
+    (c"statement_timeout", c"0"),
+    (c"lock_timeout", c"0"),
+    (c"idle_in_transaction_session_timeout", c"0"),
+    (c"idle_session_timeout", c"0"),
+    (c"session_replication_role", c"origin"),
+    // How it reads and writes values (it binds them, but never depends on the session's style).
+    (c"DateStyle", c"ISO, YMD"),
+    (c"TimeZone", c"UTC"),
+    (c"IntervalStyle", c"postgres"),
+    (c"extra_float_digits", c"1"),
+    // Small statements: never worth compiling.
+    (c"jit", c"off"),
+];
+
 fn set_session_settings() {
     // SAFETY: static NUL-terminated strings, set the way PostgreSQL's own processes set theirs.
-    // application_name only names the worker in pg_stat_activity. search_path is pinned for the
-    // worker's whole session, overriding whatever ALTER DATABASE/ROLE ... SET gave it: the
-    // database's owner, or a role that can create objects in a schema on the path, must not
-    // steer which operators and functions the worker's statements resolve to.
+    // application_name only names the worker in pg_stat_activity.
     unsafe {
         pg_sys::SetConfigOption(
             c"application_name".as_ptr(),
@@ -77,12 +100,18 @@ fn set_session_settings() {
             pg_sys::GucContext::PGC_USERSET,
             pg_sys::GucSource::PGC_S_OVERRIDE,
         );
-        pg_sys::SetConfigOption(
-            c"search_path".as_ptr(),
-            c"pg_catalog, pg_temp".as_ptr(),
-            pg_sys::GucContext::PGC_SUSET,
-            pg_sys::GucSource::PGC_S_OVERRIDE,
-        );
+    }
+    for (name, value) in PINNED {
+        // SAFETY: as above; PGC_S_OVERRIDE outranks every database, role and file setting, and
+        // the worker is a superuser's connection, so every context allows the set.
+        unsafe {
+            pg_sys::SetConfigOption(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_SUSET,
+                pg_sys::GucSource::PGC_S_OVERRIDE,
+            );
+        }
     }
 }
 

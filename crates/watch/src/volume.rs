@@ -16,6 +16,7 @@ use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -154,14 +155,12 @@ impl Volume {
         open_nofollow(&self.root, rel, flags)
     }
 
-    /// Opens a regular file for reading. Never blocks (a FIFO swapped in its place is refused,
-    /// not waited on) and never leaves the volume.
+    /// Opens a regular file for reading, never leaving the volume. It looks before it opens: the
+    /// path is resolved to an `O_PATH` handle (which runs no driver and reads nothing), and only a
+    /// regular file is then opened for reading, through that same handle; a device node, FIFO or
+    /// socket an agent put there is refused without ever being opened.
     pub fn open_file(&self, rel: &Path) -> io::Result<File> {
-        let file = File::from(self.resolve(rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY)?);
-        if !file.metadata()?.is_file() {
-            return Err(io::Error::other("not a regular file"));
-        }
-        Ok(file)
+        reopen_regular(self.resolve(rel, libc::O_PATH)?)
     }
 
     /// Opens a directory (the volume itself for an empty path) for listing.
@@ -235,6 +234,42 @@ impl Volume {
     }
 }
 
+/// The error for anything but a regular file where a session file is expected.
+pub fn not_regular() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, "not a regular file")
+}
+
+/// Opens the regular file an `O_PATH` handle names for reading, through the handle itself
+/// (`/proc/self/fd/N` reopens exactly that inode, whatever now sits at its path). Anything but a
+/// regular file is refused before it is opened.
+pub fn reopen_regular(handle: OwnedFd) -> io::Result<File> {
+    let meta = File::from(handle.try_clone()?).metadata()?;
+    if !meta.is_file() {
+        return Err(not_regular());
+    }
+    let proc_path = CString::new(format!("/proc/self/fd/{}", handle.as_raw_fd())).map_err(|_| not_regular())?;
+    // SAFETY: NUL-terminated path; the descriptor it names stays open until after the call.
+    let fd =
+        unsafe { libc::open(proc_path.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC) };
+    let file = File::from(owned(check(fd)?));
+    // Without /proc the open fails above; with it, this is the same inode by construction,
+    // checked anyway.
+    let again = file.metadata()?;
+    if !again.is_file() || (again.dev(), again.ino()) != (meta.dev(), meta.ino()) {
+        return Err(not_regular());
+    }
+    Ok(file)
+}
+
+/// Opens a path outside any volume (a superuser's file elsewhere) the same careful way: `O_PATH`
+/// first, a regular file only, then reopened through the handle.
+pub fn open_regular_path(path: &Path) -> io::Result<File> {
+    let c = cstr(path)?;
+    // SAFETY: NUL-terminated path.
+    let fd = check(unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) })?;
+    reopen_regular(owned(fd))
+}
+
 /// Whether the opened `file` is the one with this device and inode.
 pub fn is_same_file(file: &File, device: u64, inode: u64) -> io::Result<bool> {
     use std::os::unix::fs::MetadataExt;
@@ -271,6 +306,36 @@ mod tests {
         let mut s = String::new();
         v.open_file(Path::new(rel))?.read_to_string(&mut s)?;
         Ok(s)
+    }
+
+    #[test]
+    fn special_files_are_refused_before_they_are_opened() {
+        let t = Tmp::new("special");
+        let v = Volume::open(&t.0.join("root")).unwrap_or_else(|e| panic!("{e}"));
+        // A FIFO: opening it for reading would block until a writer came.
+        let fifo = CString::new(t.0.join("root/job/fifo.jsonl").into_os_string().into_vec()).unwrap_or_default();
+        // SAFETY: NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let e = v.open_file(Path::new("job/fifo.jsonl")).err().map(|e| e.to_string());
+        assert_eq!(e.as_deref(), Some("not a regular file"));
+        // A character device (the controlling tty, whose driver's open answers ENXIO to a
+        // process without one): refused as a non-regular file, not by its driver.
+        let dev = CString::new(t.0.join("root/job/tty.jsonl").into_os_string().into_vec()).unwrap_or_default();
+        // SAFETY: NUL-terminated path; makedev(5, 0) is /dev/tty's number.
+        if unsafe { libc::mknod(dev.as_ptr(), libc::S_IFCHR | 0o644, libc::makedev(5, 0)) } == 0 {
+            let e = v.open_file(Path::new("job/tty.jsonl")).err().map(|e| e.to_string());
+            assert_eq!(e.as_deref(), Some("not a regular file"));
+            let e = open_regular_path(&t.0.join("root/job/tty.jsonl")).err().map(|e| e.to_string());
+            assert_eq!(e.as_deref(), Some("not a regular file"));
+        } else {
+            eprintln!("mknod is not allowed here (not root, or the file system refuses): the device case is skipped");
+        }
+        // A regular file still opens and reads.
+        let mut text = String::new();
+        v.open_file(Path::new("job/in.jsonl"))
+            .and_then(|mut f| f.read_to_string(&mut text))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(text, "inside\n");
     }
 
     #[test]

@@ -3,6 +3,8 @@
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
+-- The fixtures in the index (a pass indexes what is new; the count is the same either way).
+SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
 -- A tool call without a result: acting; a turn ended by end_turn: idle; a prompt just taken in: thinking.
 SELECT f AS transcript, s.*
   FROM (VALUES ('proj/11111111-2222-4333-8444-555555555555.jsonl'), ('proj/22222222-2222-4222-8222-222222222222.jsonl'),

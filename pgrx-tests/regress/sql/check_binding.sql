@@ -20,7 +20,7 @@ SET cortex_buffer.job_table = 'job';
 SELECT * FROM cortex_buffer.check_binding();
 CREATE TABLE regress_check_binding.wrong (id uuid PRIMARY KEY, status text);
 SET cortex_buffer.job_table = 'regress_check_binding.wrong';
-SELECT item, ok, detail FROM cortex_buffer.check_binding();
+SELECT item, ok, detail, fix FROM cortex_buffer.check_binding();
 RESET cortex_buffer.job_table;
 DROP SCHEMA regress_check_binding CASCADE;
 -- The operator may check; the control plane and the agent may not (42501).

@@ -3,6 +3,8 @@
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
+-- The fixtures in the index (a pass indexes what is new; the count is the same either way).
+SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
 -- logs/snapshots.jsonl: a:Note 1, a:Note 2, a corrupt line, b:Other 3, a:Note 4, a:Note 4 again, a:Note 3,
 -- a blank line, a:Note 8, c:Tail 9 … 12.
 -- Agrees, with the entries written since.

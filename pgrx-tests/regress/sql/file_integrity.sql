@@ -3,6 +3,8 @@
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
+-- The fixtures in the index (a pass indexes what is new; the count is the same either way).
+SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
 -- A spike session whose writer died mid-line: the truncated tail, one lost event.
 SELECT * FROM cortex_buffer.file_integrity('/tmp/cortex_buffer-regress/sessions/0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f/session_20260223T143000Z_pod-a.jsonl');
 -- A LOG slice with a corrupt line inside, a blank line, a repeated and a falling __seq__.

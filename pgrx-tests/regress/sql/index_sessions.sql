@@ -22,7 +22,7 @@ SELECT regexp_replace(path, '^/tmp/cortex_buffer-regress/sessions/', '') AS file
   FROM cortex_buffer.index_sessions() WHERE action <> 'unchanged';
 SELECT gone_at IS NOT NULL AS gone FROM cortex_buffer.session_file
  WHERE path = '/tmp/cortex_buffer-regress/sessions/0193a8b2-0000-7000-8000-0000000f1701/session-001.jsonl';
--- A file whose size on record no longer matches: changed, and indexed again.
+-- A file whose size on record no longer matches: changed (checked again; nothing new, the same generation).
 UPDATE cortex_buffer.session_file SET size_bytes = 1 WHERE path = '/tmp/cortex_buffer-regress/sessions/logs/tools.jsonl';
 SELECT regexp_replace(path, '^/tmp/cortex_buffer-regress/sessions/', '') AS file, action, detail, events_added, corrupt_added
   FROM cortex_buffer.index_sessions() WHERE action <> 'unchanged';

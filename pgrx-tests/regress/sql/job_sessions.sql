@@ -3,6 +3,8 @@
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
+-- The fixtures in the index (a pass indexes what is new; the count is the same either way).
+SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
 SELECT job_id, regexp_replace(path, '^.*/', '') AS file, dialect, session_ordinal, generation, total_lines, valid_lines,
        corrupt_lines, round(corruption_ratio::numeric, 4) AS ratio, trusted, tail_state, unindexed_bytes, gone_at, quarantined_at,
        seq_gaps, seq_resets, foreign_job_lines, last_event_type, last_event_at, last_seq, agent_state, agent_state_confidence,

@@ -3,6 +3,8 @@
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
+-- The fixtures in the index (a pass indexes what is new; the count is the same either way).
+SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
 -- The spike fixture job: a lost event, a corrupt last line, its checkpoint.
 INSERT INTO cortex_buffer.job (id, agent_id, status) VALUES ('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '00000000-0000-4000-8000-0000000000a4', 'RUNNING')
 ON CONFLICT (id) DO NOTHING;

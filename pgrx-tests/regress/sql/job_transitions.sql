@@ -16,9 +16,26 @@ UPDATE cortex_buffer.job SET status = 'RETRYING' WHERE id = '0193a8b2-0000-7000-
 UPDATE cortex_buffer.job SET status = 'SCHEDULED' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b01';
 UPDATE cortex_buffer.job SET status = 'RUNNING' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b01';
 UPDATE cortex_buffer.job SET status = 'TIMED_OUT' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b01';
-UPDATE cortex_buffer.job SET status = 'DEAD_LETTER' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b01';
 -- updated_at moves on every update (the trigger sets it to now()).
+BEGIN;
+UPDATE cortex_buffer.job SET status = 'DEAD_LETTER' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b01';
 SELECT status, updated_at = now() AS updated_now FROM cortex_buffer.job WHERE id = '0193a8b2-0000-7000-8000-0000000f2b01';
+COMMIT;
+-- The other allowed transitions.
+INSERT INTO cortex_buffer.job (id, agent_id, status) VALUES
+    ('0193a8b2-0000-7000-8000-0000000f2b05', '0193a8b2-0000-7000-8000-0000000f2ba1', 'PENDING'),
+    ('0193a8b2-0000-7000-8000-0000000f2b06', '0193a8b2-0000-7000-8000-0000000f2ba1', 'SCHEDULED'),
+    ('0193a8b2-0000-7000-8000-0000000f2b07', '0193a8b2-0000-7000-8000-0000000f2ba1', 'RUNNING'),
+    ('0193a8b2-0000-7000-8000-0000000f2b08', '0193a8b2-0000-7000-8000-0000000f2ba1', 'WAITING_FOR_APPROVAL'),
+    ('0193a8b2-0000-7000-8000-0000000f2b09', '0193a8b2-0000-7000-8000-0000000f2ba1', 'WAITING_FOR_APPROVAL');
+UPDATE cortex_buffer.job SET status = 'FAILED' WHERE id IN ('0193a8b2-0000-7000-8000-0000000f2b05', '0193a8b2-0000-7000-8000-0000000f2b06',
+                                                            '0193a8b2-0000-7000-8000-0000000f2b08');
+UPDATE cortex_buffer.job SET status = 'DEAD_LETTER' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b05';
+UPDATE cortex_buffer.job SET status = 'COMPLETED' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b07';
+UPDATE cortex_buffer.job SET status = 'TIMED_OUT' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b09';
+UPDATE cortex_buffer.job SET status = 'RETRYING' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b09';
+UPDATE cortex_buffer.job SET status = 'DEAD_LETTER' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b09';
+SELECT id, status FROM cortex_buffer.job WHERE id::text LIKE '0193a8b2-0000-7000-8000-0000000f2b0_' AND id > '0193a8b2-0000-7000-8000-0000000f2b04' ORDER BY id;
 -- The same status again is no transition.
 UPDATE cortex_buffer.job SET status = 'DEAD_LETTER' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b01';
 -- Forbidden: P0001, with the control plane's own message and the allowed list as HINT.

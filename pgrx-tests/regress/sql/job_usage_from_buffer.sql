@@ -3,6 +3,8 @@
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
+-- The fixtures in the index (a pass indexes what is new; the count is the same either way).
+SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
 INSERT INTO cortex_buffer.job (id, agent_id, status) VALUES
     ('0193a8b2-0000-7000-8000-0000000fa001', '0193a8b2-0000-7000-8000-0000000f23a1', 'RUNNING');
 -- The shipped writer's two LLM_RESPONSE events (data.tokenUsage), nothing recorded: all of it unrecorded.

@@ -3,6 +3,8 @@
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
+-- The fixtures in the index (a pass indexes what is new; the count is the same either way).
+SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
 -- Every entry, oldest first; entry is the line without __type__, __seq__ and __ts__.
 SELECT * FROM cortex_buffer.log_entries('logs/tools.jsonl');
 -- One __type__; the last n; __seq__ in [start_seq, end_seq).

@@ -3,6 +3,8 @@
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
+-- The fixtures in the index (a pass indexes what is new; the count is the same either way).
+SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
 -- Plans name times and ids that change from run to run (written_at, recorded_at, file_id): shown without them.
 CREATE FUNCTION pg_temp.shown(p jsonb) RETURNS text LANGUAGE sql AS $$
     SELECT jsonb_pretty(p

@@ -4,6 +4,8 @@
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
+-- The fixtures in the index (a pass indexes what is new; the count is the same either way).
+SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
 SELECT case_name, cortex_buffer.session_file_refusal(q, g, s, o, t, gone, p, r) AS refusal
   FROM (VALUES
     ('readable',                         false, 1, 100, 100, true,  false, false, 0.0),

@@ -3,6 +3,8 @@
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
+-- The fixtures in the index (a pass indexes what is new; the count is the same either way).
+SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
 CREATE FUNCTION pg_temp.shown(p jsonb) RETURNS text LANGUAGE sql AS $$
     SELECT jsonb_pretty(p || jsonb_build_object('sessions', (SELECT coalesce(jsonb_agg(s - 'file_id' ORDER BY o), '[]')
                                                             FROM jsonb_array_elements(p->'sessions') WITH ORDINALITY AS e(s, o))))

@@ -3,6 +3,8 @@
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
+-- The fixtures in the index (a pass indexes what is new; the count is the same either way).
+SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
 -- One response.
 SELECT regexp_replace(path, '^.*/', '') AS file, subagent, model, responses, input_tokens, output_tokens,
        cache_creation_input_tokens, cache_read_input_tokens, cost_usd

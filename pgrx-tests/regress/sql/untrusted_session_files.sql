@@ -3,6 +3,8 @@
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
+-- The fixtures in the index (a pass indexes what is new; the count is the same either way).
+SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
 -- Every fixture is readable.
 SELECT count(*) AS refused FROM cortex_buffer.untrusted_session_files;
 -- One file for each reason (simulated in the index; rolled back).
