@@ -146,3 +146,67 @@ fn hostile_files_are_recorded_or_skipped_and_the_worker_carries_on() {
         "0"
     );
 }
+
+#[test]
+fn huge_sparse_files_and_devices_cost_nothing_and_stay_cancellable() {
+    let c = Cluster::new("sparse", &["cortex_buffer.worker_enabled = off", "cortex_buffer.settle_period = 0"]);
+    c.start();
+    c.create_extension();
+    // A 1 TiB file that holds a line at its start and one at its end, and nothing between: the
+    // file system stores a few kilobytes.
+    let path = c.sessions.join(format!("{JOB}/session-001.jsonl"));
+    std::fs::create_dir_all(path.parent().expect("job dir")).expect("mkdir");
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::File::create(&path).expect("create");
+        f.write_all(format!("{}\n", event(0)).as_bytes()).expect("write");
+        f.seek(SeekFrom::Start((1u64 << 40) - 200)).expect("seek");
+        f.write_all(format!("\n{}\n", event(1)).as_bytes()).expect("write");
+    }
+    let p = path.display().to_string();
+    let t = std::time::Instant::now();
+    let out = c.psql(&format!(
+        "SET statement_timeout = '5s'; SELECT total_lines || ' ' || valid_lines || ' ' || corrupt_lines FROM cortex_buffer.file_integrity('{p}')"
+    ));
+    let took = t.elapsed();
+    eprintln!("file_integrity of a 1 TiB sparse file: {took:?} ({out})");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    // The line of zeros between is one over-long corrupt line, read by skipping its holes.
+    assert_eq!(out, "3 2 1");
+    let t = std::time::Instant::now();
+    let state = c.psql(&format!("SET statement_timeout = '5s'; SELECT state FROM cortex_buffer.agent_state('{p}')"));
+    eprintln!("agent_state of it: {:?} ({state})", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(2));
+    // The indexer reads it the same way.
+    let t = std::time::Instant::now();
+    c.psql("SELECT count(*) FROM cortex_buffer.index_sessions()");
+    assert!(t.elapsed() < Duration::from_secs(5), "index_sessions took {:?}", t.elapsed());
+    assert_eq!(c.psql("SELECT count(*) FROM cortex_buffer.event"), "2");
+
+    // A file with no holes and no newline, far over the line cap: the scan stops at its bound,
+    // and a statement timeout stops it sooner.
+    let big = c.sessions.join(format!("{JOB}/session-002.jsonl"));
+    std::fs::write(&big, vec![b'x'; 600 << 20]).expect("write 600 MB");
+    let p2 = big.display().to_string();
+    let t = std::time::Instant::now();
+    let r = c.try_psql(
+        "postgres",
+        &format!("SET statement_timeout = '100ms'; SELECT * FROM cortex_buffer.file_integrity('{p2}')"),
+    );
+    assert!(r.as_ref().err().is_some_and(|e| e.contains("statement timeout")), "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(1), "cancelled after {:?}", t.elapsed());
+
+    // A device node in a job directory is refused without its driver's open ever running.
+    let dev = c.sessions.join(format!("{JOB}/tty.jsonl"));
+    let made = Command::new("mknod").arg(&dev).args(["c", "5", "0"]).status().is_ok_and(|s| s.success());
+    if made {
+        let (out, notices) = c.psql_with_notices(
+            "postgres",
+            &format!("SELECT severity FROM cortex_buffer.file_integrity('{}')", dev.display()),
+        );
+        assert_eq!(out, "unreadable");
+        assert!(notices.contains("not a regular file"), "{notices}");
+    } else {
+        eprintln!("mknod is not allowed on this file system: the device case is skipped");
+    }
+}

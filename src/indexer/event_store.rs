@@ -26,6 +26,7 @@ use cortex_buffer_core::int::count_i64;
 use cortex_buffer_watch::pass::{FileOutcome, FileRef};
 use cortex_buffer_watch::pipeline::{self, Limits, OwnedEvent, PipelineError, Rows};
 use cortex_buffer_watch::scan::{read_head, relative, FileStat};
+use cortex_buffer_watch::volume::SessionRead;
 use cortex_buffer_watch::volume::Volume;
 
 /// A batch is sent once it holds this many bytes, whatever the row count: one SQL statement's
@@ -218,7 +219,11 @@ fn read_and_insert(
     let interrupts = || {
         pg_sys::check_for_interrupts!();
     };
-    pipeline::run(file, progress, rules, limits, |rows: &Rows| inserter.insert(rows), interrupts).map_err(|e| match e {
+    // The reading thread steps over holes; the interrupt checks are this thread's (between and
+    // while waiting for batches), never the reading thread's.
+    let reader = SessionRead::new(file, || {});
+    pipeline::run(reader, progress, rules, limits, |rows: &Rows| inserter.insert(rows), interrupts).map_err(|e| match e
+    {
         PipelineError::Insert(e) => e,
         PipelineError::Read(e) => io_error("read", path, &e),
         PipelineError::Thread(why) => CbError::internal(why),

@@ -20,6 +20,7 @@ use cortex_buffer_core::indexer::integrity::Severity;
 use cortex_buffer_core::indexer::timestamp::POSTGRES_EPOCH_OFFSET_US;
 use cortex_buffer_watch::pass::now_us;
 use cortex_buffer_watch::scan::{read_head, FileStat};
+use cortex_buffer_watch::volume::SessionRead;
 
 /// Counts only: `file_integrity()` stores nothing.
 struct Discard;
@@ -133,7 +134,12 @@ fn file_integrity(
         max_line_memory: settings.max_line_memory,
         settled: now_us().saturating_sub(stat.mtime_us) >= settings.settle_us,
     };
-    let progress = match index_file(&file, Progress::default(), &rules, &mut Discard) {
+    // Read on this thread: every read checks for a cancel or a timeout first, and holes are
+    // stepped over, so a huge sparse file costs what its data costs and stays cancellable.
+    let reader = SessionRead::new(&file, || {
+        pgrx::check_for_interrupts!();
+    });
+    let progress = match index_file(reader, Progress::default(), &rules, &mut Discard) {
         Ok(p) => p,
         Err(IndexError::Read(e)) => return unreadable(&e, dialect),
         Err(IndexError::Sink(never)) => match never {},

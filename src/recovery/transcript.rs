@@ -32,6 +32,7 @@ use cortex_buffer_core::recovery::timeline::{Entry, Source as TimelineSource, Ti
 use cortex_buffer_core::recovery::usage::{ModelTotals, Tally};
 use cortex_buffer_core::spend::decimal::Decimal;
 use cortex_buffer_core::spend::usage::Usage;
+use cortex_buffer_watch::volume::SessionRead;
 
 /// Line types agent state reads (everything else decides nothing).
 const STATE_TYPES: [&str; 5] = ["user", "assistant", "system", "progress", "result"];
@@ -39,6 +40,8 @@ const STATE_TYPES: [&str; 5] = ["user", "assistant", "system", "progress", "resu
 const STATE_PAGE: i64 = 128;
 /// The most of a file agent state reads from disk (its unindexed tail, or an unindexed file).
 const MAX_TAIL_BYTES: u64 = 64 * 1024 * 1024;
+/// The most data read to number the lines of a tail read from disk.
+const MAX_COUNT_BYTES: u64 = 1024 * 1024 * 1024;
 
 /// Agent state of the file at `path`.
 pub fn agent_state(path: &str) -> Result<Verdict, CbError> {
@@ -125,21 +128,38 @@ fn from_index(path: &str, file: &SessionFile, indexed_lines: i64) -> Result<Verd
     Ok(tracker.verdict())
 }
 
-/// Newlines in the first `end` bytes of `f` (its line count there), read in chunks.
-fn lines_before(f: &std::fs::File, end: u64) -> i64 {
+/// Newlines in the first `end` bytes of `f` (its line count there), read in chunks, stepping
+/// over holes, cancellable; `None` past [`MAX_COUNT_BYTES`] of data (the line numbers of a
+/// tail that far in are then not given).
+fn lines_before(f: &std::fs::File, end: u64) -> Option<i64> {
+    use cortex_buffer_core::indexer::lines::HoleSkip;
+    use std::io::{Read, Seek, SeekFrom};
+    let mut handle = f;
+    handle.seek(SeekFrom::Start(0)).ok()?;
+    let mut reader = SessionRead::new(f, || {
+        pgrx::check_for_interrupts!();
+    });
     let mut buf = vec![0u8; 1 << 20];
-    let (mut at, mut n) = (0u64, 0i64);
+    let (mut at, mut n, mut data) = (0u64, 0i64, 0u64);
     while at < end {
+        at += reader.skip_hole().ok()?;
+        if at >= end {
+            break;
+        }
         let want = usize::try_from((end - at).min(buf.len() as u64)).unwrap_or(0);
-        match f.read_at(&mut buf[..want], at) {
+        match reader.read(&mut buf[..want]) {
             Ok(0) | Err(_) => break,
             Ok(k) => {
                 n += memchr::memchr_iter(b'\n', &buf[..k]).count() as i64;
                 at += k as u64;
+                data += k as u64;
+                if data > MAX_COUNT_BYTES {
+                    return None;
+                }
             }
         }
     }
-    n
+    Some(n)
 }
 
 /// Agent state from the file's own bytes (not indexed): its tail, read back until a line
@@ -160,6 +180,7 @@ fn from_disk(path: &str) -> Verdict {
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let mut span = 256 * 1024u64;
     loop {
+        pgrx::check_for_interrupts!();
         let start = len.saturating_sub(span);
         let mut chunk = Vec::new();
         let read = if start == 0 {
@@ -174,12 +195,16 @@ fn from_disk(path: &str) -> Verdict {
         let lines = lines_of(&chunk, i64::try_from(start).unwrap_or(0), start == 0, true);
         let anchor = lines.iter().rposition(|l| is_anchor(&l.text, sub));
         if anchor.is_some() || start == 0 || span >= MAX_TAIL_BYTES {
-            let first_line = if start == 0 { 1 } else { lines_before(&f, start) + 2 };
+            let counted = if start == 0 { Some(0) } else { lines_before(&f, start).map(|n| n + 1) };
+            let first_line = counted.unwrap_or(0) + 1;
             let mut tracker = Tracker::new(sub);
             for l in lines.iter().skip(anchor.unwrap_or(0)) {
                 tracker.feed(first_line + l.line_index, l.byte_offset, &l.text);
             }
             let mut v = tracker.verdict();
+            if counted.is_none() {
+                v.line_no = None;
+            }
             if anchor.is_none() && start > 0 {
                 v.confidence = Confidence::Inferred;
                 v.detail = format!("{} (only the last {} MB were read)", v.detail, MAX_TAIL_BYTES >> 20);

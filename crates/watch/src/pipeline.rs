@@ -303,7 +303,7 @@ pub fn run<R, E>(
     mut idle: impl FnMut(),
 ) -> Result<Progress, PipelineError<E>>
 where
-    R: Read + Send,
+    R: Read + cortex_buffer_core::indexer::lines::HoleSkip + Send,
 {
     let gauge = InFlight::new(limits.max_bytes.saturating_mul(QUEUE_DEPTH));
     std::thread::scope(|scope| {

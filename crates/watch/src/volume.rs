@@ -270,6 +270,57 @@ pub fn open_regular_path(path: &Path) -> io::Result<File> {
     reopen_regular(owned(fd))
 }
 
+/// A session file read from its current position, stepping over holes: a sparse file's
+/// unwritten ranges read as zeros and hold no newline, so an over-long line's scan moves past
+/// them with `lseek(SEEK_DATA)` instead of reading them (a 15 TiB sparse file costs what its
+/// data costs). Every `read` also calls `check` first (the shell's interrupt check, for reads on
+/// its own thread; a no-op elsewhere), so a long read stays cancellable.
+pub struct SessionRead<'f, C: FnMut()> {
+    file: &'f File,
+    check: C,
+}
+
+impl<'f, C: FnMut()> SessionRead<'f, C> {
+    pub fn new(file: &'f File, check: C) -> SessionRead<'f, C> {
+        SessionRead { file, check }
+    }
+}
+
+impl<C: FnMut()> io::Read for SessionRead<'_, C> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        (self.check)();
+        let mut f = self.file;
+        // A read is bounded by the caller's buffer (the line reader's, at most the line cap).
+        io::Read::read(&mut f, out)
+    }
+}
+
+impl<C: FnMut()> cortex_buffer_core::indexer::lines::HoleSkip for SessionRead<'_, C> {
+    fn skip_hole(&mut self) -> io::Result<u64> {
+        let fd = self.file.as_raw_fd();
+        // SAFETY: lseek on a descriptor we hold; SEEK_CUR with 0 only reads the position.
+        let here = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
+        if here < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: as above. ENXIO: no data after `here` (a hole to the end of the file).
+        let data = unsafe { libc::lseek(fd, here, libc::SEEK_DATA) };
+        if data < 0 {
+            return match io::Error::last_os_error().raw_os_error() {
+                Some(libc::ENXIO) => {
+                    // SAFETY: as above: to the end of the file.
+                    let end = unsafe { libc::lseek(fd, 0, libc::SEEK_END) };
+                    Ok(u64::try_from(end.saturating_sub(here)).unwrap_or(0))
+                }
+                // A file system without SEEK_DATA: no hole is known; read on.
+                Some(libc::EINVAL) => Ok(0),
+                _ => Err(io::Error::last_os_error()),
+            };
+        }
+        Ok(u64::try_from(data.saturating_sub(here)).unwrap_or(0))
+    }
+}
+
 /// Whether the opened `file` is the one with this device and inode.
 pub fn is_same_file(file: &File, device: u64, inode: u64) -> io::Result<bool> {
     use std::os::unix::fs::MetadataExt;

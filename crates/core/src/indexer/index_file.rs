@@ -13,7 +13,7 @@ use std::io::Read;
 use super::dialect::Dialect;
 use super::integrity::Integrity;
 use super::judge::{decode, judge, preview, Rules, Verdict};
-use super::lines::{LineReader, Piece};
+use super::lines::{HoleSkip, LineReader, Piece};
 use super::normalize::{columns, uuid_bytes, Columns};
 use crate::json::jsonb_write::working_memory;
 use crate::json::parse::js_trim;
@@ -120,7 +120,7 @@ pub struct FileRules<'a> {
 }
 
 /// Indexes what `reader` (positioned at `progress.offset`) holds.
-pub fn index_file<R: Read, S: Sink>(
+pub fn index_file<R: Read + HoleSkip, S: Sink>(
     reader: R,
     mut progress: Progress,
     rules: &FileRules<'_>,

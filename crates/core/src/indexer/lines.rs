@@ -3,11 +3,36 @@
 //! A line is the bytes before a `\n` (the newline is not part of it); only the piece after the
 //! last newline — the tail — may be unterminated. A line longer than the cap is reported by
 //! length with its first bytes, and skipped without ever being held whole.
+//!
+//! Skipping an over-long line is bounded too: holes of a sparse file (which read as zeros and
+//! hold no newline) are stepped over without being read ([`HoleSkip`]), and after
+//! [`MAX_SCAN_BYTES`] of data without a newline the scan stops: the line, as far as it was
+//! read, is reported unterminated and the reader ends, so one hostile file costs a bounded read
+//! per pass however large it claims to be.
 
 use std::io::{self, Read};
 
 /// How many leading bytes of an over-long line are kept for its preview.
 pub const OVERSIZE_HEAD_BYTES: usize = 1024;
+
+/// The most data read while looking for the end of an over-long line.
+pub const MAX_SCAN_BYTES: u64 = 256 * 1024 * 1024;
+
+/// A reader that can step over a hole (a sparse file's unwritten range, all zeros) at its
+/// position instead of reading it. The default steps over nothing.
+pub trait HoleSkip {
+    /// Moves past the hole the reader is in, if any; returns how many bytes it skipped.
+    fn skip_hole(&mut self) -> io::Result<u64> {
+        Ok(0)
+    }
+}
+
+impl HoleSkip for &[u8] {}
+impl<T: HoleSkip + ?Sized> HoleSkip for &mut T {
+    fn skip_hole(&mut self) -> io::Result<u64> {
+        (**self).skip_hole()
+    }
+}
 
 /// One piece of the file.
 #[derive(Debug, PartialEq, Eq)]
@@ -52,7 +77,7 @@ pub struct LineReader<R> {
     eof: bool,
 }
 
-impl<R: Read> LineReader<R> {
+impl<R: Read + HoleSkip> LineReader<R> {
     /// Reads `inner`, which is positioned at file offset `offset`. Lines longer than
     /// `max_line` bytes are reported as [`Piece::Oversize`].
     pub fn new(inner: R, offset: u64, max_line: usize) -> LineReader<R> {
@@ -131,11 +156,12 @@ impl<R: Read> LineReader<R> {
         }
     }
 
-    /// Skips an over-long line: the pending bytes start a line longer than the cap.
+    /// Skips an over-long line: the pending bytes start a line longer than the cap. Holes are
+    /// stepped over; past [`MAX_SCAN_BYTES`] of data the scan stops and the reader ends.
     fn oversize(&mut self) -> io::Result<Piece<'static>> {
         let offset = self.offset;
         let head = self.buf[self.start..self.end.min(self.start + OVERSIZE_HEAD_BYTES)].to_vec();
-        let mut len: u64 = 0;
+        let (mut len, mut scanned): (u64, u64) = (0, 0);
         loop {
             if let Some(p) = memchr::memchr(b'\n', &self.buf[self.start..self.end]) {
                 len += p as u64;
@@ -143,8 +169,17 @@ impl<R: Read> LineReader<R> {
                 self.offset += len + 1;
                 return Ok(Piece::Oversize { offset, len, head, terminated: true });
             }
-            len += (self.end - self.start) as u64;
+            let n = (self.end - self.start) as u64;
+            len += n;
+            scanned += n;
             self.start = self.end;
+            if scanned >= MAX_SCAN_BYTES {
+                self.eof = true;
+                self.offset += len;
+                return Ok(Piece::Oversize { offset, len, head, terminated: false });
+            }
+            // The buffer is spent: a hole here holds no newline, so it is part of the line.
+            len += self.inner.skip_hole()?;
             if !self.fill()? {
                 self.offset += len;
                 return Ok(Piece::Oversize { offset, len, head, terminated: false });
@@ -162,6 +197,8 @@ mod tests {
         data: &'a [u8],
         chunk: usize,
     }
+
+    impl HoleSkip for Trickle<'_> {}
 
     impl Read for Trickle<'_> {
         fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
@@ -243,5 +280,43 @@ mod tests {
             total += p.span();
         }
         assert_eq!(total, data.len() as u64);
+    }
+
+    /// Endless bytes without a newline, with a hole of `hole` bytes to step over first.
+    struct Endless {
+        hole: u64,
+        read: u64,
+    }
+
+    impl HoleSkip for Endless {
+        fn skip_hole(&mut self) -> io::Result<u64> {
+            Ok(std::mem::take(&mut self.hole))
+        }
+    }
+
+    impl Read for Endless {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            out.fill(b'x');
+            self.read += out.len() as u64;
+            Ok(out.len())
+        }
+    }
+
+    #[test]
+    fn an_endless_line_is_read_only_so_far_and_holes_are_stepped_over() {
+        let mut inner = Endless { hole: 1 << 40, read: 0 };
+        let (len, terminated) = {
+            let mut r = LineReader::new(&mut inner, 0, 1024);
+            let piece = r.next_piece().unwrap_or_else(|e| panic!("{e}"));
+            let got = match piece {
+                Some(Piece::Oversize { len, terminated, .. }) => (len, terminated),
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(r.next_piece().ok().flatten().map(|p| p.offset()), None, "the reader ends after the bound");
+            got
+        };
+        assert!(!terminated);
+        assert!(inner.read <= MAX_SCAN_BYTES + (2 << 20), "read {} bytes", inner.read);
+        assert!(len >= (1 << 40) + MAX_SCAN_BYTES, "the hole counts in the line's length: {len}");
     }
 }
