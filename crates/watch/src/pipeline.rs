@@ -489,6 +489,7 @@ mod tests {
         // A reader that blocks: idle must keep being called (that is where interrupts are
         // checked), and a panic from it (an interrupt's ERROR) ends the run.
         struct Slow(usize);
+        impl cortex_buffer_core::indexer::lines::HoleSkip for Slow {}
         impl Read for Slow {
             fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
                 std::thread::sleep(Duration::from_millis(20));
