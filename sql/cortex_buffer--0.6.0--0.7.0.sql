@@ -117,15 +117,149 @@ COMMENT ON FUNCTION cortex_buffer.install_checkpoint_trigger() IS
 COMMENT ON FUNCTION cortex_buffer.clear_quarantine(text) IS
 'Lets the indexer try a quarantined session file again: clears session_file.quarantined_at, failures and last_error. True when the file was quarantined, false when it was not. index_sessions() and the per-job lookups retry it at once; the worker within cortex_buffer''s catalogue refresh (a minute). Path: session_file.path, or relative to sessions_dir.';
 
--- Grants (as sql/privileges.sql sets them in a fresh install).
+-- Every object's privileges, exactly as sql/privileges.sql sets them in a fresh install:
+-- first reset to the owner's alone (undoing what default privileges added), then granted.
+-- Who may do what (README: Privileges): every grant and revoke of the extension's objects is
+-- here. Runs last in a fresh install; the upgrade scripts set the same.
+--
+-- First, every object's privileges go back to its owner's alone (and PUBLIC's USAGE of the
+-- types, PostgreSQL's default): whatever ALTER DEFAULT PRIVILEGES the installing role has set
+-- (for itself, or for PUBLIC, on tables, sequences, functions or types) added nothing that the
+-- grants below do not give. The schema's own USAGE is PUBLIC's (sql/bootstrap.sql).
+DO $reset$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN
+        SELECT pg_catalog.format('TABLE %s', c.oid::pg_catalog.regclass) AS obj, a.grantee
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'v', 'm', 'p', 'f'])
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('SEQUENCE %s', c.oid::pg_catalog.regclass), a.grantee
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND c.relkind OPERATOR(pg_catalog.=) 'S' AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('FUNCTION %s', p.oid::pg_catalog.regprocedure), a.grantee
+          FROM pg_catalog.pg_proc p,
+               pg_catalog.aclexplode(COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+        UNION
+        SELECT pg_catalog.format('TYPE %s', t.oid::pg_catalog.regtype), a.grantee
+          FROM pg_catalog.pg_type t, pg_catalog.aclexplode(t.typacl) a
+         WHERE t.typnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) t.typowner AND a.grantee OPERATOR(pg_catalog.<>) 0
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %s', o.obj,
+            CASE WHEN o.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(o.grantee::pg_catalog.regrole::pg_catalog.text) END);
+    END LOOP;
+END
+$reset$;
+
+-- cortex_buffer_definer (NOLOGIN, not a superuser, no members) is the role the extension's
+-- own writes run as: the functions switch to it for their statements on these tables, exactly
+-- as a SECURITY DEFINER function owned by it would, and the background worker runs its
+-- transactions as it. Statements on the bound job table run as the caller.
+GRANT SELECT, INSERT, UPDATE, DELETE ON
+    cortex_buffer.checkpoint_history, cortex_buffer.crash, cortex_buffer.job_wait,
+    cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
+    cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_definer;
+GRANT SELECT ON cortex_buffer.circuit_config TO cortex_buffer_definer;
+GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.crash_seq, cortex_buffer.usage_ledger_seq,
+      cortex_buffer.session_file_seq, cortex_buffer.checkpoint_mark_seq TO cortex_buffer_definer;
+GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
+
+-- Functions: PUBLIC keeps only the pure ones (checkpoint_crc, canonical_json, llm_cost,
+-- call_idempotency_key, session_file_refusal) and indexer_worker (the worker's figures). The
+-- reset above took EXECUTE from PUBLIC on every function: these get it back.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.checkpoint_crc(jsonb), cortex_buffer.canonical_json(jsonb),
+    cortex_buffer.llm_cost(jsonb, text, timestamptz),
+    cortex_buffer.call_idempotency_key(uuid, jsonb, integer, text, jsonb),
+    cortex_buffer.session_file_refusal(boolean, integer, bigint, bigint, boolean, boolean, boolean, double precision),
+    cortex_buffer.indexer_worker()
+  TO PUBLIC;
 REVOKE ALL ON FUNCTION
+    cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean), cortex_buffer.read_checkpoint(uuid),
+    cortex_buffer.verify_checkpoints(), cortex_buffer.heartbeat(uuid), cortex_buffer.reap_zombies(interval, integer),
+    cortex_buffer.reaper_index_sql(), cortex_buffer.idle_paused_jobs(interval),
+    cortex_buffer.record_crash(uuid, integer, text, text, integer, text, jsonb), cortex_buffer.retry_decision(uuid),
+    cortex_buffer.admit_job(uuid, uuid), cortex_buffer.record_outcome(uuid, uuid, boolean),
+    cortex_buffer.circuit_state(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
+    cortex_buffer.set_budget(uuid, bigint, numeric), cortex_buffer.check_token_budget(uuid),
+    cortex_buffer.reserve_budget(uuid, jsonb, text), cortex_buffer.settle_usage(uuid, jsonb, text),
+    cortex_buffer.release_reservation(uuid), cortex_buffer.index_sessions(text), cortex_buffer.index_now(),
+    cortex_buffer.file_integrity(text), cortex_buffer.job_events(uuid, timestamptz),
+    cortex_buffer.recovery_plan(uuid, uuid, boolean), cortex_buffer.session_recovery(text),
+    cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid),
+    cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
     cortex_buffer.checkpoint_marked()
   FROM PUBLIC;
+
+-- Prices are reference data: everyone may read them (llm_cost() runs with the caller's
+-- rights). The indexer's status is for monitoring and operators.
+GRANT SELECT ON cortex_buffer.model_price TO PUBLIC;
+REVOKE ALL ON cortex_buffer.indexer_status FROM PUBLIC;
+GRANT SELECT ON cortex_buffer.indexer_status TO pg_monitor, cortex_buffer_operator;
+
+-- The agent: its own job's heartbeat, checkpoints, spend and recovery. The recovery lookups run
+-- with the caller's rights: they read the index (session_file, event).
 GRANT EXECUTE ON FUNCTION
+    cortex_buffer.heartbeat(uuid), cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean),
+    cortex_buffer.read_checkpoint(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
+    cortex_buffer.check_token_budget(uuid), cortex_buffer.reserve_budget(uuid, jsonb, text),
+    cortex_buffer.settle_usage(uuid, jsonb, text), cortex_buffer.release_reservation(uuid),
+    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.recovery_plan(uuid, uuid, boolean),
+    cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid),
+    cortex_buffer.job_usage_from_buffer(uuid), cortex_buffer.log_entries(text, text, integer, bigint, bigint),
+    cortex_buffer.check_log_snapshot(text, bigint, bigint, text)
+  TO cortex_buffer_agent;
+GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
+    ON cortex_buffer.job TO cortex_buffer_agent;
+GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
+    cortex_buffer.agent_budget, cortex_buffer.session_file, cortex_buffer.event
+    TO cortex_buffer_agent;
+
+-- The control plane: dispatching, reaping, retry decisions, breaker admission.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.reap_zombies(interval, integer), cortex_buffer.idle_paused_jobs(interval),
+    cortex_buffer.record_crash(uuid, integer, text, text, integer, text, jsonb), cortex_buffer.retry_decision(uuid),
+    cortex_buffer.admit_job(uuid, uuid), cortex_buffer.record_outcome(uuid, uuid, boolean),
+    cortex_buffer.circuit_state(uuid), cortex_buffer.index_now(), cortex_buffer.recovery_plan(uuid, uuid, boolean),
+    cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text),
+    cortex_buffer.agent_state(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.job_events(uuid, timestamptz)
+  TO cortex_buffer_control_plane;
+GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
+    cortex_buffer.session_file, cortex_buffer.event
+    TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_control_plane;
+
+-- The operator: budgets, prices, breaker configuration, file inspection and transcripts.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.set_budget(uuid, bigint, numeric), cortex_buffer.verify_checkpoints(),
+    cortex_buffer.reaper_index_sql(), cortex_buffer.index_sessions(text), cortex_buffer.file_integrity(text),
+    cortex_buffer.index_now(), cortex_buffer.job_events(uuid, timestamptz),
+    cortex_buffer.recovery_plan(uuid, uuid, boolean), cortex_buffer.session_recovery(text),
+    cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid),
+    cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text)
   TO cortex_buffer_operator;
-GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_mark_seq TO cortex_buffer_definer;
-GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
-GRANT SELECT ON cortex_buffer.checkpoint_mark
-    TO cortex_buffer_agent, cortex_buffer_control_plane, cortex_buffer_operator;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.circuit_config, cortex_buffer.model_price TO cortex_buffer_operator;
+GRANT SELECT ON
+    cortex_buffer.job, cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.crash,
+    cortex_buffer.job_wait, cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
+    cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_operator;

@@ -6,13 +6,15 @@
 //! - `CREATE EXTENSION` refuses a `cortex_buffer` schema another role created first;
 //! - a session file swapped back and forth with a link to a file outside `sessions_dir` while
 //!   the worker indexes never puts a byte of that file into the index
-//!   (`CORTEX_SWAP_SECONDS`, default 6; 25 for the full run).
+//!   (`CORTEX_SWAP_SECONDS`, default 6; 25 for the full run);
+//! - whatever default privileges the installing role set, install and update end with exactly
+//!   the documented grants.
 
 use std::os::unix::fs::symlink;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use cortex_buffer_e2e::{wait_for, Cluster};
+use cortex_buffer_e2e::{wait_for, Cluster, SCHEMA_FINGERPRINT_SQL};
 
 const JOB: &str = "0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f";
 
@@ -191,4 +193,45 @@ fn a_file_swapped_for_a_link_outside_is_never_read() {
     assert_eq!(leaked, "0", "bytes of the file outside sessions_dir reached the index");
     assert!(indexed.parse::<i64>().unwrap_or(0) > 0, "the regular file was indexed at all");
     assert!(c.worker_pid().is_some(), "{}", c.log_tail());
+}
+
+#[test]
+fn default_privileges_never_reach_the_extensions_objects() {
+    let c = Cluster::new("default-acl", &["cortex_buffer.worker_enabled = off"]);
+    c.start();
+    c.psql("CREATE ROLE app_rw LOGIN");
+    let defaults =
+        "ALTER DEFAULT PRIVILEGES GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON TABLES TO app_rw, PUBLIC;
+                    ALTER DEFAULT PRIVILEGES GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO app_rw, PUBLIC;
+                    ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO app_rw;
+                    ALTER DEFAULT PRIVILEGES GRANT USAGE ON TYPES TO app_rw";
+    c.psql("CREATE DATABASE plain");
+    c.try_psql("plain", "CREATE EXTENSION cortex_buffer").unwrap_or_else(|e| panic!("{e}"));
+    let want = c.try_psql("plain", SCHEMA_FINGERPRINT_SQL).unwrap_or_else(|e| panic!("{e}"));
+    // A fresh install, and an update from the previous release, under the installer's defaults.
+    c.psql("CREATE DATABASE installed");
+    c.try_psql("installed", defaults).unwrap_or_else(|e| panic!("{e}"));
+    c.try_psql("installed", "CREATE EXTENSION cortex_buffer").unwrap_or_else(|e| panic!("{e}"));
+    c.psql("CREATE DATABASE updated");
+    c.try_psql("updated", defaults).unwrap_or_else(|e| panic!("{e}"));
+    c.try_psql("updated", "CREATE EXTENSION cortex_buffer VERSION '0.6.0'").unwrap_or_else(|e| panic!("{e}"));
+    c.try_psql("updated", "ALTER EXTENSION cortex_buffer UPDATE").unwrap_or_else(|e| panic!("{e}"));
+    for db in ["installed", "updated"] {
+        let got = c.try_psql(db, SCHEMA_FINGERPRINT_SQL).unwrap_or_else(|e| panic!("{e}"));
+        let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
+        let missing: Vec<&&str> = w.iter().filter(|l| !g.contains(l)).collect();
+        let extra: Vec<&&str> = g.iter().filter(|l| !w.contains(l)).collect();
+        assert!(missing.is_empty() && extra.is_empty(), "{db}: missing {missing:#?}\nextra {extra:#?}");
+        // The role the defaults favoured can do nothing the documented grants do not allow.
+        for attempt in [
+            "DELETE FROM cortex_buffer.agent_budget",
+            "DELETE FROM cortex_buffer.usage_ledger",
+            "SELECT * FROM cortex_buffer.event",
+            "SELECT count(*) FROM cortex_buffer.index_sessions()",
+            "SELECT nextval('cortex_buffer.usage_ledger_seq')",
+        ] {
+            let r = c.try_psql(db, &format!("SET ROLE app_rw; {attempt}"));
+            assert!(r.as_ref().err().is_some_and(|e| e.contains("permission denied")), "{db}: {attempt}: {r:?}");
+        }
+    }
 }

@@ -1125,6 +1125,44 @@ AS 'MODULE_PATHNAME', 'indexer_worker_wrapper';
 -- Who may do what (README: Privileges): every grant and revoke of the extension's objects is
 -- here. Runs last in a fresh install; the upgrade scripts set the same.
 --
+-- First, every object's privileges go back to its owner's alone (and PUBLIC's USAGE of the
+-- types, PostgreSQL's default): whatever ALTER DEFAULT PRIVILEGES the installing role has set
+-- (for itself, or for PUBLIC, on tables, sequences, functions or types) added nothing that the
+-- grants below do not give. The schema's own USAGE is PUBLIC's (sql/bootstrap.sql).
+DO $reset$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN
+        SELECT pg_catalog.format('TABLE %s', c.oid::pg_catalog.regclass) AS obj, a.grantee
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'v', 'm', 'p', 'f'])
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('SEQUENCE %s', c.oid::pg_catalog.regclass), a.grantee
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND c.relkind OPERATOR(pg_catalog.=) 'S' AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('FUNCTION %s', p.oid::pg_catalog.regprocedure), a.grantee
+          FROM pg_catalog.pg_proc p,
+               pg_catalog.aclexplode(COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+        UNION
+        SELECT pg_catalog.format('TYPE %s', t.oid::pg_catalog.regtype), a.grantee
+          FROM pg_catalog.pg_type t, pg_catalog.aclexplode(t.typacl) a
+         WHERE t.typnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) t.typowner AND a.grantee OPERATOR(pg_catalog.<>) 0
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %s', o.obj,
+            CASE WHEN o.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(o.grantee::pg_catalog.regrole::pg_catalog.text) END);
+    END LOOP;
+END
+$reset$;
+
 -- cortex_buffer_definer (NOLOGIN, not a superuser, no members) is the role the extension's
 -- own writes run as: the functions switch to it for their statements on these tables, exactly
 -- as a SECURITY DEFINER function owned by it would, and the background worker runs its
@@ -1141,7 +1179,15 @@ GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.cras
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
 
 -- Functions: PUBLIC keeps only the pure ones (checkpoint_crc, canonical_json, llm_cost,
--- call_idempotency_key) and indexer_worker (the worker's figures).
+-- call_idempotency_key, session_file_refusal) and indexer_worker (the worker's figures). The
+-- reset above took EXECUTE from PUBLIC on every function: these get it back.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.checkpoint_crc(jsonb), cortex_buffer.canonical_json(jsonb),
+    cortex_buffer.llm_cost(jsonb, text, timestamptz),
+    cortex_buffer.call_idempotency_key(uuid, jsonb, integer, text, jsonb),
+    cortex_buffer.session_file_refusal(boolean, integer, bigint, bigint, boolean, boolean, boolean, double precision),
+    cortex_buffer.indexer_worker()
+  TO PUBLIC;
 REVOKE ALL ON FUNCTION
     cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean), cortex_buffer.read_checkpoint(uuid),
     cortex_buffer.verify_checkpoints(), cortex_buffer.heartbeat(uuid), cortex_buffer.reap_zombies(interval, integer),
