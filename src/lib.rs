@@ -36,6 +36,11 @@ extension_sql_file!("../sql/privileges.sql", name = "privileges", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    // A panic's message becomes an ERROR; a Rust backtrace must not ride along in its DETAIL to
+    // whoever called, whatever RUST_BACKTRACE the postmaster inherited (it names the code and
+    // its layout). RUST_LIB_BACKTRACE outranks RUST_BACKTRACE for captured backtraces; set
+    // here, before any capture, in the postmaster (inherited by every backend) or the backend.
+    std::env::set_var("RUST_LIB_BACKTRACE", "0");
     pg::guc::define();
     // SAFETY: reading a flag Postgres sets while it loads shared_preload_libraries.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {

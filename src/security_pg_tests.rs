@@ -200,4 +200,12 @@ mod tests {
         );
         assert_eq!(one("SELECT count(*)::text FROM cortex_buffer.event WHERE type = 'PLAIN' AND job_id IS NULL"), "1");
     }
+
+    #[pg_test]
+    fn no_rust_backtrace_reaches_an_error() {
+        // _PG_init turned captured backtraces off, whatever the environment says.
+        assert_eq!(std::env::var("RUST_LIB_BACKTRACE").as_deref(), Ok("0"));
+        let bt = std::backtrace::Backtrace::capture();
+        assert_ne!(bt.status(), std::backtrace::BacktraceStatus::Captured);
+    }
 }

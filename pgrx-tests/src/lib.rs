@@ -305,15 +305,16 @@ impl Drop for Cluster {
 pub const CONTROL_PLANE_FIXTURE: &str = include_str!("../fixtures/control_plane_job.sql");
 
 /// Everything about the `cortex_buffer` schema that an upgrade must reproduce, one line per
-/// fact: functions (definition, privileges, comment), relations, columns, constraints, indexes,
+/// fact: functions (definition, effective privileges, comment), relations, columns, constraints, indexes,
 /// triggers, types, extension members and configuration tables.
 pub const SCHEMA_FINGERPRINT_SQL: &str = "
 SELECT line FROM (
   SELECT 'function ' || p.oid::regprocedure::text || ' owner=' || p.proowner::regrole::text || ' def=' || md5(pg_get_functiondef(p.oid))
-         || ' acl=' || coalesce(p.proacl::text, '') || ' comment=' || coalesce(obj_description(p.oid, 'pg_proc'), '') AS line
+         || ' acl=' || coalesce(p.proacl, acldefault('f', p.proowner))::text || ' comment=' || coalesce(obj_description(p.oid, 'pg_proc'), '') AS line
     FROM pg_proc p WHERE p.pronamespace = 'cortex_buffer'::regnamespace
   UNION ALL
-  SELECT 'relation ' || c.relname || ' kind=' || c.relkind::text || ' acl=' || coalesce(c.relacl::text, '')
+  SELECT 'relation ' || c.relname || ' kind=' || c.relkind::text
+         || ' acl=' || coalesce(c.relacl, acldefault((CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END)::\"char\", c.relowner))::text
          || ' comment=' || coalesce(obj_description(c.oid, 'pg_class'), '')
     FROM pg_class c WHERE c.relnamespace = 'cortex_buffer'::regnamespace
   UNION ALL
@@ -336,6 +337,7 @@ SELECT line FROM (
    WHERE c.relnamespace = 'cortex_buffer'::regnamespace AND NOT t.tgisinternal
   UNION ALL
   SELECT 'type ' || t.typname || ' ' || coalesce((SELECT string_agg(enumlabel, ',' ORDER BY enumsortorder) FROM pg_enum WHERE enumtypid = t.oid), '')
+         || ' acl=' || coalesce(t.typacl, acldefault('T', t.typowner))::text
          || ' comment=' || coalesce(obj_description(t.oid, 'pg_type'), '')
     FROM pg_type t WHERE t.typnamespace = 'cortex_buffer'::regnamespace AND t.typrelid = 0 AND t.typelem = 0
   UNION ALL
