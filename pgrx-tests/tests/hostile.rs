@@ -210,3 +210,39 @@ fn huge_sparse_files_and_devices_cost_nothing_and_stay_cancellable() {
         eprintln!("mknod is not allowed on this file system: the device case is skipped");
     }
 }
+
+#[test]
+fn one_jobs_volume_does_not_hold_back_another_jobs_lines() {
+    let c = Cluster::new(
+        "fairness",
+        &[
+            "cortex_buffer.poll_interval = 100",
+            "cortex_buffer.settle_period = 0",
+            "cortex_buffer.pass_dir_bytes = '2MB'",
+        ],
+    );
+    c.start();
+    c.create_extension();
+    // A job that dumps 80 MB of valid lines at once: many passes' worth.
+    let flood = c.sessions.join("0193a8b2-0000-7000-8000-00000000f10d/session-001.jsonl");
+    std::fs::create_dir_all(flood.parent().expect("dir")).expect("mkdir");
+    let line = format!("{}\n", event(0));
+    let lines = (80 << 20) / line.len();
+    std::fs::write(&flood, line.repeat(lines)).expect("write the flood");
+    c.psql("SELECT cortex_buffer.index_now()");
+    std::thread::sleep(Duration::from_millis(500));
+    // Another job's line, while the flood is being indexed.
+    let t = std::time::Instant::now();
+    c.put(&format!("{JOB}/session-001.jsonl"), &format!("{}\n", event(7)));
+    let seen = wait_for(Duration::from_secs(20), || {
+        c.psql(&format!("SELECT count(*) FROM cortex_buffer.event WHERE job_id = '{JOB}'")) == "1"
+    });
+    let flood_done =
+        c.psql("SELECT indexed_offset = size_bytes FROM cortex_buffer.session_file WHERE path LIKE '%f10d/%'");
+    eprintln!(
+        "another job's line visible after {:?} while the 80 MB flood was indexed (flood finished: {flood_done})",
+        t.elapsed()
+    );
+    assert!(seen.is_some_and(|d| d < Duration::from_secs(5)), "{:?}\n{}", seen, c.log_tail());
+    assert_eq!(flood_done, "f", "the flood was still being indexed: the test measured fairness, not speed");
+}

@@ -273,7 +273,8 @@ fn no_database_setting_stops_the_worker() {
         "DateStyle = 'SQL, DMY'",
         "search_path = public",
     ] {
-        c.psql_session("postgres", &["SET ROLE owner_role", &format!("ALTER DATABASE postgres SET {setting}")])
+        let undo = "SET default_transaction_read_only = off; SET statement_timeout = 0; SET lock_timeout = 0";
+        c.psql_session("postgres", &[undo, "SET ROLE owner_role", &format!("ALTER DATABASE postgres SET {setting}")])
             .unwrap_or_else(|e| panic!("{setting}: {e}"));
     }
     // The settings apply to sessions that start now: restart the worker's. (This test's own

@@ -310,6 +310,7 @@ pub fn index_one(file: &FileRef, volume: &Volume, settings: &Settings, now_us: i
             max_line_bytes: settings.max_line_bytes,
             max_line_memory: settings.max_line_memory,
             settled,
+            max_bytes: file.budget,
         };
         let mut reader = &handle;
         reader.seek(SeekFrom::Start(progress.offset)).map_err(|e| io_error("seek", &file.path, &e))?;

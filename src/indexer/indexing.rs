@@ -110,6 +110,12 @@ pub fn pass(
     let report = run_pass(volume, scope, &mut IsolatedCatalog(mode), cache, catalog_max_age, now_us)?;
     let settings = Settings::current();
     let mut indexer = IsolatedIndexer { mode, volume, settings, now_us, before_file };
-    let files = index_pass(cache, &mut indexer, now_us, settings.settle_us, keep_going);
+    // The worker shares each pass fairly between job directories; a caller's own pass
+    // (index_sessions(), a lookup's catch-up) takes everything there is.
+    let share = match mode {
+        Mode::Worker => Some(settings.pass_dir_bytes),
+        Mode::Caller => None,
+    };
+    let files = index_pass(cache, &mut indexer, now_us, settings.settle_us, share, keep_going);
     Ok(Pass { report, files })
 }

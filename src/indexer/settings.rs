@@ -11,6 +11,8 @@ pub struct Settings {
     pub settle_us: i64,
     pub quarantine_after: i32,
     pub max_corruption_ratio: f64,
+    /// The most bytes the worker takes from one job directory in one pass.
+    pub pass_dir_bytes: u64,
 }
 
 impl Settings {
@@ -22,6 +24,7 @@ impl Settings {
             settle_us: guc::settle_period_us(),
             quarantine_after: guc::quarantine_after(),
             max_corruption_ratio: guc::max_corruption_ratio(),
+            pass_dir_bytes: guc::pass_dir_bytes(),
         }
     }
 }

@@ -23,6 +23,7 @@ pub static MAX_CORRUPTION_RATIO: GucSetting<f64> = GucSetting::<f64>::new(0.10);
 pub static RECOVERY_VALUE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(4096);
 pub static RECOVERY_CLOCK_SKEW_MS: GucSetting<i32> = GucSetting::<i32>::new(5000);
 pub static CATCH_UP: GucSetting<bool> = GucSetting::<bool>::new(true);
+pub static PASS_DIR_KB: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
 pub static CATCH_UP_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(2000);
 
 /// Registers the settings and reserves the `cortex_buffer.` prefix (typos become errors).
@@ -205,6 +206,17 @@ pub fn define() {
         GucContext::Userset,
         GucFlags::UNIT_MS,
     );
+    // Fairness between jobs: how much of one job directory's new bytes one worker pass takes.
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.pass_dir_bytes",
+        c"The most of one job directory's new bytes the worker indexes in one pass.",
+        c"The rest waits for the next pass, so one job's volume delays another job's lines by at most this much reading per busy directory per pass. index_sessions() and the lookups' catch-up take everything.",
+        &PASS_DIR_KB,
+        1024,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_KB,
+    );
     // SAFETY: called from _PG_init on the main thread with a static NUL-terminated string.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"cortex_buffer".as_ptr()) };
 }
@@ -292,4 +304,9 @@ pub fn catch_up() -> bool {
 /// `catch_up_wait`.
 pub fn catch_up_wait() -> std::time::Duration {
     std::time::Duration::from_millis(u64::try_from(CATCH_UP_WAIT_MS.get()).unwrap_or(2000))
+}
+
+/// `pass_dir_bytes` in bytes.
+pub fn pass_dir_bytes() -> u64 {
+    u64::try_from(PASS_DIR_KB.get()).unwrap_or(64 * 1024).max(1024) * 1024
 }

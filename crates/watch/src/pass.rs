@@ -45,6 +45,8 @@ pub struct KnownCache {
     root_prefix: String,
     entries: HashMap<String, Known>,
     loaded_at: Option<Instant>,
+    /// Passes so far: where the next one starts in its round of directories.
+    passes: usize,
 }
 
 impl KnownCache {
@@ -256,6 +258,8 @@ pub struct FileRef {
     /// The device and inode the pass saw at the path: what is opened must be this file.
     pub device: u64,
     pub inode: u64,
+    /// The most bytes to take from it in this pass (what is left of its directory's share).
+    pub budget: u64,
 }
 
 /// What indexing one file did.
@@ -275,16 +279,23 @@ pub trait FileIndexer {
 }
 
 /// The indexing half of a pass: every present file under `root_prefix` that is worth a look
-/// is handed to `indexer`, in path order; the cache learns each outcome, and `keep_going` sees
-/// it (returning false stops the pass after that file: a shutdown).
+/// is handed to `indexer`, directory by directory, and within one in path order; the cache
+/// learns each outcome, and `keep_going` sees it (returning false stops the pass after that
+/// file: a shutdown).
+///
+/// With `dir_share`, each job directory gets at most that many bytes in this pass (its files
+/// take their share in turn; the rest waits for the next pass), and each pass starts one
+/// directory further round, so one job's volume delays another's lines by at most one share
+/// of each busy directory per pass (docs/operations.md: fairness).
 pub fn index_pass<I: FileIndexer>(
     cache: &mut KnownCache,
     indexer: &mut I,
     now_us: i64,
     settle_us: i64,
+    dir_share: Option<u64>,
     mut keep_going: impl FnMut(&str, &FileOutcome) -> bool,
 ) -> Vec<(String, FileOutcome)> {
-    let mut todo: Vec<FileRef> = cache
+    let mut todo: Vec<(FileRef, u64)> = cache
         .entries
         .iter()
         .filter(|(path, k)| {
@@ -293,22 +304,46 @@ pub fn index_pass<I: FileIndexer>(
                 && path.starts_with(&cache.root_prefix)
                 && worth_a_look(&k.index, &k.stat, k.dialect, now_us, settle_us)
         })
-        .map(|(path, k)| FileRef {
-            file_id: k.file_id,
-            path: path.clone(),
-            job_dir: k.job_dir.clone(),
-            dialect: k.dialect,
-            device: k.stat.device,
-            inode: k.stat.inode,
+        .map(|(path, k)| {
+            let file = FileRef {
+                file_id: k.file_id,
+                path: path.clone(),
+                job_dir: k.job_dir.clone(),
+                dialect: k.dialect,
+                device: k.stat.device,
+                inode: k.stat.inode,
+                budget: u64::MAX,
+            };
+            (file, k.index.offset)
         })
         .collect();
-    todo.sort_by(|a, b| a.path.cmp(&b.path));
+    todo.sort_by(|a, b| (&a.0.job_dir, &a.0.path).cmp(&(&b.0.job_dir, &b.0.path)));
+    // Round-robin over directories: this pass starts at the `passes`-th one.
+    let mut dirs: Vec<&str> = todo.iter().map(|(f, _)| f.job_dir.as_str()).collect();
+    dirs.dedup();
+    let first_dir = dirs.get(cache.passes % dirs.len().max(1)).map(|d| (*d).to_owned());
+    cache.passes = cache.passes.wrapping_add(1);
+    if let Some(first) = first_dir {
+        let at = todo.iter().position(|(f, _)| f.job_dir == first).unwrap_or(0);
+        todo.rotate_left(at);
+    }
+    let mut spent: HashMap<String, u64> = HashMap::new();
     let mut outcomes = Vec::with_capacity(todo.len());
-    for file in todo {
+    for (mut file, before) in todo {
+        if let Some(share) = dir_share {
+            let used = spent.get(&file.job_dir).copied().unwrap_or(0);
+            if used >= share {
+                continue;
+            }
+            file.budget = share - used;
+        }
         let outcome = indexer.index(&file);
         if let Some(k) = cache.entries.get_mut(&file.path) {
             match &outcome {
-                FileOutcome::Indexed { state, .. } => k.index = state.clone(),
+                FileOutcome::Indexed { state, .. } => {
+                    *spent.entry(file.job_dir.clone()).or_insert(0) += state.offset.saturating_sub(before);
+                    k.index = state.clone();
+                }
                 FileOutcome::Failed { quarantined, .. } => k.index.quarantined = *quarantined,
                 FileOutcome::Skipped(_) => {}
             }

@@ -359,6 +359,7 @@ mod tests {
             max_line_bytes: 1 << 20,
             max_line_memory: 64 << 20,
             settled: true,
+            max_bytes: u64::MAX,
         }
     }
 

@@ -8,7 +8,8 @@ INSERT INTO cortex_buffer.job (id, agent_id, status) VALUES
     ('0193a8b2-0000-7000-8000-0000000f0402', '0193a8b2-0000-7000-8000-0000000f04a1', 'RUNNING'),
     ('0193a8b2-0000-7000-8000-0000000f0403', '0193a8b2-0000-7000-8000-0000000f04a1', 'RUNNING'),
     ('0193a8b2-0000-7000-8000-0000000f0404', '0193a8b2-0000-7000-8000-0000000f04a1', 'COMPLETED');
--- The fallback's WARNING names checkpoint_history ids: start them at a fixed number.
+-- The fallback's WARNING names checkpoint_history ids: start them at a fixed number (restored at the end).
+SELECT last_value AS history_last_value, is_called AS history_is_called FROM cortex_buffer.checkpoint_history_seq \gset
 SELECT setval('cortex_buffer.checkpoint_history_seq', 4000) AS history_ids_after;
 -- A job never checkpointed: source none, nothing else.
 SELECT * FROM cortex_buffer.read_checkpoint('0193a8b2-0000-7000-8000-0000000f0401');
@@ -72,3 +73,4 @@ RESET ROLE;
 DELETE FROM cortex_buffer.checkpoint_mark WHERE job_id::text LIKE '0193a8b2-0000-7000-8000-0000000f04%';
 DELETE FROM cortex_buffer.checkpoint_history WHERE job_id::text LIKE '0193a8b2-0000-7000-8000-0000000f04%';
 DELETE FROM cortex_buffer.job WHERE id::text LIKE '0193a8b2-0000-7000-8000-0000000f04%';
+SELECT setval('cortex_buffer.checkpoint_history_seq', :history_last_value, :'history_is_called'::boolean) AS restored \gset

@@ -117,6 +117,9 @@ pub struct FileRules<'a> {
     pub max_line_memory: u64,
     /// The file has been quiet for the settle period: an unterminated tail is final.
     pub settled: bool,
+    /// The most bytes to take from the file this time (its share of a worker's pass); the rest
+    /// waits for the next pass. `u64::MAX`: all of it.
+    pub max_bytes: u64,
 }
 
 /// Indexes what `reader` (positioned at `progress.offset`) holds.
@@ -130,7 +133,9 @@ pub fn index_file<R: Read + HoleSkip, S: Sink>(
     let dir_job = uuid_bytes(rules.job_dir);
     let mut lines = LineReader::new(reader, progress.offset, rules.max_line_bytes);
     progress.tail_pending = false;
-    while let Some(piece) = lines.next_piece().map_err(IndexError::Read)? {
+    let first = progress.offset;
+    while progress.offset.saturating_sub(first) < rules.max_bytes {
+        let Some(piece) = lines.next_piece().map_err(IndexError::Read)? else { break };
         if !piece.terminated() && !rules.settled {
             progress.tail_pending = true;
             break;
@@ -298,6 +303,7 @@ pub mod tests {
             max_line_bytes: 1 << 20,
             max_line_memory: 64 << 20,
             settled,
+            max_bytes: u64::MAX,
         };
         let start = usize::try_from(from.offset).unwrap_or(0);
         let p = match index_file(&data[start..], from, &rules, &mut sink) {
@@ -381,6 +387,7 @@ pub mod tests {
             max_line_bytes: 1 << 20,
             max_line_memory: 1 << 20,
             settled: true,
+            max_bytes: u64::MAX,
         };
         let p = index_file(data.as_bytes(), Progress::default(), &rules, &mut sink).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!((p.integrity.valid_lines, sink.events.len(), sink.corrupt.len()), (2, 2, 0));
@@ -446,6 +453,7 @@ pub mod tests {
             max_line_bytes: 1000,
             max_line_memory: 64 << 20,
             settled: true,
+            max_bytes: u64::MAX,
         };
         let p = index_file(data.as_bytes(), Progress::default(), &rules, &mut sink).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!((sink.corrupt.len(), sink.events.len(), p.lines), (1, 1, 2));
