@@ -235,7 +235,9 @@ fn one_jobs_volume_does_not_hold_back_another_jobs_lines() {
     let t = std::time::Instant::now();
     c.put(&format!("{JOB}/session-001.jsonl"), &format!("{}\n", event(7)));
     let seen = wait_for(Duration::from_secs(20), || {
-        c.psql(&format!("SELECT count(*) FROM cortex_buffer.event WHERE job_id = '{JOB}'")) == "1"
+        c.psql(&format!(
+            "SELECT count(*) FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id) WHERE f.job_dir = '{JOB}'"
+        )) == "1"
     });
     let flood_done =
         c.psql("SELECT indexed_offset = size_bytes FROM cortex_buffer.session_file WHERE path LIKE '%f10d/%'");
