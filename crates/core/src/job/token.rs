@@ -1,0 +1,126 @@
+//! Per-job capabilities: what lets one agent pod act on its own job and no other. The control
+//! plane issues a token for a job's current attempt (`job_token()`); the pod presents it
+//! (`SET cortex_buffer.job_token`), and every per-job function checks it before acting. Pure.
+//!
+//! A token is `cbjt1.<job uuid>.<attempt>.<mac>`, the MAC being HMAC-SHA256, in lower-case hex,
+//! of `cortex_buffer/job-token/v1\n<job uuid>\n<attempt>` under a secret only the extension's
+//! definer role can read. So a token names one job and one attempt: a re-dispatched job (its
+//! attempt counted up) needs a new one, and the pod of an earlier attempt can no longer act.
+
+use sha2::{Digest, Sha256};
+
+use crate::checkpoint::identity::{format_uuid, parse_uuid};
+
+const PREFIX: &str = "cbjt1";
+const BLOCK: usize = 64;
+
+/// HMAC-SHA256 (RFC 2104) of `message` under `key`.
+pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    let mut k = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        k[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
+    }
+    let mut inner = Sha256::new();
+    inner.update(k.map(|b| b ^ 0x36));
+    inner.update(message);
+    let inner = inner.finalize();
+    let mut outer = Sha256::new();
+    outer.update(k.map(|b| b ^ 0x5c));
+    outer.update(inner);
+    outer.finalize().into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn mac(secret: &[u8], job: &[u8; 16], attempt: i32) -> String {
+    let message = format!("cortex_buffer/job-token/v1\n{}\n{attempt}", format_uuid(job));
+    hex(&hmac_sha256(secret, message.as_bytes()))
+}
+
+/// The token of `job`'s attempt `attempt`.
+pub fn issue(secret: &[u8], job: &[u8; 16], attempt: i32) -> String {
+    format!("{PREFIX}.{}.{attempt}.{}", format_uuid(job), mac(secret, job, attempt))
+}
+
+/// What a presented token proves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// It is the token of this job's current attempt.
+    Valid,
+    /// Nothing was presented.
+    Missing,
+    /// Not a token at all.
+    Malformed,
+    /// A genuine-looking token whose MAC does not verify: forged or from another installation.
+    Forged,
+    /// A valid token of another job.
+    OtherJob,
+    /// A valid token of this job's earlier (or later) attempt.
+    OtherAttempt { token: i32 },
+}
+
+/// Checks `token` (as presented, possibly empty) for `job` at `attempt`, in constant time over
+/// the MAC.
+pub fn check(secret: &[u8], token: &str, job: &[u8; 16], attempt: i32) -> Check {
+    if token.is_empty() {
+        return Check::Missing;
+    }
+    let mut parts = token.split('.');
+    let (Some(PREFIX), Some(j), Some(a), Some(m), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Check::Malformed;
+    };
+    let (Some(token_job), Ok(token_attempt)) = (parse_uuid(j), a.parse::<i32>()) else { return Check::Malformed };
+    let want = mac(secret, &token_job, token_attempt);
+    let same = want.len() == m.len() && want.bytes().zip(m.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
+    if !same {
+        return Check::Forged;
+    }
+    if &token_job != job {
+        return Check::OtherJob;
+    }
+    if token_attempt != attempt {
+        return Check::OtherAttempt { token: token_attempt };
+    }
+    Check::Valid
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hmac_matches_rfc_4231() {
+        // Test case 2.
+        let got = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+        assert_eq!(hex(&got), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        // Test case 6: a key longer than the block.
+        let got = hmac_sha256(&[0xaa; 131], b"Test Using Larger Than Block-Size Key - Hash Key First");
+        assert_eq!(hex(&got), "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    }
+
+    #[test]
+    fn a_token_is_good_for_its_job_and_attempt_only() {
+        let secret = [7u8; 32];
+        let (a, b) = ([1u8; 16], [2u8; 16]);
+        let t = issue(&secret, &a, 2);
+        assert!(t.starts_with("cbjt1.01010101-0101-0101-0101-010101010101.2."));
+        assert_eq!(check(&secret, &t, &a, 2), Check::Valid);
+        assert_eq!(check(&secret, &t, &b, 2), Check::OtherJob);
+        assert_eq!(check(&secret, &t, &a, 3), Check::OtherAttempt { token: 2 });
+        assert_eq!(check(&[8u8; 32], &t, &a, 2), Check::Forged, "another installation's secret");
+        let forged = format!("{}0", &t[..t.len() - 1]);
+        assert_eq!(check(&secret, &forged, &a, 2), Check::Forged);
+        let relabelled = t.replace(".2.", ".3.");
+        assert_eq!(check(&secret, &relabelled, &a, 3), Check::Forged, "the attempt is under the MAC");
+        assert_eq!(check(&secret, "", &a, 2), Check::Missing);
+        for bad in ["x", "cbjt1.a.b.c", "cbjt1.01010101-0101-0101-0101-010101010101.2", "cbjt1...."] {
+            assert_eq!(check(&secret, bad, &a, 2), Check::Malformed, "{bad}");
+        }
+    }
+}
