@@ -135,14 +135,20 @@ fn checkpoint_marked<'a>(
     if !marks::trigger_records() {
         return Ok(None);
     }
+    // Only the bound job table's own writes leave marks: the function attached to any other
+    // table (someone's copy with an `id` and a `checkpoint`) must not forge a job's anchor.
+    let bound = crate::job::binding::current().map(|b| b.oid).ok();
+    if bound != Some(trigger.relation().map(|r| r.oid()).unwrap_or(pgrx::pg_sys::InvalidOid)) {
+        return Ok(None);
+    }
     let Some(new) = trigger.new() else { return Ok(None) };
     let job: Option<Uuid> = new.get_by_name("id").ok().flatten();
     let doc: Option<RawJsonb> = new.get_by_name("checkpoint").ok().flatten();
     if let (Some(job), Some(doc)) = (job, doc) {
         // A document the CRC cannot be computed over is no checkpoint read_checkpoint accepts:
         // nothing to mark.
-        if let Ok(crc) = store::crc_of(&doc) {
-            marks::record(job, crc, None, "trigger").or_raise();
+        if let Ok((crc, checkpoint_id)) = store::crc_and_id_of(&doc) {
+            marks::record(job, crc, checkpoint_id, "trigger").or_raise();
         }
     }
     Ok(None)

@@ -303,6 +303,16 @@ pub(crate) fn crc_of(doc: &RawJsonb) -> Result<u32, CbError> {
     doc.with_root(|root, size| Ok(Canonical::with_capacity(root, size).map_err(malformed)?.crc))
 }
 
+/// The CRC of `doc` and the `checkpoint_id` it names (a well-formed uuid string, else none).
+pub(crate) fn crc_and_id_of(doc: &RawJsonb) -> Result<(u32, Option<[u8; 16]>), CbError> {
+    doc.with_root(|root, size| {
+        let crc = Canonical::with_capacity(root, size).map_err(malformed)?.crc;
+        let id =
+            cortex_buffer_core::checkpoint::identity::doc_identity(root, malformed).ok().and_then(|i| i.checkpoint_id);
+        Ok((crc, id))
+    })
+}
+
 /// Reads and verifies a job's checkpoint, falling back to the newest history entry that
 /// verifies. No verifiable checkpoint at all is `data_corrupted` (XX001).
 pub fn read(job: Uuid) -> Result<Read, CbError> {

@@ -234,7 +234,7 @@ fn build(setting: String, oid: pg_sys::Oid) -> Result<Binding, CbError> {
             format!("job table \"{setting}\" does not meet cortex_buffer's column contract"),
         )
         .with_detail(problems.join("; "))
-        .with_hint("The README's \"Binding to an existing job table\" section lists the required columns and types. cortex_buffer never alters a bound table.")
+        .with_hint("docs/control-plane.md, The column contract, lists the required columns and types. cortex_buffer never alters a bound table.")
     })?;
     // SAFETY: oid names an existing relation (just resolved); both lookups return palloc'd
     // strings or NULL.

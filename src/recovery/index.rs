@@ -32,33 +32,73 @@ pub const FILE_COLUMNS: &str = "file_id, path, job_dir, dialect, generation, ses
        foreign_job_lines, trusted, gone_at IS NOT NULL AS gone, quarantined_at IS NOT NULL AS quarantined, indexed_lines,
        device, inode, mtime, last_ts, crash_cut_lines";
 
+/// The filter that keeps a job's recovery to its own lines: a line that names another job than
+/// its directory's (`foreign_job_lines`) is counted by integrity but never taken as this job's
+/// marker, call or result. `$file` is the SQL for the line's file id.
+macro_rules! own_lines {
+    ($file:literal) => {
+        concat!(
+            " AND (job_id IS NULL OR COALESCE(job_id OPERATOR(pg_catalog.=) (SELECT f.job_id FROM cortex_buffer.session_file f WHERE f.file_id OPERATOR(pg_catalog.=) ",
+            $file,
+            "), true))"
+        )
+    };
+}
+
+/// `own_lines!` for statements whose `$1` is the one file read.
+pub const OWN_LINES: &str = own_lines!("$1");
+
 // The lookups, as statements (a #[pg_test] EXPLAINs each: none scans `event` sequentially).
-pub const LAST_MARKER_SQL: &str = "SELECT byte_offset, line_no, type, checkpoint_id, seq, ts FROM cortex_buffer.event
-                  WHERE file_id OPERATOR(pg_catalog.=) $1 AND type OPERATOR(pg_catalog.=) ANY ($2)
-                  ORDER BY byte_offset DESC LIMIT 1";
+pub const LAST_MARKER_SQL: &str = concat!(
+    "SELECT byte_offset, line_no, type, checkpoint_id, seq, ts FROM cortex_buffer.event
+                  WHERE file_id OPERATOR(pg_catalog.=) $1",
+    own_lines!("$1"),
+    " AND type OPERATOR(pg_catalog.=) ANY ($2)
+                  ORDER BY byte_offset DESC LIMIT 1"
+);
 
-pub const FIRST_LOADED_SQL: &str = "SELECT byte_offset, checkpoint_id FROM cortex_buffer.event
-                  WHERE file_id OPERATOR(pg_catalog.=) $1 AND type OPERATOR(pg_catalog.=) ANY ($2)
-                  ORDER BY byte_offset LIMIT 1";
+pub const FIRST_LOADED_SQL: &str = concat!(
+    "SELECT byte_offset, checkpoint_id FROM cortex_buffer.event
+                  WHERE file_id OPERATOR(pg_catalog.=) $1",
+    own_lines!("$1"),
+    " AND type OPERATOR(pg_catalog.=) ANY ($2)
+                  ORDER BY byte_offset LIMIT 1"
+);
 
-pub const TOOL_BEFORE_SQL: &str = "SELECT 1 FROM cortex_buffer.event
-                  WHERE file_id OPERATOR(pg_catalog.=) $1 AND byte_offset OPERATOR(pg_catalog.<) $2
-                    AND type OPERATOR(pg_catalog.=) ANY ($3) LIMIT 1";
+pub const TOOL_BEFORE_SQL: &str = concat!(
+    "SELECT 1 FROM cortex_buffer.event
+                  WHERE file_id OPERATOR(pg_catalog.=) $1",
+    own_lines!("$1"),
+    " AND byte_offset OPERATOR(pg_catalog.<) $2
+                    AND type OPERATOR(pg_catalog.=) ANY ($3) LIMIT 1"
+);
 
-pub const LAST_BEFORE_SQL: &str = "SELECT byte_offset FROM cortex_buffer.event
-                  WHERE file_id OPERATOR(pg_catalog.=) $1 AND ts OPERATOR(pg_catalog.<) $2
-                  ORDER BY byte_offset DESC LIMIT 1";
+pub const LAST_BEFORE_SQL: &str = concat!(
+    "SELECT byte_offset FROM cortex_buffer.event
+                  WHERE file_id OPERATOR(pg_catalog.=) $1",
+    own_lines!("$1"),
+    " AND ts OPERATOR(pg_catalog.<) $2
+                  ORDER BY byte_offset DESC LIMIT 1"
+);
 
-pub const WRITER_START_SQL: &str = "SELECT byte_offset FROM cortex_buffer.event
-                  WHERE file_id OPERATOR(pg_catalog.=) $1 AND byte_offset OPERATOR(pg_catalog.<=) $2
+pub const WRITER_START_SQL: &str = concat!(
+    "SELECT byte_offset FROM cortex_buffer.event
+                  WHERE file_id OPERATOR(pg_catalog.=) $1",
+    own_lines!("$1"),
+    " AND byte_offset OPERATOR(pg_catalog.<=) $2
                     AND seq OPERATOR(pg_catalog.=) 0
-                  ORDER BY byte_offset DESC LIMIT 1";
+                  ORDER BY byte_offset DESC LIMIT 1"
+);
 
-pub const STARTED_BEFORE_SQL: &str = "SELECT 1 FROM cortex_buffer.event
+pub const STARTED_BEFORE_SQL: &str = concat!(
+    "SELECT 1 FROM cortex_buffer.event
               WHERE invocation_id OPERATOR(pg_catalog.=) $1
                 AND ((file_id OPERATOR(pg_catalog.=) $2 AND byte_offset OPERATOR(pg_catalog.<) $3)
                      OR file_id OPERATOR(pg_catalog.=) ANY ($4))
-              LIMIT 1";
+",
+    own_lines!("event.file_id"),
+    " LIMIT 1"
+);
 
 pub const CHECKPOINT_TIME_SQL: &str = "SELECT created_at FROM cortex_buffer.checkpoint_history
               WHERE job_id OPERATOR(pg_catalog.=) $1 AND checkpoint_id OPERATOR(pg_catalog.=) $2
@@ -241,7 +281,7 @@ pub fn events_sql(payload: Payload) -> String {
     };
     format!(
         "SELECT {EVENT_COLUMNS}, {payload_sql} FROM cortex_buffer.event
-          WHERE file_id OPERATOR(pg_catalog.=) $1 AND byte_offset OPERATOR(pg_catalog.>=) $2
+          WHERE file_id OPERATOR(pg_catalog.=) $1 AND byte_offset OPERATOR(pg_catalog.>=) $2{OWN_LINES}
           ORDER BY byte_offset LIMIT $3"
     )
 }
@@ -296,7 +336,7 @@ pub fn events_before_sql() -> String {
     format!(
         "SELECT {EVENT_COLUMNS}, CASE WHEN type OPERATOR(pg_catalog.=) ANY ($4) THEN payload::pg_catalog.text END
            FROM cortex_buffer.event
-          WHERE file_id OPERATOR(pg_catalog.=) $1 AND byte_offset OPERATOR(pg_catalog.<) $2
+          WHERE file_id OPERATOR(pg_catalog.=) $1 AND byte_offset OPERATOR(pg_catalog.<) $2{OWN_LINES}
           ORDER BY byte_offset DESC LIMIT $3"
     )
 }

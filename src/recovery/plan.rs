@@ -166,6 +166,14 @@ pub fn job_plan(job: Uuid, checkpoint_id: Option<Uuid>, match_checkpoint: bool) 
                     p1.created_at_us = mark.as_ref().map(|m| m.recorded_at_us);
                 }
                 let expected = checkpoint_id.as_ref().map(uuid_text).or_else(|| p1.checkpoint_id.clone());
+                // The mark and the time belong to the stored checkpoint: when the caller names
+                // another one, neither says anything about it, so that one's own time is used.
+                let (mark, checkpoint_time_us) = match checkpoint_id {
+                    Some(asked) if expected != p1.checkpoint_id => {
+                        (None, index::checkpoint_written_at(client, job, asked)?)
+                    }
+                    _ => (mark, p1.created_at_us),
+                };
                 let subject = Subject::Job {
                     job_id: uuid_text(&job),
                     expected_checkpoint_id: expected.clone(),
@@ -197,7 +205,7 @@ pub fn job_plan(job: Uuid, checkpoint_id: Option<Uuid>, match_checkpoint: bool) 
                     match_checkpoint,
                     expected_id: expected,
                     has_checkpoint: matches!(p1.source, Source::Current | Source::History),
-                    checkpoint_time_us: p1.created_at_us,
+                    checkpoint_time_us,
                     clock_skew_us: skew,
                     mark: mark.filter(|m| m.visible).map(|m| m.mark),
                     read_margin_us: read_margin(&files, skew),

@@ -125,21 +125,19 @@ impl CbError {
             return h;
         }
         match self.state {
-            SqlState::InvalidParameterValue => {
-                "Check the arguments against the function's entry in the README's SQL API."
-            }
+            SqlState::InvalidParameterValue => "Check the arguments against the function's entry in docs/api.md.",
             SqlState::CharacterNotInRepertoire => "cortex_buffer requires a database with UTF8 encoding.",
-            SqlState::InsufficientPrivilege => "See the README's Privileges section for the roles to grant.",
+            SqlState::InsufficientPrivilege => "See docs/operations.md, Privileges, for the roles to grant.",
             SqlState::UndefinedFile | SqlState::IoError => "See the server log and the state of the file system.",
             SqlState::NullValueNotAllowed => "Pass a value for every required argument.",
             SqlState::InvalidTextRepresentation => "Check the value's format.",
-            SqlState::ProgramLimitExceeded => "See the README's Settings for the limit.",
+            SqlState::ProgramLimitExceeded => "See docs/operations.md, Settings, for the limit.",
             SqlState::NoDataFound => "Check the id.",
             SqlState::ObjectNotInPrerequisiteState | SqlState::ObjectInUse => {
                 "Re-read the current state and retry if it still applies."
             }
             SqlState::UndefinedTable | SqlState::InvalidTableDefinition => {
-                "See the README's Binding to an existing job table."
+                "See docs/control-plane.md, Bind to your job table."
             }
             SqlState::NumericValueOutOfRange => "Counts must be at most 2^53 - 1.",
             SqlState::UndefinedObject => "Check the name.",

@@ -44,6 +44,9 @@ SELECT cortex_buffer.checkpoint_crc(checkpoint)::bit(32) = checkpoint_crc::bit(3
   FROM cortex_buffer.job WHERE id = 'd0c5a000-0000-4000-8000-000000000001';
 -- docs/api.md ### `canonical_json`
 SELECT cortex_buffer.canonical_json('{"b":[1.0, 1.5e21],"10":1,"9":2}');
+-- docs/api.md ### `verify_checkpoints` (hidden setup)
+-- the fallback WARNING names the entry's write time, which differs on every run
+SET client_min_messages = error;
 -- docs/api.md ### `verify_checkpoints`
 -- simulate a damaged job row: its CRC no longer matches its document
 UPDATE cortex_buffer.job SET checkpoint_crc = 12345 WHERE id = 'd0c5a000-0000-4000-8000-000000000001';
@@ -52,6 +55,8 @@ SELECT job_id, source, checkpoint_id, stored_crc, computed_crc, detail
 -- read_checkpoint now falls back to the newest history entry that verifies, with a WARNING
 SELECT source, checkpoint_id, step_index, crc_ok
   FROM cortex_buffer.read_checkpoint('d0c5a000-0000-4000-8000-000000000001');
+-- docs/api.md ### `verify_checkpoints` (hidden setup)
+RESET client_min_messages;
 -- docs/api.md ### `heartbeat`
 SELECT cortex_buffer.heartbeat('d0c5a000-0000-4000-8000-000000000003') AS keep_going,
        cortex_buffer.heartbeat('d0c5a000-0000-4000-8000-0000000fffff') AS unknown_job;
