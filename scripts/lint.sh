@@ -20,6 +20,13 @@ cargo clippy --workspace --all-targets -- -D warnings
 say "the committed install script is what the code generates (sql/install/)"
 bash scripts/schema.sh
 
+say "the newest upgrade script ends with sql/privileges.sql, so upgrades grant exactly what installs do"
+newest_upgrade="$(find sql -maxdepth 1 -name 'cortex_buffer--*--*.sql' | sort -V | tail -1)"
+python3 - "${newest_upgrade}" <<'PY' || die "${newest_upgrade} must end with sql/privileges.sql, verbatim: copy it there"
+import sys
+sys.exit(0 if open(sys.argv[1]).read().endswith(open("sql/privileges.sql").read()) else 1)
+PY
+
 say "docs: tables, the error table against the code, the SQL blocks' golden files"
 python3 scripts/check_docs.py
 

@@ -42,7 +42,9 @@ $reset$;
 -- cortex_buffer_definer (NOLOGIN, not a superuser, no members) is the role the extension's
 -- own writes run as: the functions switch to it for their statements on these tables, exactly
 -- as a SECURITY DEFINER function owned by it would, and the background worker runs its
--- transactions as it. Statements on the bound job table run as the caller.
+-- transactions as it. Statements on the bound job table run as the caller, except for an agent's
+-- call (authorised by its job token), which runs as this role throughout: so it reads and writes
+-- the job table for the agent, whose own role holds no privilege on it.
 GRANT SELECT, INSERT, UPDATE, DELETE ON
     cortex_buffer.checkpoint_history, cortex_buffer.crash, cortex_buffer.job_wait,
     cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
@@ -53,6 +55,12 @@ GRANT SELECT ON cortex_buffer.circuit_config TO cortex_buffer_definer;
 GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.crash_seq, cortex_buffer.usage_ledger_seq,
       cortex_buffer.session_file_seq, cortex_buffer.checkpoint_mark_seq TO cortex_buffer_definer;
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
+GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
+    ON cortex_buffer.job TO cortex_buffer_definer;
+-- The job-token secret: the definer role alone reads it (and makes it, on first use).
+GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
+-- job_events runs as the definer role (its owner) and asks authorize_job first.
+GRANT EXECUTE ON FUNCTION cortex_buffer.authorize_job(uuid) TO cortex_buffer_definer;
 
 -- Functions: PUBLIC keeps only the pure ones (checkpoint_crc, canonical_json, llm_cost,
 -- call_idempotency_key, session_file_refusal) and indexer_worker (the worker's figures). The
@@ -80,7 +88,7 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
     cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
-    cortex_buffer.checkpoint_marked()
+    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
   FROM PUBLIC;
 
 -- Prices are reference data: everyone may read them (llm_cost() runs with the caller's
@@ -89,8 +97,10 @@ GRANT SELECT ON cortex_buffer.model_price TO PUBLIC;
 REVOKE ALL ON cortex_buffer.indexer_status FROM PUBLIC;
 GRANT SELECT ON cortex_buffer.indexer_status TO pg_monitor, cortex_buffer_operator;
 
--- The agent: its own job's heartbeat, checkpoints, spend and recovery. The recovery lookups run
--- with the caller's rights: they read the index (session_file, event).
+-- The agent: its own job's heartbeat, checkpoints, spend, recovery, timeline, state and events,
+-- and nothing else. Each of these functions checks the session's job token (cortex_buffer.job_token)
+-- against the job it is asked about, and then runs as the definer role: the agent role holds no
+-- privilege on any table, the job table included.
 GRANT EXECUTE ON FUNCTION
     cortex_buffer.heartbeat(uuid), cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean),
     cortex_buffer.read_checkpoint(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
@@ -98,14 +108,10 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.settle_usage(uuid, jsonb, text), cortex_buffer.release_reservation(uuid),
     cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.recovery_plan(uuid, uuid, boolean),
     cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid),
+    cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid), cortex_buffer.job_timeline(uuid),
     cortex_buffer.job_usage_from_buffer(uuid), cortex_buffer.log_entries(text, text, integer, bigint, bigint),
-    cortex_buffer.check_log_snapshot(text, bigint, bigint, text)
+    cortex_buffer.check_log_snapshot(text, bigint, bigint, text), cortex_buffer.authorize_job(uuid)
   TO cortex_buffer_agent;
-GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
-    ON cortex_buffer.job TO cortex_buffer_agent;
-GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
-    cortex_buffer.agent_budget, cortex_buffer.session_file, cortex_buffer.event
-    TO cortex_buffer_agent;
 
 -- The control plane: dispatching, reaping, retry decisions, breaker admission.
 GRANT EXECUTE ON FUNCTION
@@ -115,7 +121,7 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.circuit_state(uuid), cortex_buffer.index_now(), cortex_buffer.recovery_plan(uuid, uuid, boolean),
     cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text),
     cortex_buffer.agent_state(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
-    cortex_buffer.job_events(uuid, timestamptz)
+    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
   TO cortex_buffer_control_plane;
 GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
 GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
@@ -133,7 +139,7 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
     cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
-    cortex_buffer.checkpoint_marked()
+    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
   TO cortex_buffer_operator;
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.circuit_config, cortex_buffer.model_price TO cortex_buffer_operator;
 GRANT SELECT ON

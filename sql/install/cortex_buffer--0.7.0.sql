@@ -402,6 +402,20 @@ COMMENT ON COLUMN cortex_buffer.job.tool_call_count IS 'Tool calls so far.';
 COMMENT ON COLUMN cortex_buffer.job.llm_call_count IS 'LLM calls so far.';
 COMMENT ON COLUMN cortex_buffer.job.parent_job_id IS 'The job that delegated this one.';
 COMMENT ON COLUMN cortex_buffer.job.delegation_depth IS 'Depth in the delegation tree (0 for top-level jobs).';
+
+-- The secret job tokens are MACs under (job_token()). One row, made on first use; readable by
+-- the definer role alone. Dumped, so that a restore keeps the tokens in flight valid.
+CREATE TABLE cortex_buffer.job_token_key (
+    one        boolean PRIMARY KEY DEFAULT true CHECK (one),
+    secret     bytea NOT NULL CHECK (pg_catalog.octet_length(secret) OPERATOR(pg_catalog.>=) 32),
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.job_token_key', '');
+COMMENT ON TABLE cortex_buffer.job_token_key IS
+'The installation''s job-token secret (one row, made by the first job_token() call): job tokens are HMAC-SHA256 under it. Only cortex_buffer_definer reads it. Deleting the row (a superuser) revokes every token issued; the next job_token() makes a new secret.';
+COMMENT ON COLUMN cortex_buffer.job_token_key.one IS 'Always true: the table holds one row.';
+COMMENT ON COLUMN cortex_buffer.job_token_key.secret IS '32 bytes from the server''s strong random source.';
+COMMENT ON COLUMN cortex_buffer.job_token_key.created_at IS 'When the secret was made.';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -636,6 +650,16 @@ AS 'MODULE_PATHNAME', 'file_integrity_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- cortex_buffer::job::sql::authorize_job
+CREATE  FUNCTION "authorize_job"(
+	"job_id" uuid /* pgrx :: Uuid */
+) RETURNS bool /* bool */
+STRICT VOLATILE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'authorize_job_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- cortex_buffer::job::sql::check_binding
 CREATE  FUNCTION "check_binding"() RETURNS TABLE (
 	"item" TEXT,  /* String */
@@ -654,6 +678,16 @@ CREATE  FUNCTION "install_checkpoint_trigger"() RETURNS TEXT /* String */
 STRICT VOLATILE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'install_checkpoint_trigger_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- cortex_buffer::job::sql::job_token
+CREATE  FUNCTION "job_token"(
+	"job_id" uuid /* pgrx :: Uuid */
+) RETURNS TEXT /* String */
+STRICT VOLATILE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'job_token_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1166,7 +1200,9 @@ $reset$;
 -- cortex_buffer_definer (NOLOGIN, not a superuser, no members) is the role the extension's
 -- own writes run as: the functions switch to it for their statements on these tables, exactly
 -- as a SECURITY DEFINER function owned by it would, and the background worker runs its
--- transactions as it. Statements on the bound job table run as the caller.
+-- transactions as it. Statements on the bound job table run as the caller, except for an agent's
+-- call (authorised by its job token), which runs as this role throughout: so it reads and writes
+-- the job table for the agent, whose own role holds no privilege on it.
 GRANT SELECT, INSERT, UPDATE, DELETE ON
     cortex_buffer.checkpoint_history, cortex_buffer.crash, cortex_buffer.job_wait,
     cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
@@ -1177,6 +1213,12 @@ GRANT SELECT ON cortex_buffer.circuit_config TO cortex_buffer_definer;
 GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.crash_seq, cortex_buffer.usage_ledger_seq,
       cortex_buffer.session_file_seq, cortex_buffer.checkpoint_mark_seq TO cortex_buffer_definer;
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
+GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
+    ON cortex_buffer.job TO cortex_buffer_definer;
+-- The job-token secret: the definer role alone reads it (and makes it, on first use).
+GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
+-- job_events runs as the definer role (its owner) and asks authorize_job first.
+GRANT EXECUTE ON FUNCTION cortex_buffer.authorize_job(uuid) TO cortex_buffer_definer;
 
 -- Functions: PUBLIC keeps only the pure ones (checkpoint_crc, canonical_json, llm_cost,
 -- call_idempotency_key, session_file_refusal) and indexer_worker (the worker's figures). The
@@ -1204,7 +1246,7 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
     cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
-    cortex_buffer.checkpoint_marked()
+    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
   FROM PUBLIC;
 
 -- Prices are reference data: everyone may read them (llm_cost() runs with the caller's
@@ -1213,8 +1255,10 @@ GRANT SELECT ON cortex_buffer.model_price TO PUBLIC;
 REVOKE ALL ON cortex_buffer.indexer_status FROM PUBLIC;
 GRANT SELECT ON cortex_buffer.indexer_status TO pg_monitor, cortex_buffer_operator;
 
--- The agent: its own job's heartbeat, checkpoints, spend and recovery. The recovery lookups run
--- with the caller's rights: they read the index (session_file, event).
+-- The agent: its own job's heartbeat, checkpoints, spend, recovery, timeline, state and events,
+-- and nothing else. Each of these functions checks the session's job token (cortex_buffer.job_token)
+-- against the job it is asked about, and then runs as the definer role: the agent role holds no
+-- privilege on any table, the job table included.
 GRANT EXECUTE ON FUNCTION
     cortex_buffer.heartbeat(uuid), cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean),
     cortex_buffer.read_checkpoint(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
@@ -1222,14 +1266,10 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.settle_usage(uuid, jsonb, text), cortex_buffer.release_reservation(uuid),
     cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.recovery_plan(uuid, uuid, boolean),
     cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid),
+    cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid), cortex_buffer.job_timeline(uuid),
     cortex_buffer.job_usage_from_buffer(uuid), cortex_buffer.log_entries(text, text, integer, bigint, bigint),
-    cortex_buffer.check_log_snapshot(text, bigint, bigint, text)
+    cortex_buffer.check_log_snapshot(text, bigint, bigint, text), cortex_buffer.authorize_job(uuid)
   TO cortex_buffer_agent;
-GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
-    ON cortex_buffer.job TO cortex_buffer_agent;
-GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
-    cortex_buffer.agent_budget, cortex_buffer.session_file, cortex_buffer.event
-    TO cortex_buffer_agent;
 
 -- The control plane: dispatching, reaping, retry decisions, breaker admission.
 GRANT EXECUTE ON FUNCTION
@@ -1239,7 +1279,7 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.circuit_state(uuid), cortex_buffer.index_now(), cortex_buffer.recovery_plan(uuid, uuid, boolean),
     cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text),
     cortex_buffer.agent_state(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
-    cortex_buffer.job_events(uuid, timestamptz)
+    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
   TO cortex_buffer_control_plane;
 GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
 GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
@@ -1257,7 +1297,7 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
     cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
-    cortex_buffer.checkpoint_marked()
+    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
   TO cortex_buffer_operator;
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.circuit_config, cortex_buffer.model_price TO cortex_buffer_operator;
 GRANT SELECT ON
@@ -1366,6 +1406,7 @@ COMMENT ON COLUMN cortex_buffer.indexer_status.worker_errors IS 'Files the worke
 /* <begin connected objects> */
 -- requires:
 --   indexer_schema
+--   job_api
 --   index_sessions_and_events
 --   status_sql::file_integrity
 --   clear_quarantine
@@ -1378,22 +1419,27 @@ COMMENT ON FUNCTION cortex_buffer.file_integrity(text) IS
 'Judges a session file''s current bytes as the control plane''s scanBuffer does (lossy UTF-8, JavaScript trimming and JSON.parse, type and timestamp keys for the cortex dialects) and reports lines, truncated or pending tail, corruption ratio, severity (none, truncated_tail, corrupt_interior, unreadable), trust for recovery and seq gaps. Indexes nothing. Paths are opened beneath sessions_dir; files elsewhere: superusers only. Granted to cortex_buffer_operator.';
 -- A job's events in order, through its session files: session_file's job index finds the files,
 -- and a file's events are contiguous in event's primary key, so the order needs no sort of the
--- job's rows by time (event_job_ts_idx serves ad-hoc "events of job J after T" queries). The
--- caller's rights: SELECT on session_file and event. Only lines that do not name another job
--- than their directory's count as the job's.
+-- job's rows by time (event_job_ts_idx serves ad-hoc "events of job J after T" queries). Only
+-- lines that do not name another job than their directory's count as the job's. It runs as the
+-- definer role (which reads the index) after authorize_job: a pod reads its own job's events.
 CREATE FUNCTION cortex_buffer.job_events(job uuid, since timestamptz DEFAULT NULL)
-RETURNS SETOF cortex_buffer.event LANGUAGE sql STABLE PARALLEL SAFE
+RETURNS SETOF cortex_buffer.event LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM cortex_buffer.authorize_job(job);
+    RETURN QUERY
     SELECT e.*
       FROM cortex_buffer.session_file f
       JOIN cortex_buffer.event e ON e.file_id OPERATOR(pg_catalog.=) f.file_id
      WHERE f.job_id OPERATOR(pg_catalog.=) job
        AND (e.job_id IS NULL OR e.job_id OPERATOR(pg_catalog.=) f.job_id)
        AND (since IS NULL OR e.ts OPERATOR(pg_catalog.>=) since)
-     ORDER BY f.session_ordinal NULLS FIRST, f.path COLLATE "C", e.byte_offset
+     ORDER BY f.session_ordinal NULLS FIRST, f.path COLLATE "C", e.byte_offset;
+END
 $$;
+ALTER FUNCTION cortex_buffer.job_events(uuid, timestamptz) OWNER TO cortex_buffer_definer;
 COMMENT ON FUNCTION cortex_buffer.job_events(uuid, timestamptz) IS
-'A job''s events (optionally those at or after since), in order: session files by (session_ordinal, path), then byte offset; lines naming another job than their directory''s are left out. Uses session_file''s job index and event''s primary key. The caller''s rights (SELECT on session_file and event).';
+'A job''s events (optionally those at or after since), in order: session files by (session_ordinal, path), then byte offset; lines naming another job than their directory''s are left out. Uses session_file''s job index and event''s primary key. Fleet roles read any job''s; an agent session its own job''s (authorize_job). Runs as cortex_buffer_definer.';
 COMMENT ON FUNCTION cortex_buffer.clear_quarantine(text) IS
 'Lets the indexer try a quarantined session file again: clears session_file.quarantined_at, failures and last_error. True when the file was quarantined, false when it was not. index_sessions() and the per-job lookups retry it at once; the worker within cortex_buffer''s catalogue refresh (a minute). Path: session_file.path, or relative to sessions_dir.';
 /* </end connected objects> */
@@ -1744,12 +1790,18 @@ COMMENT ON INDEX cortex_buffer.budget_reservation_forget_idx IS 'Closed and expi
 --   job_schema
 --   check_binding
 --   install_checkpoint_trigger
+--   job_token
+--   authorize_job
 
 -- The binding's functions (sql.rs defines them): their comments. Grants: sql/privileges.sql.
 COMMENT ON FUNCTION cortex_buffer.check_binding() IS
 'What cortex_buffer checks about the job table cortex_buffer.job_table names: job_table (the column contract), reaper_index (an index serving reap_zombies), checkpoint_trigger (checkpoints written by a plain UPDATE get a high-water mark). ok, what was found, and the statement that fixes a missing piece.';
 COMMENT ON FUNCTION cortex_buffer.install_checkpoint_trigger() IS
 'Puts the checkpoint_marked trigger (named cortex_buffer_checkpoint_marked) on the bound job table, once: checkpoints the control plane writes with a plain UPDATE then get their high-water mark. Runs with the caller''s rights: the table''s owner, or a superuser.';
+COMMENT ON FUNCTION cortex_buffer.job_token(uuid) IS
+'The job token of a job''s current attempt: cbjt1.<job id>.<attempt>.<HMAC-SHA256, hex>. The control plane issues it when it dispatches the job; the pod runs SET cortex_buffer.job_token = ''<token>'' once per session, and may then act on that job (and no other) until the job is dispatched again. Control plane and operator only.';
+COMMENT ON FUNCTION cortex_buffer.authorize_job(uuid) IS
+'True when this session may act on the job: a superuser, a control-plane or operator role, or a session whose cortex_buffer.job_token is the token of the job''s current attempt; 42501 with a HINT otherwise. A pod can call it once at start to check its token; job_events calls it.';
 /* </end connected objects> */
 
 /* <begin connected objects> */

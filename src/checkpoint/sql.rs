@@ -44,7 +44,9 @@ fn write_checkpoint(
 {
     let job = required(job_id, "job_id");
     let doc = required(doc, "doc");
-    let written = store::write(job, doc, expected_checkpoint_id, allow_step_regression.unwrap_or(false)).or_raise();
+    let regression = allow_step_regression.unwrap_or(false);
+    let written =
+        crate::job::authority::act(job, || store::write(job, doc, expected_checkpoint_id, regression)).or_raise();
     TableIterator::once((
         Uuid::from_bytes(written.checkpoint_id),
         written.step_index,
@@ -72,7 +74,7 @@ fn read_checkpoint(
         name!(detail, Option<String>),
     ),
 > {
-    let r = store::read(job_id).or_raise();
+    let r = crate::job::authority::act(job_id, || store::read(job_id)).or_raise();
     let source = match r.source {
         Source::Current => "current",
         Source::History => "history",

@@ -158,7 +158,7 @@ extension_sql_file!("schema.sql", name = "indexer_schema");
 extension_sql_file!(
     "api.sql",
     name = "indexer_api",
-    requires = ["indexer_schema", index_sessions_and_events, status_sql::file_integrity, clear_quarantine]
+    requires = ["indexer_schema", "job_api", index_sessions_and_events, status_sql::file_integrity, clear_quarantine]
 );
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -3,6 +3,7 @@
 //! `cortex_buffer_core::job::contract`. Checkpoints, liveness and spend all go through the
 //! binding.
 
+pub mod authority;
 pub mod binding;
 mod sql;
 

@@ -106,3 +106,17 @@ COMMENT ON COLUMN cortex_buffer.job.tool_call_count IS 'Tool calls so far.';
 COMMENT ON COLUMN cortex_buffer.job.llm_call_count IS 'LLM calls so far.';
 COMMENT ON COLUMN cortex_buffer.job.parent_job_id IS 'The job that delegated this one.';
 COMMENT ON COLUMN cortex_buffer.job.delegation_depth IS 'Depth in the delegation tree (0 for top-level jobs).';
+
+-- The secret job tokens are MACs under (job_token()). One row, made on first use; readable by
+-- the definer role alone. Dumped, so that a restore keeps the tokens in flight valid.
+CREATE TABLE cortex_buffer.job_token_key (
+    one        boolean PRIMARY KEY DEFAULT true CHECK (one),
+    secret     bytea NOT NULL CHECK (pg_catalog.octet_length(secret) OPERATOR(pg_catalog.>=) 32),
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.job_token_key', '');
+COMMENT ON TABLE cortex_buffer.job_token_key IS
+'The installation''s job-token secret (one row, made by the first job_token() call): job tokens are HMAC-SHA256 under it. Only cortex_buffer_definer reads it. Deleting the row (a superuser) revokes every token issued; the next job_token() makes a new secret.';
+COMMENT ON COLUMN cortex_buffer.job_token_key.one IS 'Always true: the table holds one row.';
+COMMENT ON COLUMN cortex_buffer.job_token_key.secret IS '32 bytes from the server''s strong random source.';
+COMMENT ON COLUMN cortex_buffer.job_token_key.created_at IS 'When the secret was made.';

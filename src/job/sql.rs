@@ -12,10 +12,44 @@ use cortex_buffer_core::error::CbError;
 /// One line of `check_binding()`.
 type CheckRow = (String, bool, String, Option<String>);
 
+/// The job-table columns an agent's calls write (as the definer role: see `authority`).
+pub const AGENT_COLUMNS: &str =
+    "heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count";
+
+/// Whether the definer role may do on the bound table what agents' calls do through it, and
+/// the grants that would let it.
+fn definer_grants(client: &pgrx::spi::SpiClient<'_>, b: &Binding) -> Result<(bool, String), CbError> {
+    let columns: Vec<&str> = AGENT_COLUMNS.split(", ").collect();
+    let row = client
+        .select(
+            "SELECT pg_catalog.has_schema_privilege('cortex_buffer_definer', c.relnamespace, 'USAGE')
+                    AND pg_catalog.has_table_privilege('cortex_buffer_definer', c.oid, 'SELECT')
+                    AND (SELECT pg_catalog.bool_and(pg_catalog.has_column_privilege('cortex_buffer_definer', c.oid, col, 'UPDATE'))
+                           FROM pg_catalog.unnest($2::pg_catalog.text[]) col),
+                    pg_catalog.quote_ident(n.nspname)
+               FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+              WHERE c.oid OPERATOR(pg_catalog.=) $1",
+            Some(1),
+            &[b.oid.into(), columns.into()],
+        )
+        .map_err(spi)?
+        .first();
+    let ok = row.get::<bool>(1).map_err(spi)?.unwrap_or(false);
+    let schema: String = row.get(2).map_err(spi)?.unwrap_or_default();
+    Ok((
+        ok,
+        format!(
+            "GRANT USAGE ON SCHEMA {schema} TO cortex_buffer_definer; GRANT SELECT, UPDATE ({AGENT_COLUMNS}) ON {} TO cortex_buffer_definer",
+            b.table
+        ),
+    ))
+}
+
 fn checks(b: &Binding) -> Result<Vec<CheckRow>, CbError> {
     Spi::connect(|client| {
         let reaper = b.has_reaper_index(client)?;
         let trigger = b.has_checkpoint_trigger(client)?;
+        let (granted, grant_sql) = definer_grants(client, b)?;
         Ok(vec![
             ("job_table".to_owned(), true, format!("{} meets the column contract", b.table), None),
             (
@@ -37,6 +71,16 @@ fn checks(b: &Binding) -> Result<Vec<CheckRow>, CbError> {
                     "checkpoints the control plane writes itself (a plain UPDATE) get no high-water mark: recovery falls back on clocks for them".to_owned()
                 },
                 (!trigger).then(|| "SELECT cortex_buffer.install_checkpoint_trigger()".to_owned()),
+            ),
+            (
+                "agent_grants".to_owned(),
+                granted,
+                if granted {
+                    "cortex_buffer_definer may read the table and write the columns agents' calls write".to_owned()
+                } else {
+                    "cortex_buffer_definer may not read the table or write the columns agents' calls write: every agent call fails with 42501".to_owned()
+                },
+                (!granted).then_some(grant_sql),
             ),
         ])
     })
@@ -76,5 +120,19 @@ fn install_checkpoint_trigger() -> String {
 pgrx::extension_sql_file!(
     "api.sql",
     name = "job_api",
-    requires = ["job_schema", check_binding, install_checkpoint_trigger]
+    requires = ["job_schema", check_binding, install_checkpoint_trigger, job_token, authorize_job]
 );
+
+/// The token of a job's current attempt, for its pod to present (`SET cortex_buffer.job_token`):
+/// with it, and only for that job and attempt, an agent session may act on the job.
+#[pg_extern(volatile, strict)]
+fn job_token(job_id: pgrx::Uuid) -> String {
+    super::authority::issue(job_id).or_raise()
+}
+
+/// True when this session may act on the job (a fleet role, or this session's job token for
+/// the job's current attempt); 42501 with a HINT otherwise.
+#[pg_extern(volatile, strict)]
+fn authorize_job(job_id: pgrx::Uuid) -> bool {
+    super::authority::authorize(job_id).or_raise()
+}

@@ -152,6 +152,25 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
                 client.update(&*stale, None, &[stale_after.into(), limit.into()]).map_err(spi)?,
                 &mut zombies,
             )?;
+            // A heartbeat later than the server's clock (beyond the same allowance, for a clock
+            // step) was not written by heartbeat(), which takes the server's clock: it must not
+            // hide a job from the reaper, infinity included.
+            let remaining = limit - i32::try_from(zombies.len()).unwrap_or(limit);
+            if remaining > 0 {
+                let future = b.statement(client, "liveness.reap.future", Access::Write, &[INTERVAL, INT4], |b| {
+                    format!(
+                        "SELECT id, agent_id, attempt, max_attempts, heartbeat_at FROM {t}
+                          WHERE status OPERATOR(pg_catalog.=) 'RUNNING'
+                            AND heartbeat_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.+) $1)
+                          LIMIT $2 FOR UPDATE SKIP LOCKED",
+                        t = b.table
+                    )
+                })?;
+                zombies_from(
+                    client.update(&*future, None, &[stale_after.into(), remaining.into()]).map_err(spi)?,
+                    &mut zombies,
+                )?;
+            }
             let remaining = limit - i32::try_from(zombies.len()).unwrap_or(limit);
             if remaining > 0 {
                 // Grace for jobs that never beat: judged by their start or last update.
@@ -225,10 +244,14 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
                                     OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
                                            'reason', 'zombie',
                                            'last_heartbeat', j.heartbeat_at,
-                                           'stale_for', (pg_catalog.now() OPERATOR(pg_catalog.-)
-                                                         coalesce(j.heartbeat_at, greatest(j.started_at, j.updated_at)))::pg_catalog.text,
+                                           'stale_for', CASE WHEN j.heartbeat_at OPERATOR(pg_catalog.>) pg_catalog.now() THEN NULL
+                                                        ELSE (pg_catalog.now() OPERATOR(pg_catalog.-)
+                                                              coalesce(j.heartbeat_at, greatest(j.started_at, j.updated_at)))::pg_catalog.text END,
                                            'reaped_at', pg_catalog.now(),
                                            'attempt', j.attempt)
+                                    OPERATOR(pg_catalog.||) CASE WHEN j.heartbeat_at OPERATOR(pg_catalog.>) pg_catalog.now()
+                                         THEN pg_catalog.jsonb_build_object('heartbeat_in_future', true)
+                                         ELSE '{{}}'::pg_catalog.jsonb END
                                     OPERATOR(pg_catalog.||) d.decision::pg_catalog.jsonb
                        FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]), pg_catalog.unnest($2::pg_catalog.text[])) AS d(id, decision)
                       WHERE j.id OPERATOR(pg_catalog.=) d.id",

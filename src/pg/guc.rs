@@ -25,6 +25,7 @@ pub static RECOVERY_CLOCK_SKEW_MS: GucSetting<i32> = GucSetting::<i32>::new(5000
 pub static CATCH_UP: GucSetting<bool> = GucSetting::<bool>::new(true);
 pub static PASS_DIR_KB: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
 pub static CATCH_UP_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(2000);
+pub static JOB_TOKEN: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// Registers the settings and reserves the `cortex_buffer.` prefix (typos become errors).
 pub fn define() {
@@ -217,6 +218,16 @@ pub fn define() {
         GucContext::Sighup,
         GucFlags::UNIT_KB,
     );
+    // The pod's capability: per session, set by the pod itself; not in SHOW ALL or the sample
+    // file (it is a secret of this session's job).
+    GucRegistry::define_string_guc(
+        c"cortex_buffer.job_token",
+        c"This session's job token: the job an agent pod may act on.",
+        c"Issued by the control plane with cortex_buffer.job_token(job_id) for the job's current attempt. Roles with the control-plane or operator role act fleet-wide without one.",
+        &JOB_TOKEN,
+        GucContext::Userset,
+        GucFlags::NO_SHOW_ALL | GucFlags::DISALLOW_IN_FILE,
+    );
     // SAFETY: called from _PG_init on the main thread with a static NUL-terminated string.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"cortex_buffer".as_ptr()) };
 }
@@ -239,6 +250,10 @@ pub fn poll_interval() -> std::time::Duration {
 
 pub fn worker_enabled() -> bool {
     WORKER_ENABLED.get()
+}
+
+pub fn job_token() -> String {
+    string_setting(&JOB_TOKEN)
 }
 
 pub fn job_table() -> String {

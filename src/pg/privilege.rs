@@ -112,3 +112,18 @@ pub fn as_definer<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbErro
     }
     f()
 }
+
+/// Whether the current user is the definer role (inside `as_definer`, or an agent's call).
+pub fn running_as_definer() -> bool {
+    // SAFETY: reads the current user.
+    definer_oid().is_ok_and(|role| unsafe { pg_sys::GetUserId() } == role)
+}
+
+/// `as_definer(f)` when `yes`, else `f()`.
+pub fn as_definer_if<R>(yes: bool, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
+    if yes {
+        as_definer(f)
+    } else {
+        f()
+    }
+}

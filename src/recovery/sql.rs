@@ -28,7 +28,7 @@ fn recovery_plan(
 ) -> RawJsonb {
     let job = required(job_id, "job_id");
     let matching = required(match_checkpoint, "match_checkpoint");
-    let text = plan::job_plan(job, checkpoint_id, matching).or_raise();
+    let text = crate::job::authority::act(job, || plan::job_plan(job, checkpoint_id, matching)).or_raise();
     jsonb_of_text(&text).or_raise()
 }
 
@@ -36,14 +36,14 @@ fn recovery_plan(
 #[pg_extern(volatile, strict, name = "session_recovery")]
 fn session_recovery(path: &str) -> RawJsonb {
     let path = crate::indexer::file_access::absolute(path).or_raise();
-    jsonb_of_text(&plan::transcript_plan(&path).or_raise()).or_raise()
+    jsonb_of_text(&crate::job::authority::act_on_file(&path, || plan::transcript_plan(&path)).or_raise()).or_raise()
 }
 
 /// `session_recovery` by Claude Code session id.
 #[pg_extern(volatile, strict, name = "session_recovery")]
 fn session_recovery_by_id(session_id: Uuid) -> RawJsonb {
-    let path = transcript::transcript_of(session_id).or_raise();
-    jsonb_of_text(&plan::transcript_plan(&path).or_raise()).or_raise()
+    let path = crate::job::authority::lookup(|| transcript::transcript_of(session_id)).or_raise();
+    jsonb_of_text(&crate::job::authority::act_on_file(&path, || plan::transcript_plan(&path)).or_raise()).or_raise()
 }
 
 /// `agent_state`'s row (the names are in [`agent_state_overload`]).
@@ -83,8 +83,8 @@ macro_rules! agent_state_overload {
             ),
         > {
             let $bound = $arg;
-            let path: String = $path;
-            state_row(transcript::agent_state(&path).or_raise())
+            let path: String = crate::indexer::file_access::absolute(&$path).or_raise();
+            state_row(crate::job::authority::act_on_file(&path, || transcript::agent_state(&path)).or_raise())
         }
     };
 }
@@ -97,7 +97,7 @@ agent_state_overload! {
 
 agent_state_overload! {
     /// `agent_state` by Claude Code session id.
-    fn agent_state_by_id(session_id: Uuid) => |id| transcript::transcript_of(id).or_raise()
+    fn agent_state_by_id(session_id: Uuid) => |id| crate::job::authority::lookup(|| transcript::transcript_of(id)).or_raise()
 }
 
 /// A job's story: its events across sessions in order, with lost events, writer restarts,
@@ -120,7 +120,7 @@ fn job_timeline(
         name!(detail, Option<String>),
     ),
 > {
-    let rows = transcript::job_timeline(job_id).or_raise();
+    let rows = crate::job::authority::act(job_id, || transcript::job_timeline(job_id)).or_raise();
     TableIterator::new(rows.map(|e| {
         (
             timestamptz(e.ts_us),
@@ -196,7 +196,7 @@ fn job_usage_from_buffer(
         name!(unrecorded, RawJsonb),
     ),
 > {
-    let u = transcript::job_usage(job_id).or_raise();
+    let u = crate::job::authority::act(job_id, || transcript::job_usage(job_id)).or_raise();
     let b = &u.buffer;
     let r = u.recorded.as_ref();
     let rec = |f: fn(&transcript::Recorded) -> i64| r.map_or(0, f);
@@ -261,8 +261,11 @@ fn log_entries(
         name!(entry, Option<RawJsonb>),
     ),
 > {
-    let path = required(path, "path");
-    let rows = transcript::log_entries(path, entry_type, last_n.map(i64::from), start_seq, end_seq).or_raise();
+    let path = crate::indexer::file_access::absolute(required(path, "path")).or_raise();
+    let rows = crate::job::authority::act_on_file(&path, || {
+        transcript::log_entries(&path, entry_type, last_n.map(i64::from), start_seq, end_seq)
+    })
+    .or_raise();
     TableIterator::new(rows.into_iter().map(|e| (e.seq, e.entry_type, e.ts, e.line_no, e.byte_offset, e.entry)))
 }
 
@@ -290,7 +293,11 @@ fn check_log_snapshot(
 > {
     let path = required(path, "path");
     let entry_count = required(entry_count, "entry_count");
-    let (c, f): (_, SessionFile) = transcript::check_log_snapshot(path, last_seq, entry_count, entry_type).or_raise();
+    let path = crate::indexer::file_access::absolute(path).or_raise();
+    let (c, f): (_, SessionFile) = crate::job::authority::act_on_file(&path, || {
+        transcript::check_log_snapshot(&path, last_seq, entry_count, entry_type)
+    })
+    .or_raise();
     TableIterator::once((
         c.agrees(),
         c.reason.label().to_owned(),

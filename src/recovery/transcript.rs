@@ -586,6 +586,7 @@ pub fn job_timeline(job: Uuid) -> Result<TimelineStream, CbError> {
         files: files.into(),
         cursor: None,
         ready: std::collections::VecDeque::new(),
+        as_definer: crate::pg::privilege::running_as_definer(),
     })
 }
 
@@ -605,6 +606,8 @@ pub struct TimelineStream {
     files: std::collections::VecDeque<SessionFile>,
     cursor: Option<FileCursor>,
     ready: std::collections::VecDeque<Entry>,
+    /// Made for an agent's call (running as the definer role): later pages are read so too.
+    as_definer: bool,
 }
 
 const CORRUPT_PAGE_SQL: &str = "SELECT byte_offset, line_no, reason FROM cortex_buffer.corrupt_line
@@ -648,74 +651,81 @@ impl TimelineStream {
             }
             return Ok(true);
         };
-        with_index_scans(|| {
-            Spi::connect(|c| {
-                let corrupt_stmt =
-                    prepared_read(c, "recovery.timeline_corrupt", || CORRUPT_PAGE_SQL.to_owned(), &[INT8, INT8, INT8])?;
-                let refill = |cur: &mut FileCursor| -> Result<(), CbError> {
-                    if cur.corrupt.is_empty() && !cur.corrupt_done {
-                        let page = c
-                            .select(
-                                &*corrupt_stmt,
-                                None,
-                                &[cur.file.file_id.into(), cur.corrupt_from.into(), index::PAGE_ROWS.into()],
-                            )
-                            .map_err(spi)?;
-                        let before = cur.corrupt.len();
-                        for r in page {
-                            let offset = r.get::<i64>(1).map_err(spi)?.unwrap_or(0);
-                            cur.corrupt_from = offset.saturating_add(1);
-                            cur.corrupt.push_back((
-                                offset,
-                                r.get::<i64>(2).map_err(spi)?.unwrap_or(0),
-                                r.get::<String>(3).map_err(spi)?.unwrap_or_default(),
-                            ));
-                        }
-                        cur.corrupt_done =
-                            (cur.corrupt.len() - before) < usize::try_from(index::PAGE_ROWS).unwrap_or(0);
-                    }
-                    Ok(())
-                };
-                match cur.events_from {
-                    Some(from) => {
-                        let page = index::events_page(c, cur.file.file_id, from, Payload::For(&[]))?;
-                        if page.len() < usize::try_from(index::PAGE_ROWS).unwrap_or(0) {
-                            cur.events_from = None;
-                        }
-                        for row in &page {
-                            cur.events_from = cur.events_from.map(|_| row.byte_offset.saturating_add(1));
-                            loop {
-                                refill(cur)?;
-                                match cur.corrupt.front() {
-                                    Some((o, ..)) if *o < row.byte_offset => {
-                                        if let Some(x) = cur.corrupt.pop_front() {
-                                            timeline.line(corrupt_entry(&cur.file.rel_path, x));
-                                        }
-                                    }
-                                    _ => break,
-                                }
+        let definer = self.as_definer;
+        crate::pg::privilege::as_definer_if(definer, || {
+            with_index_scans(|| {
+                Spi::connect(|c| {
+                    let corrupt_stmt = prepared_read(
+                        c,
+                        "recovery.timeline_corrupt",
+                        || CORRUPT_PAGE_SQL.to_owned(),
+                        &[INT8, INT8, INT8],
+                    )?;
+                    let refill = |cur: &mut FileCursor| -> Result<(), CbError> {
+                        if cur.corrupt.is_empty() && !cur.corrupt_done {
+                            let page = c
+                                .select(
+                                    &*corrupt_stmt,
+                                    None,
+                                    &[cur.file.file_id.into(), cur.corrupt_from.into(), index::PAGE_ROWS.into()],
+                                )
+                                .map_err(spi)?;
+                            let before = cur.corrupt.len();
+                            for r in page {
+                                let offset = r.get::<i64>(1).map_err(spi)?.unwrap_or(0);
+                                cur.corrupt_from = offset.saturating_add(1);
+                                cur.corrupt.push_back((
+                                    offset,
+                                    r.get::<i64>(2).map_err(spi)?.unwrap_or(0),
+                                    r.get::<String>(3).map_err(spi)?.unwrap_or_default(),
+                                ));
                             }
-                            timeline.line(Entry {
-                                ts_us: row.ts_us,
-                                source: TimelineSource::Event,
-                                kind: row.event_type.clone().unwrap_or_default(),
-                                session: Some(cur.file.rel_path.clone()),
-                                line_no: Some(row.line_no),
-                                byte_offset: Some(row.byte_offset),
-                                seq: row.seq,
-                                detail: event_detail(row),
-                            });
+                            cur.corrupt_done =
+                                (cur.corrupt.len() - before) < usize::try_from(index::PAGE_ROWS).unwrap_or(0);
+                        }
+                        Ok(())
+                    };
+                    match cur.events_from {
+                        Some(from) => {
+                            let page = index::events_page(c, cur.file.file_id, from, Payload::For(&[]))?;
+                            if page.len() < usize::try_from(index::PAGE_ROWS).unwrap_or(0) {
+                                cur.events_from = None;
+                            }
+                            for row in &page {
+                                cur.events_from = cur.events_from.map(|_| row.byte_offset.saturating_add(1));
+                                loop {
+                                    refill(cur)?;
+                                    match cur.corrupt.front() {
+                                        Some((o, ..)) if *o < row.byte_offset => {
+                                            if let Some(x) = cur.corrupt.pop_front() {
+                                                timeline.line(corrupt_entry(&cur.file.rel_path, x));
+                                            }
+                                        }
+                                        _ => break,
+                                    }
+                                }
+                                timeline.line(Entry {
+                                    ts_us: row.ts_us,
+                                    source: TimelineSource::Event,
+                                    kind: row.event_type.clone().unwrap_or_default(),
+                                    session: Some(cur.file.rel_path.clone()),
+                                    line_no: Some(row.line_no),
+                                    byte_offset: Some(row.byte_offset),
+                                    seq: row.seq,
+                                    detail: event_detail(row),
+                                });
+                            }
+                        }
+                        None => {
+                            // The events are done: the corrupt lines after the last one, a page at a time.
+                            refill(cur)?;
+                            while let Some(x) = cur.corrupt.pop_front() {
+                                timeline.line(corrupt_entry(&cur.file.rel_path, x));
+                            }
                         }
                     }
-                    None => {
-                        // The events are done: the corrupt lines after the last one, a page at a time.
-                        refill(cur)?;
-                        while let Some(x) = cur.corrupt.pop_front() {
-                            timeline.line(corrupt_entry(&cur.file.rel_path, x));
-                        }
-                    }
-                }
-                Ok::<(), CbError>(())
+                    Ok::<(), CbError>(())
+                })
             })
         })?;
         if cur.events_from.is_none() && cur.corrupt_done && cur.corrupt.is_empty() {

@@ -80,7 +80,8 @@ returning_totals! {
         let model = required(model, "model");
         let usage = parse_usage(&required(usage, "usage"));
         let at = at.unwrap_or_else(now);
-        totals_row(store::record(&Call { job, model, usage, request_id, at, reservation: None }).or_raise())
+        let call = Call { job, model, usage, request_id, at, reservation: None };
+        totals_row(crate::job::authority::act(job, || store::record(&call)).or_raise())
     }
 }
 
@@ -122,7 +123,7 @@ fn check_token_budget(
         name!(max_cost_usd, Option<AnyNumeric>),
     ),
 > {
-    let r = store::check(job_id).or_raise();
+    let r = crate::job::authority::act(job_id, || store::check(job_id)).or_raise();
     TableIterator::once((
         r.verdict.allowed,
         r.verdict.reason.label().to_owned(),
@@ -143,7 +144,7 @@ fn reserve_budget(
     model: &str,
 ) -> TableIterator<'static, (name!(reservation_id, Option<Uuid>), name!(allowed, bool), name!(reason, String))> {
     let estimate = parse_usage(&estimated_usage);
-    let (id, verdict) = store::reserve(job_id, &estimate, model).or_raise();
+    let (id, verdict) = crate::job::authority::act(job_id, || store::reserve(job_id, &estimate, model)).or_raise();
     TableIterator::once((id, verdict.allowed, verdict.reason.label().to_owned()))
 }
 
@@ -157,14 +158,14 @@ returning_totals! {
     ) {
         let reservation = required(reservation_id, "reservation_id");
         let usage = parse_usage(&required(actual_usage, "actual_usage"));
-        totals_row(store::settle(reservation, &usage, request_id).or_raise())
+        totals_row(store::for_reservation(reservation, || store::settle(reservation, &usage, request_id)).or_raise())
     }
 }
 
 /// Gives a reservation's budget back when its call was never made.
 #[pg_extern(volatile, strict)]
 fn release_reservation(reservation_id: Uuid) -> bool {
-    store::release(reservation_id).or_raise()
+    store::for_reservation(reservation_id, || store::release(reservation_id)).or_raise()
 }
 
 extension_sql_file!("schema.sql", name = "spend_schema", requires = ["job_schema"]);

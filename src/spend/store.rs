@@ -509,6 +509,35 @@ fn no_such_reservation(id: Uuid) -> CbError {
 }
 
 /// `settle_usage()`: records the call a reservation was for, once, and closes the reservation.
+/// Runs `f` on a reservation with the authority of its job (see `job::authority`): an agent's
+/// session may settle or release its own job's reservations only.
+pub fn for_reservation<R>(reservation: Uuid, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
+    if crate::job::authority::fleet_caller() {
+        return f();
+    }
+    let job = pinned(|| {
+        as_definer(|| {
+            Spi::connect(|client| {
+                let rows = client
+                    .select(
+                        "SELECT job_id FROM cortex_buffer.budget_reservation WHERE reservation_id OPERATOR(pg_catalog.=) $1",
+                        Some(1),
+                        &[reservation.into()],
+                    )
+                    .map_err(spi)?;
+                match rows.into_iter().next() {
+                    Some(r) => r.get::<Uuid>(1).map_err(spi),
+                    None => Ok(None),
+                }
+            })
+        })
+    })?;
+    match job {
+        Some(job) => crate::job::authority::act(job, f),
+        None => Err(no_such_reservation(reservation)),
+    }
+}
+
 pub fn settle(reservation: Uuid, actual: &Usage, request_id: Option<&str>) -> Result<Totals, CbError> {
     let b = binding::current()?;
     with_index_scans(|| {

@@ -10,6 +10,7 @@
 use sha2::{Digest, Sha256};
 
 use crate::checkpoint::identity::{format_uuid, parse_uuid};
+use crate::error::{CbError, SqlState};
 
 const PREFIX: &str = "cbjt1";
 const BLOCK: usize = 64;
@@ -90,6 +91,46 @@ pub fn check(secret: &[u8], token: &str, job: &[u8; 16], attempt: i32) -> Check 
     Check::Valid
 }
 
+/// The job a token names, before any check: which job a path-based call would act for.
+pub fn named_job(token: &str) -> Option<[u8; 16]> {
+    let mut parts = token.split('.');
+    match (parts.next(), parts.next()) {
+        (Some(PREFIX), Some(j)) => parse_uuid(j),
+        _ => None,
+    }
+}
+
+const GET_TOKEN: &str =
+    "The control plane issues the token of a job's current attempt with cortex_buffer.job_token(job_id); \
+the pod runs SET cortex_buffer.job_token = '<token>' once per session.";
+
+/// The error for a check that is not `Valid` (42501, with what to do), or none.
+pub fn refusal(check: Check, job: &[u8; 16]) -> Option<CbError> {
+    let job = format_uuid(job);
+    let (message, hint) = match check {
+        Check::Valid => return None,
+        Check::Missing => (format!("this session has no job token, so it may not act on job {job}"), GET_TOKEN.to_owned()),
+        Check::Malformed => (
+            format!("cortex_buffer.job_token is not a job token, so this session may not act on job {job}"),
+            GET_TOKEN.to_owned(),
+        ),
+        Check::Forged => (
+            format!("cortex_buffer.job_token does not verify, so this session may not act on job {job}"),
+            format!("The token was altered or issued by another installation. {GET_TOKEN}"),
+        ),
+        Check::OtherJob => (
+            format!("this session's job token is for another job, not job {job}"),
+            "A pod may act on its own job only: pass the job id its token names.".to_owned(),
+        ),
+        Check::OtherAttempt { token } => (
+            format!("this session's job token is for attempt {token} of job {job}, which is no longer its current attempt"),
+            "The job was dispatched again: this pod's work is superseded. Stop; the new attempt's pod has its own token."
+                .to_owned(),
+        ),
+    };
+    Some(CbError::new(SqlState::InsufficientPrivilege, message).with_hint(hint))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +163,25 @@ mod tests {
         for bad in ["x", "cbjt1.a.b.c", "cbjt1.01010101-0101-0101-0101-010101010101.2", "cbjt1...."] {
             assert_eq!(check(&secret, bad, &a, 2), Check::Malformed, "{bad}");
         }
+    }
+
+    #[test]
+    fn every_refusal_is_42501_with_a_hint_and_valid_is_none() {
+        let job = [3u8; 16];
+        assert!(refusal(Check::Valid, &job).is_none());
+        for c in [Check::Missing, Check::Malformed, Check::Forged, Check::OtherJob, Check::OtherAttempt { token: 1 }] {
+            let e = refusal(c, &job).expect("a refusal");
+            assert_eq!(e.state, SqlState::InsufficientPrivilege, "{c:?}");
+            assert!(e.hint.as_deref().is_some_and(|h| !h.is_empty()), "{c:?}");
+            assert!(e.message.contains("03030303-0303-0303-0303-030303030303"), "{c:?}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn named_job_reads_the_job_without_checking() {
+        let t = issue(&[1u8; 32], &[4u8; 16], 1);
+        assert_eq!(named_job(&t), Some([4u8; 16]));
+        assert_eq!(named_job("cbjt1.nope.1.00"), None);
+        assert_eq!(named_job("other.04040404-0404-0404-0404-040404040404"), None);
     }
 }

@@ -1,0 +1,226 @@
+//! Per-job authority: which job a session may act on.
+//!
+//! Fleet roles (a superuser, or a role with the privileges of `cortex_buffer_control_plane` or
+//! `cortex_buffer_operator`) act on every job, with their own rights, as before. Any other
+//! caller of a per-job function (an agent pod) must present the job token of that job's
+//! current attempt in `cortex_buffer.job_token`; the call then runs as the definer role, which
+//! holds the job-table and index privileges the agent role no longer has. So one agent login
+//! shared by thousands of pods acts on one job per session, and the pod of an earlier attempt
+//! is refused as soon as the job is dispatched again. The rules and messages are pure
+//! (`cortex_buffer_core::job::token`); this module reads the secret and the job's attempt.
+
+use std::path::{Component, Path};
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use pgrx::Uuid;
+
+use cortex_buffer_core::checkpoint::identity::{format_uuid, parse_uuid};
+use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::job::token::{self, Check};
+
+use crate::job::binding::{self, Access};
+use crate::pg::guc;
+use crate::pg::planner::pinned;
+use crate::pg::privilege::{as_definer, caller_is_superuser, running_as_definer};
+use crate::pg::spi_util::spi;
+
+const FLEET_ROLES: [&std::ffi::CStr; 2] = [c"cortex_buffer_control_plane", c"cortex_buffer_operator"];
+const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
+
+/// Whether the caller acts fleet-wide: a superuser, or a role with the privileges of the
+/// control-plane or operator role.
+pub fn fleet_caller() -> bool {
+    // SAFETY: reads the current user.
+    caller_is_superuser() || fleet_role(unsafe { pg_sys::GetUserId() })
+}
+
+/// Whether `user` has the privileges of a fleet role.
+fn fleet_role(user: pg_sys::Oid) -> bool {
+    // SAFETY: catalogue lookups by name (missing_ok) and a membership check.
+    unsafe {
+        FLEET_ROLES.iter().any(|name| {
+            let role = pg_sys::get_role_oid(name.as_ptr(), true);
+            role != pg_sys::InvalidOid && pg_sys::has_privs_of_role(user, role)
+        })
+    }
+}
+
+/// `authorize_job()`: whether this session may act on `job`, for SQL callers (a pod checking
+/// its token at start, and `job_events`, which runs as the definer role and so asks about the
+/// session's role instead). True, or 42501 with what to do.
+pub fn authorize(job: Uuid) -> Result<bool, CbError> {
+    // SAFETY: reads the current and outer user.
+    let outer_fleet = running_as_definer()
+        && unsafe { pg_sys::superuser_arg(pg_sys::GetOuterUserId()) || fleet_role(pg_sys::GetOuterUserId()) };
+    if fleet_caller() || outer_fleet {
+        return Ok(true);
+    }
+    act(job, || Ok(true))
+}
+
+/// Runs `f` for `job`: as the caller for a fleet role; for anyone else, only with this
+/// session's token for the job's current attempt, and then as the definer role.
+pub fn act<R>(job: Uuid, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
+    if fleet_caller() {
+        return f();
+    }
+    as_definer(|| {
+        verify(*job.as_bytes())?;
+        f()
+    })
+}
+
+/// Runs `f` on the session file at `path` (absolute, as `file_access::absolute` makes it): a
+/// fleet role as itself; anyone else only for a file in its own job's directory, as `act`.
+pub fn act_on_file<R>(path: &str, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
+    if fleet_caller() {
+        return f();
+    }
+    let presented = guc::job_token();
+    let Some(job) = token::named_job(&presented) else {
+        // Refused as for any job: say what is missing.
+        let job = job_of_path(path).unwrap_or([0u8; 16]);
+        return Err(token::refusal(token::check(&[], &presented, &job, 0), &job).unwrap_or_else(|| denied(path)));
+    };
+    if job_of_path(path) != Some(job) {
+        return Err(denied(path));
+    }
+    act(Uuid::from_bytes(job), f)
+}
+
+/// Runs `f` (a lookup of which file a call is about, such as a session id's transcript) as the
+/// definer role for a caller that is not a fleet role, who no longer reads the index itself;
+/// the call on the file it names is then checked by `act_on_file`.
+pub fn lookup<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
+    if fleet_caller() {
+        f()
+    } else {
+        as_definer(f)
+    }
+}
+
+fn denied(path: &str) -> CbError {
+    CbError::new(SqlState::InsufficientPrivilege, format!("\"{path}\" is not in this session's job directory"))
+        .with_hint(
+            "A pod may read its own job's session files only: <sessions_dir>/<job id>/..., the job its token names.",
+        )
+}
+
+/// The job whose directory holds `path`: its first component below `sessions_dir`, when that
+/// is a job id and no component is `.` or `..`.
+fn job_of_path(path: &str) -> Option<[u8; 16]> {
+    let root = cortex_buffer_watch::scan::resolve_root(&guc::sessions_dir())
+        .map(|v| v.path().to_path_buf())
+        .unwrap_or_else(|_| guc::sessions_dir().into());
+    let rel = Path::new(path).strip_prefix(&root).ok()?;
+    let mut parts = rel.components();
+    let first = match parts.next()? {
+        Component::Normal(c) => c.to_str()?,
+        _ => return None,
+    };
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return None;
+    }
+    parse_uuid(first)
+}
+
+/// Checks this session's token against `job`'s current attempt (running as the definer role,
+/// which alone may read the secret).
+fn verify(job: [u8; 16]) -> Result<(), CbError> {
+    let presented = guc::job_token();
+    if presented.is_empty() {
+        return Err(token::refusal(Check::Missing, &job).unwrap_or_else(|| refused(&job)));
+    }
+    let b = binding::current()?;
+    let (attempt, secret) = pinned(|| {
+        Spi::connect(|client| -> Result<(Option<i32>, Option<Vec<u8>>), CbError> {
+            let secret = key(client)?;
+            let stmt = b.statement(client, "authority.attempt", Access::Read, &[UUID], |b| {
+                format!("SELECT attempt FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)
+            })?;
+            let rows = client.select(&*stmt, Some(1), &[Uuid::from_bytes(job).into()]).map_err(spi)?;
+            let attempt = match rows.into_iter().next() {
+                Some(r) => r.get::<i32>(1).map_err(spi)?,
+                None => None,
+            };
+            Ok((attempt, secret))
+        })
+    })?;
+    let Some(secret) = secret else {
+        // No key yet: no token was ever issued here.
+        return Err(token::refusal(Check::Forged, &job).unwrap_or_else(|| refused(&job)));
+    };
+    // A job that does not exist (or has no attempt) has no attempt to compare: the token must
+    // still be this job's, and the function then reports the job as it would to anyone.
+    let attempt = attempt.unwrap_or_else(|| token_attempt(&presented).unwrap_or(i32::MIN));
+    match token::refusal(token::check(&secret, &presented, &job, attempt), &job) {
+        None => Ok(()),
+        Some(e) => Err(e),
+    }
+}
+
+fn token_attempt(t: &str) -> Option<i32> {
+    t.split('.').nth(2)?.parse().ok()
+}
+
+fn refused(job: &[u8; 16]) -> CbError {
+    CbError::new(SqlState::InsufficientPrivilege, format!("this session may not act on job {}", format_uuid(job)))
+}
+
+const KEY_SQL: &str = "SELECT secret FROM cortex_buffer.job_token_key";
+
+/// The installation's token secret, if one was made (the caller runs as the definer role).
+fn key(client: &SpiClient<'_>) -> Result<Option<Vec<u8>>, CbError> {
+    let rows = client.select(KEY_SQL, Some(1), &[]).map_err(spi)?;
+    match rows.into_iter().next() {
+        Some(r) => r.get::<Vec<u8>>(1).map_err(spi),
+        None => Ok(None),
+    }
+}
+
+/// The token of `job`'s current attempt, making the installation's secret on first use.
+/// Fleet roles only.
+pub fn issue(job: Uuid) -> Result<String, CbError> {
+    if !fleet_caller() {
+        return Err(CbError::new(
+            SqlState::InsufficientPrivilege,
+            "only the control plane or an operator issues job tokens",
+        )
+        .with_hint("Grant cortex_buffer_control_plane to the role that dispatches jobs."));
+    }
+    let b = binding::current()?;
+    pinned(|| {
+        as_definer(|| {
+            Spi::connect_mut(|client| {
+                let stmt = b.statement(client, "authority.attempt", Access::Read, &[UUID], |b| {
+                    format!("SELECT attempt FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)
+                })?;
+                let rows = client.select(&*stmt, Some(1), &[job.into()]).map_err(spi)?;
+                let Some(row) = rows.into_iter().next() else { return Err(b.no_such_job(job)) };
+                let attempt = row.get::<i32>(1).map_err(spi)?.unwrap_or(0);
+                let secret = match key(client)? {
+                    Some(s) => s,
+                    None => {
+                        let mut fresh = [0u8; 32];
+                        // SAFETY: fills the local buffer of the given length.
+                        if !unsafe { pg_sys::pg_strong_random(fresh.as_mut_ptr().cast(), fresh.len()) } {
+                            return Err(CbError::internal("no strong random source for the job-token secret"));
+                        }
+                        // Concurrent first issuers: the first secret stored wins, all use it.
+                        client
+                            .update(
+                                "INSERT INTO cortex_buffer.job_token_key (secret) VALUES ($1) ON CONFLICT DO NOTHING",
+                                None,
+                                &[fresh.to_vec().into()],
+                            )
+                            .map_err(spi)?;
+                        key(client)?.ok_or_else(|| CbError::internal("the job-token secret was not stored"))?
+                    }
+                };
+                Ok(token::issue(&secret, job.as_bytes(), attempt))
+            })
+        })
+    })
+}
