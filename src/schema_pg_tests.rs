@@ -73,15 +73,14 @@ GRANT cortex_buffer_operator TO operator_app;";
         run("SET cortex_buffer.settle_period = 0");
         // The cluster's sessions_dir (lib.rs: pg_test): a non-superuser indexes only there.
         let root = TempRoot::at("/tmp/cortex_buffer-pgtest-sessions");
-        root.put("0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f/session-001.jsonl", "{\"type\":\"A\",\"timestamp\":\"t\"}\n");
-
         let job = new_job("cortex_buffer.job", "RUNNING");
+        root.put(&format!("{job}/session-001.jsonl"), "{\"type\":\"A\",\"timestamp\":\"t\"}\n");
         let stale = new_job_with("cortex_buffer.job", "RUNNING", "heartbeat_at", "now() - interval '1 hour'");
         let paused = new_job("cortex_buffer.job", "WAITING_FOR_APPROVAL");
         let agent = one(&format!("SELECT agent_id::text FROM cortex_buffer.job WHERE id = '{job}'"));
         let sonnet = "claude-sonnet-4-5-20250929";
         let usage = r#"{"input_tokens": 1000}"#;
-        let file = root.path("0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f/session-001.jsonl");
+        let file = root.path(&format!("{job}/session-001.jsonl"));
 
         // The operator: budgets, prices, breaker configuration, files and transcripts.
         let operator_job = [
@@ -98,16 +97,18 @@ GRANT cortex_buffer_operator TO operator_app;";
             "SELECT count(*) FROM cortex_buffer.untrusted_session_files".to_owned(),
             "SELECT count(*) FROM cortex_buffer.corrupt_line".to_owned(),
         ];
-        // The agent: its job's heartbeat, checkpoints, spend and recovery.
+        // The agent: its job's heartbeat, checkpoints, spend and recovery, with the job's token
+        // (set below, for the whole session).
         let agent_job: Vec<String> = [
             format!("SELECT cortex_buffer.heartbeat('{job}')"),
-            format!("SELECT cortex_buffer.heartbeat('{paused}')"),
             format!("SELECT * FROM cortex_buffer.write_checkpoint('{job}', '{{\"step_index\": 1}}')"),
             format!("SELECT * FROM cortex_buffer.read_checkpoint('{job}')"),
             format!("SELECT count(*) FROM cortex_buffer.job_events('{job}')"),
             format!("SELECT cortex_buffer.recovery_plan('{job}')"),
             format!("SELECT * FROM cortex_buffer.job_usage_from_buffer('{job}')"),
             format!("SELECT count(*) FROM cortex_buffer.log_entries('{file}')"),
+            format!("SELECT count(*) FROM cortex_buffer.job_timeline('{job}')"),
+            format!("SELECT cortex_buffer.authorize_job('{job}')"),
         ]
         .into_iter()
         .chain(spend_calls(&job))
@@ -125,6 +126,7 @@ GRANT cortex_buffer_operator TO operator_app;";
             "SELECT cortex_buffer.index_now()".to_owned(),
             format!("SELECT * FROM cortex_buffer.agent_state('{file}')"),
             "SELECT count(*) FROM cortex_buffer.job_sessions".to_owned(),
+            format!("SELECT cortex_buffer.job_token('{paused}')"),
         ];
         // What more than one role does (reading a job's recovery and events).
         let shared = [
@@ -137,8 +139,12 @@ GRANT cortex_buffer_operator TO operator_app;";
             "job_sessions",
             "log_entries",
             "untrusted_session_files",
+            "job_timeline",
+            "authorize_job",
         ];
         let own = |s: &String| !shared.iter().any(|x| s.contains(x));
+        let token = one(&format!("SELECT cortex_buffer.job_token('{job}')"));
+        run(&format!("SET cortex_buffer.job_token = '{token}'"));
         for (role, work) in [
             ("operator_app", &operator_job[..]),
             ("agent_app", &agent_job[..]),
@@ -160,6 +166,15 @@ GRANT cortex_buffer_operator TO operator_app;";
             "SELECT count(*) FROM cortex_buffer.corrupt_line".to_owned(),
             "DELETE FROM cortex_buffer.event".to_owned(),
             format!("UPDATE cortex_buffer.job SET status = 'COMPLETED' WHERE id = '{job}'"),
+            // 0.6.0's direct grants are gone: every read and write goes through a function.
+            format!("UPDATE cortex_buffer.job SET heartbeat_at = 'infinity' WHERE id = '{job}'"),
+            "SELECT count(*) FROM cortex_buffer.job".to_owned(),
+            "SELECT count(*) FROM cortex_buffer.event".to_owned(),
+            "SELECT count(*) FROM cortex_buffer.session_file".to_owned(),
+            "SELECT count(*) FROM cortex_buffer.job_token_key".to_owned(),
+            // Its token is for its own job only.
+            format!("SELECT cortex_buffer.heartbeat('{paused}')"),
+            format!("SELECT cortex_buffer.job_token('{job}')"),
         ]);
         let not_the_control_plane = operator_job.iter().filter(|s| own(s)).cloned().chain([
             format!("UPDATE cortex_buffer.job_usage SET cost_usd = 0 WHERE job_id = '{job}'"),

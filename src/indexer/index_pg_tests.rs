@@ -554,7 +554,8 @@ mod tests {
         assert!(by_invocation.contains("event_invocation_idx"), "{by_invocation}");
         // job_events() is a definer function (never inlined): its own query is planned here.
         run("DO $$ BEGIN EXECUTE 'PREPARE job_events_body(uuid, timestamptz) AS ' || regexp_replace(regexp_replace(
-                (SELECT prosrc FROM pg_proc WHERE oid = 'cortex_buffer.job_events(uuid, timestamptz)'::regprocedure),
+                substring((SELECT prosrc FROM pg_proc WHERE oid = 'cortex_buffer.job_events(uuid, timestamptz)'::regprocedure)
+                          FROM 'RETURN QUERY(.*);\\s*END'),
                 '\\mjob\\M', '$1', 'g'), '\\msince\\M', '$2', 'g'); END $$");
         let job_events = plan(&format!("EXECUTE job_events_body('{JOB}', now())"));
         run("DEALLOCATE job_events_body");

@@ -78,16 +78,21 @@ pub fn act_on_file<R>(path: &str, f: impl FnOnce() -> Result<R, CbError>) -> Res
     if fleet_caller() {
         return f();
     }
-    let presented = guc::job_token();
-    let Some(job) = token::named_job(&presented) else {
-        // Refused as for any job: say what is missing.
-        let job = job_of_path(path).unwrap_or([0u8; 16]);
-        return Err(token::refusal(token::check(&[], &presented, &job, 0), &job).unwrap_or_else(|| denied(path)));
+    let Some(dir_job) = job_of_path(path) else {
+        return Err(CbError::new(SqlState::InsufficientPrivilege, format!("\"{path}\" is in no job's directory"))
+            .with_hint("An agent session reads its own job's session files only (<sessions_dir>/<job id>/...); other files and transcripts are for the control plane and operators."));
     };
-    if job_of_path(path) != Some(job) {
-        return Err(denied(path));
+    if token::named_job(&guc::job_token()).is_some_and(|j| j != dir_job) {
+        return Err(CbError::new(
+            SqlState::InsufficientPrivilege,
+            format!("\"{path}\" is not in this session's job directory"),
+        )
+        .with_hint(
+            "A pod may read its own job's session files only: <sessions_dir>/<job id>/..., the job its token names.",
+        ));
     }
-    act(Uuid::from_bytes(job), f)
+    // No token, a malformed one, or this directory's job's: checked (and refused) as for the job.
+    act(Uuid::from_bytes(dir_job), f)
 }
 
 /// Runs `f` (a lookup of which file a call is about, such as a session id's transcript) as the
@@ -99,13 +104,6 @@ pub fn lookup<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
     } else {
         as_definer(f)
     }
-}
-
-fn denied(path: &str) -> CbError {
-    CbError::new(SqlState::InsufficientPrivilege, format!("\"{path}\" is not in this session's job directory"))
-        .with_hint(
-            "A pod may read its own job's session files only: <sessions_dir>/<job id>/..., the job its token names.",
-        )
 }
 
 /// The job whose directory holds `path`: its first component below `sessions_dir`, when that

@@ -4,6 +4,7 @@
 //! binding.
 
 pub mod authority;
+mod authority_pg_tests;
 pub mod binding;
 mod sql;
 

@@ -39,7 +39,8 @@ SELECT * FROM cortex_buffer.agent_state('00000000-0000-4000-8000-000000000000'::
 -- Strict: NULL returns no row.
 SELECT count(*) AS rows_for_null FROM cortex_buffer.agent_state(NULL::text);
 -- The control plane and the operator may ask, about files below sessions_dir (42501 elsewhere, when the
--- index does not hold them); the agent and strangers may not call it (42501).
+-- index does not hold them); the agent only about its own job's files (this transcript is in no job's
+-- directory) and strangers not at all (42501).
 SET ROLE regress_control_plane;
 SELECT state, rule FROM cortex_buffer.agent_state('proj/22222222-2222-4222-8222-222222222222.jsonl');
 SELECT * FROM cortex_buffer.agent_state('/etc/hostname');

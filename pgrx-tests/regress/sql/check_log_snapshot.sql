@@ -46,8 +46,7 @@ UPDATE cortex_buffer.session_file SET generation = 0, indexed_offset = 0 WHERE p
 SELECT * FROM cortex_buffer.check_log_snapshot('logs/tools.jsonl', 2, 2);
 ROLLBACK;
 \echo :LAST_ERROR_SQLSTATE
--- The agent is granted it, but it reads corrupt_line with the caller's rights, which the agent may not
--- read: 42501 (terse: the error's DETAIL is a Rust backtrace).
+-- The agent is granted it for its own job's files only: this one is in no job's directory (42501).
 SET ROLE regress_agent;
 \set VERBOSITY terse
 SELECT agrees AS as_agent FROM cortex_buffer.check_log_snapshot('logs/tools.jsonl', 2, 2);

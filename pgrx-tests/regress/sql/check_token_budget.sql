@@ -35,9 +35,12 @@ SELECT count(*) AS rows_for_null FROM cortex_buffer.check_token_budget(NULL);
 SELECT * FROM cortex_buffer.check_token_budget('0193a8b2-0000-7000-8000-0000000f13ff');
 \echo :LAST_ERROR_SQLSTATE
 -- The agent may check; the control plane may not (42501).
+SELECT cortex_buffer.job_token('0193a8b2-0000-7000-8000-0000000f1302') AS job_token \gset
+SET cortex_buffer.job_token = :'job_token';
 SET ROLE regress_agent;
 SELECT allowed, reason FROM cortex_buffer.check_token_budget('0193a8b2-0000-7000-8000-0000000f1302');
 RESET ROLE;
+RESET cortex_buffer.job_token;
 SET ROLE regress_control_plane;
 SELECT * FROM cortex_buffer.check_token_budget('0193a8b2-0000-7000-8000-0000000f1302');
 \echo :LAST_ERROR_SQLSTATE

@@ -38,9 +38,12 @@ SELECT cortex_buffer.heartbeat('0193a8b2-0000-7000-8000-0000000f07ff') AS unknow
 -- Strict: NULL in, NULL out.
 SELECT cortex_buffer.heartbeat(NULL) IS NULL AS null_in_null_out;
 -- The agent may beat; the control plane and strangers may not (42501).
+SELECT cortex_buffer.job_token('0193a8b2-0000-7000-8000-0000000f0701') AS job_token \gset
+SET cortex_buffer.job_token = :'job_token';
 SET ROLE regress_agent;
 SELECT cortex_buffer.heartbeat('0193a8b2-0000-7000-8000-0000000f0701') AS as_agent;
 RESET ROLE;
+RESET cortex_buffer.job_token;
 SET ROLE regress_control_plane;
 SELECT cortex_buffer.heartbeat('0193a8b2-0000-7000-8000-0000000f0701');
 \echo :LAST_ERROR_SQLSTATE

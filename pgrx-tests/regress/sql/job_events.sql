@@ -20,9 +20,12 @@ SELECT count(*) AS forged_events FROM cortex_buffer.job_events('0193a8b2-0000-70
 SELECT count(*) AS events FROM cortex_buffer.job_events('0193a8b2-0000-7000-8000-0000000f1dff');
 SELECT count(*) AS events FROM cortex_buffer.job_events(NULL);
 -- The agent, the control plane and the operator may read them; strangers may not (42501).
+SELECT cortex_buffer.job_token('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') AS job_token \gset
+SET cortex_buffer.job_token = :'job_token';
 SET ROLE regress_agent;
 SELECT count(*) AS as_agent FROM cortex_buffer.job_events('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f');
 RESET ROLE;
+RESET cortex_buffer.job_token;
 SET ROLE regress_control_plane;
 SELECT count(*) AS as_control_plane FROM cortex_buffer.job_events('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f');
 RESET ROLE;

@@ -34,7 +34,8 @@ SELECT at IS NOT NULL AS timed, source, kind, session, line_no, seq, detail
 -- A job with no files and no records: nothing. Strict: NULL returns no row.
 SELECT count(*) AS rows FROM cortex_buffer.job_timeline('0193a8b2-0000-7000-8000-0000000f21ff');
 SELECT count(*) AS rows_for_null FROM cortex_buffer.job_timeline(NULL);
--- The operator may read it; the control plane and the agent may not (42501).
+-- The operator may read it; the agent its own job's (with the job's token) but no other's; the control
+-- plane may not (42501).
 SET ROLE regress_operator;
 SELECT count(*) AS as_operator FROM cortex_buffer.job_timeline('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f');
 RESET ROLE;
@@ -42,10 +43,14 @@ SET ROLE regress_control_plane;
 SELECT count(*) FROM cortex_buffer.job_timeline('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+SELECT cortex_buffer.job_token('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') AS job_token \gset
+SET cortex_buffer.job_token = :'job_token';
 SET ROLE regress_agent;
 SELECT count(*) FROM cortex_buffer.job_timeline('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f');
+SELECT count(*) FROM cortex_buffer.job_timeline('0193a8b2-0000-7000-8000-0000000fb001');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+RESET cortex_buffer.job_token;
 -- Clean up.
 DELETE FROM cortex_buffer.circuit_admission WHERE agent_id = '0193a8b2-0000-7000-8000-0000000f21a1';
 DELETE FROM cortex_buffer.circuit_outcome WHERE agent_id = '0193a8b2-0000-7000-8000-0000000f21a1';

@@ -54,11 +54,13 @@ UPDATE cortex_buffer.job SET status = 'RUNNING' WHERE id = '0193a8b2-0000-7000-8
 -- An invalid status is the enum's own error.
 UPDATE cortex_buffer.job SET status = 'PAUSED' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b04';
 \echo :LAST_ERROR_SQLSTATE
--- The agent may update only its columns; the control plane may update the status.
+-- The agent may update no column (its calls write through the functions, for its own job); the
+-- control plane may update the status.
 SET ROLE regress_agent;
 UPDATE cortex_buffer.job SET status = 'SCHEDULED' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b04';
 \echo :LAST_ERROR_SQLSTATE
 UPDATE cortex_buffer.job SET heartbeat_at = '2000-01-01 00:00:00+00' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b03';
+\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SET ROLE regress_control_plane;
 UPDATE cortex_buffer.job SET status = 'SCHEDULED' WHERE id = '0193a8b2-0000-7000-8000-0000000f2b04';

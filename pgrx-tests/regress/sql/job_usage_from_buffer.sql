@@ -23,9 +23,12 @@ SELECT responses, cost_usd, models, recorded_calls FROM cortex_buffer.job_usage_
 -- Strict: NULL returns no row.
 SELECT count(*) AS rows_for_null FROM cortex_buffer.job_usage_from_buffer(NULL);
 -- The agent, the control plane and the operator may ask; strangers may not (42501).
+SELECT cortex_buffer.job_token('0193a8b2-0000-7000-8000-0000000fa001') AS job_token \gset
+SET cortex_buffer.job_token = :'job_token';
 SET ROLE regress_agent;
 SELECT responses AS as_agent FROM cortex_buffer.job_usage_from_buffer('0193a8b2-0000-7000-8000-0000000fa001');
 RESET ROLE;
+RESET cortex_buffer.job_token;
 SET ROLE regress_control_plane;
 SELECT responses AS as_control_plane FROM cortex_buffer.job_usage_from_buffer('0193a8b2-0000-7000-8000-0000000fa001');
 RESET ROLE;

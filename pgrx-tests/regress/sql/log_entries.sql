@@ -36,7 +36,8 @@ UPDATE cortex_buffer.session_file SET generation = 0, indexed_offset = 0 WHERE p
 SELECT * FROM cortex_buffer.log_entries('logs/tools.jsonl');
 ROLLBACK;
 \echo :LAST_ERROR_SQLSTATE
--- The agent and the operator may read them; the control plane and strangers may not (42501).
+-- The operator may read them; the agent only its own job's files (this one is in no job's directory:
+-- 42501); the control plane and strangers not at all (42501).
 SET ROLE regress_agent;
 SELECT count(*) AS as_agent FROM cortex_buffer.log_entries('logs/tools.jsonl');
 RESET ROLE;

@@ -58,9 +58,12 @@ SELECT count(*) AS rows_for_null FROM cortex_buffer.read_checkpoint(NULL);
 SELECT * FROM cortex_buffer.read_checkpoint('0193a8b2-0000-7000-8000-0000000f04ff');
 \echo :LAST_ERROR_SQLSTATE
 -- The agent may read; the control plane and strangers may not (42501).
+SELECT cortex_buffer.job_token('0193a8b2-0000-7000-8000-0000000f0404') AS job_token \gset
+SET cortex_buffer.job_token = :'job_token';
 SET ROLE regress_agent;
 SELECT source, step_index FROM cortex_buffer.read_checkpoint('0193a8b2-0000-7000-8000-0000000f0404');
 RESET ROLE;
+RESET cortex_buffer.job_token;
 SET ROLE regress_control_plane;
 SELECT * FROM cortex_buffer.read_checkpoint('0193a8b2-0000-7000-8000-0000000f0404');
 \echo :LAST_ERROR_SQLSTATE

@@ -60,11 +60,14 @@ SELECT * FROM cortex_buffer.record_usage('0193a8b2-0000-7000-8000-0000000f11ff',
 -- Nothing was counted by the refused calls.
 SELECT llm_calls FROM cortex_buffer.job_usage WHERE job_id = '0193a8b2-0000-7000-8000-0000000f1101';
 -- The agent may record; the control plane and strangers may not (42501), nor write job_usage themselves.
+SELECT cortex_buffer.job_token('0193a8b2-0000-7000-8000-0000000f1101') AS job_token \gset
+SET cortex_buffer.job_token = :'job_token';
 SET ROLE regress_agent;
 SELECT llm_calls, duplicate FROM cortex_buffer.record_usage('0193a8b2-0000-7000-8000-0000000f1101', 'claude-haiku-4-5-20251001', '{"output_tokens": 1}', 'req-agent');
 UPDATE cortex_buffer.job_usage SET cost_usd = 0 WHERE job_id = '0193a8b2-0000-7000-8000-0000000f1101';
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+RESET cortex_buffer.job_token;
 SET ROLE regress_control_plane;
 SELECT * FROM cortex_buffer.record_usage('0193a8b2-0000-7000-8000-0000000f1101', 'claude-haiku-4-5-20251001', '{"output_tokens": 1}');
 \echo :LAST_ERROR_SQLSTATE

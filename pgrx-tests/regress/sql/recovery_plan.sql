@@ -139,9 +139,12 @@ SELECT cortex_buffer.recovery_plan('0193a8b2-0000-7000-8000-0000000f1e01', NULL,
 SELECT cortex_buffer.recovery_plan('0193a8b2-0000-7000-8000-0000000f1eff');
 \echo :LAST_ERROR_SQLSTATE
 -- The agent, the control plane and the operator may ask; strangers may not (42501).
+SELECT cortex_buffer.job_token('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') AS job_token \gset
+SET cortex_buffer.job_token = :'job_token';
 SET ROLE regress_agent;
 SELECT p->>'reason' AS as_agent FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p;
 RESET ROLE;
+RESET cortex_buffer.job_token;
 SET ROLE regress_control_plane;
 SELECT p->>'reason' AS as_control_plane FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p;
 RESET ROLE;

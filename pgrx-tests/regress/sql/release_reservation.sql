@@ -34,9 +34,12 @@ SET ROLE regress_stranger;
 SELECT cortex_buffer.release_reservation(:'r3');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+SELECT cortex_buffer.job_token(job_id) AS job_token FROM cortex_buffer.budget_reservation WHERE reservation_id = :'r3' \gset
+SET cortex_buffer.job_token = :'job_token';
 SET ROLE regress_agent;
 SELECT cortex_buffer.release_reservation(:'r3') AS released_by_agent;
 RESET ROLE;
+RESET cortex_buffer.job_token;
 -- Clean up.
 DELETE FROM cortex_buffer.budget_reservation WHERE job_id::text LIKE '0193a8b2-0000-7000-8000-0000000f16%';
 DELETE FROM cortex_buffer.agent_budget WHERE agent_id::text LIKE '0193a8b2-0000-7000-8000-0000000f16%';

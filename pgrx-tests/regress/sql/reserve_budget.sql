@@ -65,11 +65,14 @@ SELECT * FROM cortex_buffer.reserve_budget('0193a8b2-0000-7000-8000-0000000f14ff
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS rows_for_null FROM cortex_buffer.reserve_budget('0193a8b2-0000-7000-8000-0000000f1402', NULL, 'claude-haiku-4-5-20251001');
 -- The agent may reserve; the control plane may not (42501), nor write budget_reservation.
+SELECT cortex_buffer.job_token('0193a8b2-0000-7000-8000-0000000f1401') AS job_token \gset
+SET cortex_buffer.job_token = :'job_token';
 SET ROLE regress_agent;
 SELECT allowed, reason FROM cortex_buffer.reserve_budget('0193a8b2-0000-7000-8000-0000000f1401', '{"input_tokens": 1}', 'claude-haiku-4-5-20251001');
 DELETE FROM cortex_buffer.budget_reservation;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+RESET cortex_buffer.job_token;
 SET ROLE regress_control_plane;
 SELECT * FROM cortex_buffer.reserve_budget('0193a8b2-0000-7000-8000-0000000f1401', '{"input_tokens": 1}', 'claude-haiku-4-5-20251001');
 \echo :LAST_ERROR_SQLSTATE

@@ -49,7 +49,8 @@ ROLLBACK;
 \echo :LAST_ERROR_SQLSTATE
 -- Strict: NULL in, NULL out.
 SELECT cortex_buffer.session_recovery(NULL::text) IS NULL AS null_path, cortex_buffer.session_recovery(NULL::uuid) IS NULL AS null_id;
--- The agent, the control plane and the operator may ask; strangers may not (42501).
+-- The control plane and the operator may ask; the agent only about its own job's files (this transcript
+-- is in no job's directory: 42501); strangers not at all (42501).
 SET ROLE regress_agent;
 SELECT p->>'reason' AS as_agent FROM cortex_buffer.session_recovery('proj/11111111-2222-4333-8444-555555555555.jsonl') p;
 RESET ROLE;

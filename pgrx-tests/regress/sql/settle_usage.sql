@@ -43,9 +43,12 @@ SELECT * FROM cortex_buffer.settle_usage(:'r5', '{"input_tokens": 1e16}');
 SELECT * FROM cortex_buffer.settle_usage('0193a8b2-0000-7000-8000-0000000f15ff', '{"input_tokens": 1}');
 \echo :LAST_ERROR_SQLSTATE
 -- The agent may settle; the control plane may not (42501).
+SELECT cortex_buffer.job_token(job_id) AS job_token FROM cortex_buffer.budget_reservation WHERE reservation_id = :'r5' \gset
+SET cortex_buffer.job_token = :'job_token';
 SET ROLE regress_agent;
 SELECT input_tokens, llm_calls, duplicate FROM cortex_buffer.settle_usage(:'r5', '{"input_tokens": 1}');
 RESET ROLE;
+RESET cortex_buffer.job_token;
 SET ROLE regress_control_plane;
 SELECT * FROM cortex_buffer.settle_usage(:'r5', '{"input_tokens": 1}');
 \echo :LAST_ERROR_SQLSTATE

@@ -109,6 +109,8 @@ SELECT length(cortex_buffer.canonical_json('{"s":"01234567"}')) AS canonical_byt
 SELECT step_index, size_bytes FROM cortex_buffer.write_checkpoint('0193a8b2-0000-7000-8000-0000000f0305', '{"s":"01234567"}');
 RESET cortex_buffer.checkpoint_max_bytes;
 -- A non-superuser may not raise the limit.
+SELECT cortex_buffer.job_token('0193a8b2-0000-7000-8000-0000000f0301') AS job_token \gset
+SET cortex_buffer.job_token = :'job_token';
 SET ROLE regress_agent;
 SET cortex_buffer.checkpoint_max_bytes = 1000000;
 \echo :LAST_ERROR_SQLSTATE
@@ -116,6 +118,7 @@ SET cortex_buffer.checkpoint_max_bytes = 1000000;
 SELECT checkpoint_id, step_index FROM cortex_buffer.write_checkpoint('0193a8b2-0000-7000-8000-0000000f0301',
     '{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000f03c7", "step_index": 2}');
 RESET ROLE;
+RESET cortex_buffer.job_token;
 SET ROLE regress_stranger;
 SELECT * FROM cortex_buffer.write_checkpoint('0193a8b2-0000-7000-8000-0000000f0301', '{"step_index": 3}');
 \echo :LAST_ERROR_SQLSTATE

@@ -100,35 +100,25 @@ pub fn named_job(token: &str) -> Option<[u8; 16]> {
     }
 }
 
-const GET_TOKEN: &str =
-    "The control plane issues the token of a job's current attempt with cortex_buffer.job_token(job_id); \
-the pod runs SET cortex_buffer.job_token = '<token>' once per session.";
-
 /// The error for a check that is not `Valid` (42501, with what to do), or none.
 pub fn refusal(check: Check, job: &[u8; 16]) -> Option<CbError> {
     let job = format_uuid(job);
-    let (message, hint) = match check {
+    let denied = |message: String| CbError::new(SqlState::InsufficientPrivilege, message);
+    Some(match check {
         Check::Valid => return None,
-        Check::Missing => (format!("this session has no job token, so it may not act on job {job}"), GET_TOKEN.to_owned()),
-        Check::Malformed => (
-            format!("cortex_buffer.job_token is not a job token, so this session may not act on job {job}"),
-            GET_TOKEN.to_owned(),
-        ),
-        Check::Forged => (
-            format!("cortex_buffer.job_token does not verify, so this session may not act on job {job}"),
-            format!("The token was altered or issued by another installation. {GET_TOKEN}"),
-        ),
-        Check::OtherJob => (
-            format!("this session's job token is for another job, not job {job}"),
-            "A pod may act on its own job only: pass the job id its token names.".to_owned(),
-        ),
-        Check::OtherAttempt { token } => (
-            format!("this session's job token is for attempt {token} of job {job}, which is no longer its current attempt"),
-            "The job was dispatched again: this pod's work is superseded. Stop; the new attempt's pod has its own token."
-                .to_owned(),
-        ),
-    };
-    Some(CbError::new(SqlState::InsufficientPrivilege, message).with_hint(hint))
+        Check::Missing => denied(format!("this session has no job token, so it may not act on job {job}"))
+            .with_hint("The control plane issues the token of a job's current attempt with cortex_buffer.job_token(job_id); the pod runs SET cortex_buffer.job_token = '<token>' once per session."),
+        Check::Malformed => denied(format!("cortex_buffer.job_token is not a job token, so this session may not act on job {job}"))
+            .with_hint("Set cortex_buffer.job_token to the token cortex_buffer.job_token(job_id) returned for this job, as it is (cbjt1.<job id>.<attempt>.<mac>)."),
+        Check::Forged => denied(format!("cortex_buffer.job_token does not verify, so this session may not act on job {job}"))
+            .with_hint("The token was altered, issued by another installation, or revoked (a new secret): ask the control plane for the job's token again."),
+        Check::OtherJob => denied(format!("this session's job token is for another job, not job {job}"))
+            .with_hint("A pod may act on its own job only: pass the job id its token names."),
+        Check::OtherAttempt { token } => denied(format!(
+            "this session's job token is for attempt {token} of job {job}, which is no longer its current attempt"
+        ))
+        .with_hint("The job was dispatched again: this pod's work is superseded. Stop; the new attempt's pod has its own token."),
+    })
 }
 
 #[cfg(test)]
