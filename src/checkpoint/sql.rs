@@ -46,7 +46,8 @@ fn write_checkpoint(
     let doc = required(doc, "doc");
     let regression = allow_step_regression.unwrap_or(false);
     let written =
-        crate::job::authority::act(job, || store::write(job, doc, expected_checkpoint_id, regression)).or_raise();
+        crate::job::authority::act_on_row(job, |may| store::write(job, doc, expected_checkpoint_id, regression, may))
+            .or_raise();
     TableIterator::once((
         Uuid::from_bytes(written.checkpoint_id),
         written.step_index,

@@ -7,6 +7,7 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
+use crate::job::authority::Attempt;
 use crate::job::binding::{self, Access, Binding};
 use crate::pg::guc;
 use crate::pg::jsonb::{malformed, RawJsonb};
@@ -31,7 +32,7 @@ use crate::pg::spi_util::{spi, FirstValue};
 /// writer would see the winner's predecessor as current. Reading the identity in the next
 /// statement takes a fresh snapshot that includes the winner's commit.
 fn lock_sql(b: &Binding) -> String {
-    format!("SELECT 1 FROM {} WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE", b.table)
+    format!("SELECT attempt FROM {} WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE", b.table)
 }
 
 /// The job row's checkpoint identity columns plus the newest history row matching its CRC.
@@ -107,16 +108,19 @@ struct JobRow {
     stored_crc: Option<i64>,
     current: Current,
     doc: Option<RawJsonb>,
+    /// The job's attempt, as the lock read it (only when locked).
+    attempt: Option<i32>,
 }
 
 /// Reads the job row. With `lock`, first locks it and then reads with a fresh snapshot (SPI in
 /// read-write mode), so the values are those of the latest committed writer.
 fn read_job_row(client: &SpiClient<'_>, b: &Binding, job: Uuid, lock: bool) -> Result<Option<JobRow>, CbError> {
+    let mut attempt = None;
     if lock {
         let stmt = b.statement(client, "checkpoint.lock", Access::Write, &[UUID], lock_sql)?;
-        if client.select(&*stmt, Some(1), &[job.into()]).map_err(spi)?.is_empty() {
-            return Ok(None);
-        }
+        let locked = client.select(&*stmt, Some(1), &[job.into()]).map_err(spi)?;
+        let Some(row) = locked.into_iter().next() else { return Ok(None) };
+        attempt = row.get::<i32>(1).map_err(spi)?;
     }
     let (key, access) =
         if lock { ("checkpoint.identity.fresh", Access::Write) } else { ("checkpoint.identity", Access::Read) };
@@ -137,6 +141,7 @@ fn read_job_row(client: &SpiClient<'_>, b: &Binding, job: Uuid, lock: bool) -> R
         stored_crc: row.get(2).map_err(spi)?,
         current: Current::resolve(history, own),
         doc: row.get(7).map_err(spi)?,
+        attempt,
     }))
 }
 
@@ -174,6 +179,7 @@ pub fn write(
     doc: RawJsonb,
     expected: Option<Uuid>,
     allow_step_regression: bool,
+    may: Attempt,
 ) -> Result<Written, CbError> {
     let (own, canonical, stored_size) = doc.with_root(|root, size| {
         let own = doc_identity(root, malformed)?;
@@ -194,6 +200,8 @@ pub fn write(
     with_index_scans(|| {
         Spi::connect_mut(|client| {
             let row = read_job_row(client, &b, job, true)?.ok_or_else(|| b.no_such_job(job))?;
+            // An agent's token must be for the attempt the locked row holds.
+            may.matches(*job.as_bytes(), row.attempt)?;
             may_checkpoint(&job.to_string(), &row.status)?;
             let planned = plan_write(
                 own,

@@ -9,6 +9,7 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
+use crate::job::authority::Attempt;
 use crate::job::binding::{self, Access};
 use crate::pg::planner::with_index_scans;
 use crate::pg::privilege::as_definer;
@@ -27,22 +28,29 @@ use crate::pg::spi_util::{spi, FirstValue};
 /// Records a heartbeat. True while the job is RUNNING or WAITING_FOR_APPROVAL (a paused agent
 /// keeps beating); false otherwise: the agent must stop. Also notes when a paused job was first
 /// seen waiting, and forgets it once the job runs again.
-pub fn heartbeat(job: Uuid) -> Result<bool, CbError> {
+pub fn heartbeat(job: Uuid, may: Attempt) -> Result<bool, CbError> {
     let b = binding::current()?;
     with_index_scans(|| {
         Spi::connect_mut(|client| {
-            // The job row, in the caller's rights.
+            // The job row, in the caller's rights (an agent's: the definer's). Its attempt is
+            // checked against the agent's token here, on the row the beat wrote: a mismatch
+            // raises, which undoes the beat.
             let stmt = b.statement(client, "liveness.heartbeat", Access::Write, &[UUID], |b| {
                 format!(
                     "UPDATE {t} SET heartbeat_at = pg_catalog.now()
                       WHERE id OPERATOR(pg_catalog.=) $1
                         AND (status OPERATOR(pg_catalog.=) 'RUNNING' OR status OPERATOR(pg_catalog.=) 'WAITING_FOR_APPROVAL')
-                     RETURNING status::pg_catalog.text",
+                     RETURNING status::pg_catalog.text, attempt",
                     t = b.table
                 )
             })?;
-            let status: Option<String> = client.update(&*stmt, None, &[job.into()]).map_err(spi)?.pipe_first()?;
-            let Some(status) = status else { return Ok(false) };
+            let rows = client.update(&*stmt, None, &[job.into()]).map_err(spi)?;
+            let row = match rows.into_iter().next() {
+                Some(r) => Some((r.get::<String>(1).map_err(spi)?, r.get::<i32>(2).map_err(spi)?)),
+                None => None,
+            };
+            let Some((Some(status), attempt)) = row else { return Ok(false) };
+            may.matches(*job.as_bytes(), attempt)?;
             // When it was first seen waiting: the extension's own table, as the definer role.
             let key = if status == "WAITING_FOR_APPROVAL" { "liveness.wait.note" } else { "liveness.wait.forget" };
             let note = b.statement(client, key, Access::Write, &[UUID], |_| {

@@ -25,7 +25,7 @@ fn positive(i: &Interval, name: &str) {
 /// agent must stop.
 #[pg_extern(volatile, strict)]
 fn heartbeat(job_id: Uuid) -> bool {
-    crate::job::authority::act(job_id, || liveness_store::heartbeat(job_id)).or_raise()
+    crate::job::authority::act_on_row(job_id, |may| liveness_store::heartbeat(job_id, may)).or_raise()
 }
 
 /// Transitions RUNNING jobs without a recent heartbeat to FAILED and then RETRYING or

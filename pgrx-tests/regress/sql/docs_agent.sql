@@ -15,6 +15,23 @@ BEGIN
     END IF;
 END $$;
 SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'agent_app') THEN CREATE ROLE agent_app NOLOGIN; END IF;
+    IF NOT pg_has_role('agent_app', 'cortex_buffer_agent', 'MEMBER') THEN GRANT cortex_buffer_agent TO agent_app; END IF;
+END $$;
+-- docs/agent.md ## First: present the job token
+-- the control plane's part, at dispatch (psql's \gset keeps the token in :token; a pod reads it
+-- from its environment)
+SELECT cortex_buffer.job_token('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') AS token \gset
+-- docs/agent.md ## First: present the job token (hidden setup)
+SET ROLE agent_app;
+-- docs/agent.md ## First: present the job token
+-- the pod: present the token, check it
+SELECT set_config('cortex_buffer.job_token', :'token', false) IS NOT NULL AS presented;
+SELECT cortex_buffer.authorize_job('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') AS may_act;
+-- another job: 42501
+SELECT * FROM cortex_buffer.read_checkpoint('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e60');
 -- docs/agent.md ## At start: `recovery_plan`
 SELECT p->>'action' AS action, p->'checkpoint'->>'checkpoint_id' AS checkpoint_id,
        p->'checkpoint'->>'resume_step' AS resume_step, p->>'mode' AS mode, p->>'reason' AS reason,
@@ -56,6 +73,8 @@ SELECT * FROM cortex_buffer.write_checkpoint('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e
        '{"step_index": 1, "state": {"emailed": true}}',
        expected_checkpoint_id => '0193a8b2-0000-7000-8000-0000000000c1');
 -- docs/agent.md ## After each step: `write_checkpoint` (hidden setup)
+RESET ROLE;
+RESET cortex_buffer.job_token;
 -- Put the fixture job's checkpoint back to c1 (as its session file's marker says), for the
 -- pages that run after this one.
 SELECT checkpoint_id FROM cortex_buffer.write_checkpoint('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f',

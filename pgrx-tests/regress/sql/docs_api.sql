@@ -23,6 +23,44 @@ BEGIN
     END IF;
 END $$;
 SELECT count(*) AS session_files FROM cortex_buffer.index_sessions();
+-- docs/api.md ### `job_token` (hidden setup)
+INSERT INTO cortex_buffer.job (id, agent_id, status, attempt, heartbeat_at, updated_at) VALUES
+    ('d0c5a000-0000-4000-8000-000000000020', 'd0c5a000-0000-4000-8000-0000000000a1', 'RUNNING', 1, now(), now());
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'agent_app') THEN CREATE ROLE agent_app NOLOGIN; END IF;
+    IF NOT pg_has_role('agent_app', 'cortex_buffer_agent', 'MEMBER') THEN GRANT cortex_buffer_agent TO agent_app; END IF;
+END $$;
+-- docs/api.md ### `job_token`
+-- job …20 is at attempt 1: its token names it, and is the same on every call
+SELECT t ~ '^cbjt1\.d0c5a000-0000-4000-8000-000000000020\.1\.[0-9a-f]{64}$' AS well_formed,
+       t = cortex_buffer.job_token('d0c5a000-0000-4000-8000-000000000020') AS same_again
+  FROM cortex_buffer.job_token('d0c5a000-0000-4000-8000-000000000020') t;
+-- the pod's session presents it; as the pod's login role (agent_app) it may act on job …20
+SELECT set_config('cortex_buffer.job_token', cortex_buffer.job_token('d0c5a000-0000-4000-8000-000000000020'), false)
+       IS NOT NULL AS presented;
+SET ROLE agent_app;
+SELECT cortex_buffer.heartbeat('d0c5a000-0000-4000-8000-000000000020') AS keep_going;
+-- ... and on no other job (42501)
+SELECT cortex_buffer.heartbeat('d0c5a000-0000-4000-8000-000000000006');
+RESET ROLE;
+-- the control plane dispatches job …20 again: the old pod's token is refused (42501, stop)
+UPDATE cortex_buffer.job SET attempt = attempt + 1 WHERE id = 'd0c5a000-0000-4000-8000-000000000020';
+SET ROLE agent_app;
+SELECT cortex_buffer.heartbeat('d0c5a000-0000-4000-8000-000000000020');
+RESET ROLE;
+-- the new attempt's token names attempt 2
+SELECT split_part(cortex_buffer.job_token('d0c5a000-0000-4000-8000-000000000020'), '.', 3) AS attempt;
+RESET cortex_buffer.job_token;
+-- docs/api.md ### `authorize_job`
+-- a fleet role (here a superuser) may act on every job
+SELECT cortex_buffer.authorize_job('d0c5a000-0000-4000-8000-000000000020') AS fleet;
+-- the pod's login role without a token may not
+SET ROLE agent_app;
+SELECT cortex_buffer.authorize_job('d0c5a000-0000-4000-8000-000000000020');
+-- nor issue one
+SELECT cortex_buffer.job_token('d0c5a000-0000-4000-8000-000000000020');
+RESET ROLE;
 -- docs/api.md ### `write_checkpoint`
 SELECT * FROM cortex_buffer.write_checkpoint('d0c5a000-0000-4000-8000-000000000001',
     '{"checkpoint_id": "d0c5a000-0000-7000-8000-0000000000c1", "step_index": 0, "state": {"done": ["search"]}}');
@@ -60,11 +98,16 @@ RESET client_min_messages;
 -- docs/api.md ### `heartbeat`
 SELECT cortex_buffer.heartbeat('d0c5a000-0000-4000-8000-000000000003') AS keep_going,
        cortex_buffer.heartbeat('d0c5a000-0000-4000-8000-0000000fffff') AS unknown_job;
+-- docs/api.md ### `reap_zombies` (hidden setup)
+INSERT INTO cortex_buffer.job (id, agent_id, status, attempt, heartbeat_at, updated_at) VALUES
+    ('d0c5a000-0000-4000-8000-000000000007', 'd0c5a000-0000-4000-8000-0000000000a1', 'RUNNING', 1, 'infinity', now());
 -- docs/api.md ### `reap_zombies`
--- job …04 last beat two hours ago
-SELECT job_id, attempt, new_status, retry_after FROM cortex_buffer.reap_zombies('1 hour');
-SELECT status, error->>'reason' AS reason, error->'retry_decision' AS decision
-  FROM cortex_buffer.job WHERE id = 'd0c5a000-0000-4000-8000-000000000004';
+-- job …04 last beat two hours ago; job …07's heartbeat_at is 'infinity', which heartbeat() never writes
+SELECT job_id, attempt, new_status, retry_after FROM cortex_buffer.reap_zombies('1 hour') ORDER BY job_id;
+SELECT id, status, error->>'reason' AS reason, error->>'stale_for' IS NULL AS no_stale_for,
+       error->'heartbeat_in_future' AS in_future, error->'retry_decision' AS decision
+  FROM cortex_buffer.job WHERE id IN ('d0c5a000-0000-4000-8000-000000000004', 'd0c5a000-0000-4000-8000-000000000007')
+ ORDER BY id;
 -- docs/api.md ### `reaper_index_sql`
 SELECT cortex_buffer.reaper_index_sql();
 -- docs/api.md ### `idle_paused_jobs`

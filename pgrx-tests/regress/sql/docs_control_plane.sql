@@ -56,14 +56,16 @@ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'agent_app') THEN CREATE ROLE agent_app NOLOGIN; END IF;
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'control_plane_app') THEN CREATE ROLE control_plane_app NOLOGIN; END IF;
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'operator_app') THEN CREATE ROLE operator_app NOLOGIN; END IF;
+    IF NOT pg_has_role('agent_app', 'cortex_buffer_agent', 'MEMBER') THEN GRANT cortex_buffer_agent TO agent_app; END IF;
 END $$;
 -- docs/control-plane.md ## Bind to your job table
 SET cortex_buffer.job_table = 'public.job';
 -- the first call in a session checks the table against the contract below
 SELECT cortex_buffer.heartbeat('d0c5a200-0000-4000-8000-000000000002') AS beats;
 -- docs/control-plane.md ### Grants on the bound table
+GRANT USAGE ON SCHEMA public TO cortex_buffer_definer;
 GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
-   ON public.job TO agent_app;
+   ON public.job TO cortex_buffer_definer;
 GRANT SELECT, UPDATE ON public.job TO control_plane_app;
 GRANT SELECT ON public.job TO operator_app;
 -- docs/control-plane.md ### The reaper's index
@@ -74,6 +76,19 @@ SELECT indexrelid::regclass AS index, pg_get_indexdef(indexrelid) AS definition
 SELECT item, ok, fix FROM cortex_buffer.check_binding();
 SELECT cortex_buffer.install_checkpoint_trigger();
 SELECT item, ok FROM cortex_buffer.check_binding();
+-- docs/control-plane.md ## Job tokens
+-- at dispatch: job …02 runs its first attempt; its token names the job and the attempt
+SELECT split_part(t, '.', 2) AS job, split_part(t, '.', 3) AS attempt
+  FROM cortex_buffer.job_token('d0c5a200-0000-4000-8000-000000000002') t;
+-- docs/control-plane.md ## Job tokens
+SELECT cortex_buffer.job_token('d0c5a200-0000-4000-8000-000000000002') AS token \gset
+SET ROLE agent_app;
+SELECT set_config('cortex_buffer.job_token', :'token', false) IS NOT NULL AS presented;
+SELECT cortex_buffer.heartbeat('d0c5a200-0000-4000-8000-000000000002') AS keep_going;
+-- the agent login reads nothing itself, not even the job it beats for
+SELECT count(*) FROM public.job;
+RESET ROLE;
+RESET cortex_buffer.job_token;
 -- docs/control-plane.md ## Reap zombies every minute
 SELECT job_id, attempt, new_status, retry_after FROM cortex_buffer.reap_zombies();
 SELECT status, error->>'reason' AS reason, error->'retry_decision'->>'strategy' AS strategy
