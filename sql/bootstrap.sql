@@ -46,8 +46,8 @@ DECLARE
     r record;
     role_name text;
 BEGIN
-    FOREACH role_name IN ARRAY ARRAY['cortex_buffer_definer', 'cortex_buffer_agent', 'cortex_buffer_control_plane',
-                                     'cortex_buffer_operator'] LOOP
+    FOREACH role_name IN ARRAY ARRAY['cortex_buffer_definer', 'cortex_buffer_agent_call', 'cortex_buffer_agent',
+                                     'cortex_buffer_control_plane', 'cortex_buffer_operator'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) role_name) THEN
             EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', role_name);
         END IF;
@@ -64,6 +64,12 @@ BEGIN
         RAISE EXCEPTION 'role cortex_buffer_definer has members'
             USING ERRCODE = '42501',
                   HINT = 'Nobody may act as cortex_buffer_definer: REVOKE cortex_buffer_definer FROM each member, then install again.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members
+                WHERE roleid OPERATOR(pg_catalog.=) 'cortex_buffer_agent_call'::pg_catalog.regrole) THEN
+        RAISE EXCEPTION 'role cortex_buffer_agent_call has members'
+            USING ERRCODE = '42501',
+                  HINT = 'Nobody may act as cortex_buffer_agent_call: REVOKE cortex_buffer_agent_call FROM each member, then install again.';
     END IF;
 END
 $$;

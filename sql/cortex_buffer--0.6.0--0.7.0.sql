@@ -7,6 +7,31 @@
 -- sql/privileges.sql's.
 \echo Use "ALTER EXTENSION cortex_buffer UPDATE TO '0.7.0'" to load this file. \quit
 
+-- The role an agent's call runs as once its job token checks out (see sql/privileges.sql):
+-- created when missing, with the same rules as the install's roles.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'cortex_buffer_agent_call') THEN
+        CREATE ROLE cortex_buffer_agent_call NOLOGIN;
+    END IF;
+    SELECT rolcanlogin, rolsuper, rolbypassrls, rolcreaterole, rolcreatedb, rolreplication INTO r
+      FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'cortex_buffer_agent_call';
+    IF r.rolcanlogin OR r.rolsuper OR r.rolbypassrls OR r.rolcreaterole OR r.rolcreatedb OR r.rolreplication THEN
+        RAISE EXCEPTION 'role % exists with LOGIN or other attributes cortex_buffer''s roles must not have', 'cortex_buffer_agent_call'
+            USING ERRCODE = '42501',
+                  HINT = 'cortex_buffer''s roles are privilege containers: ALTER ROLE cortex_buffer_agent_call NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB NOREPLICATION, then install again; grant the role to login roles instead.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members
+                WHERE roleid OPERATOR(pg_catalog.=) 'cortex_buffer_agent_call'::pg_catalog.regrole) THEN
+        RAISE EXCEPTION 'role cortex_buffer_agent_call has members'
+            USING ERRCODE = '42501',
+                  HINT = 'Nobody may act as cortex_buffer_agent_call: REVOKE cortex_buffer_agent_call FROM each member, then install again.';
+    END IF;
+END
+$$;
+
 -- Crash artefacts: a line a writer's crash cut, directly followed by a new writer. Rows indexed
 -- before this version count none (until their file is indexed again).
 ALTER TABLE cortex_buffer.session_file
@@ -112,7 +137,7 @@ COMMENT ON TRIGGER checkpoint_marked ON cortex_buffer.job IS
 'Checkpoints written without write_checkpoint get a high-water mark too, so recovery_plan can place the session files after them without clocks.';
 
 COMMENT ON FUNCTION cortex_buffer.check_binding() IS
-'What cortex_buffer checks about the job table cortex_buffer.job_table names: job_table (the column contract), reaper_index (an index serving reap_zombies), checkpoint_trigger (checkpoints written by a plain UPDATE get a high-water mark). ok, what was found, and the statement that fixes a missing piece.';
+'What cortex_buffer checks about the job table cortex_buffer.job_table names: job_table (the column contract), reaper_index (an index serving reap_zombies), checkpoint_trigger (checkpoints written by a plain UPDATE get a high-water mark), agent_grants (cortex_buffer_agent_call, which agents'' calls run as, may read the table and write its agent columns). ok, what was found, and the statement that fixes a missing piece.';
 COMMENT ON FUNCTION cortex_buffer.install_checkpoint_trigger() IS
 'Puts the checkpoint_marked trigger (named cortex_buffer_checkpoint_marked) on the bound job table, once: checkpoints the control plane writes with a plain UPDATE then get their high-water mark. Runs with the caller''s rights: the table''s owner, or a superuser.';
 
@@ -148,7 +173,7 @@ LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'authorize_job_wrapper';
 
 COMMENT ON FUNCTION cortex_buffer.job_token(uuid) IS
-'The job token of a job''s current attempt: cbjt1.<job id>.<attempt>.<HMAC-SHA256, hex>. The control plane issues it when it dispatches the job; the pod runs SET cortex_buffer.job_token = ''<token>'' once per session, and may then act on that job (and no other) until the job is dispatched again. Control plane and operator only.';
+'The job token of a job''s current attempt: cbjt1.<job id>.<attempt>.<HMAC-SHA256, hex>. The control plane issues it when it dispatches the job; the pod presents it once per session with set_config(''cortex_buffer.job_token'', $1, false), the token passed as a parameter (a literal SET shows the token in pg_stat_activity), and may then act on that job (and no other) until the job is dispatched again. Control plane and operator only.';
 COMMENT ON FUNCTION cortex_buffer.authorize_job(uuid) IS
 'True when this session may act on the job: a superuser, a control-plane or operator role, or a session whose cortex_buffer.job_token is the token of the job''s current attempt; 42501 with a HINT otherwise. A pod can call it once at start to check its token; job_events calls it.';
 
@@ -217,9 +242,7 @@ $reset$;
 -- cortex_buffer_definer (NOLOGIN, not a superuser, no members) is the role the extension's
 -- own writes run as: the functions switch to it for their statements on these tables, exactly
 -- as a SECURITY DEFINER function owned by it would, and the background worker runs its
--- transactions as it. Statements on the bound job table run as the caller, except for an agent's
--- call (authorised by its job token), which runs as this role throughout: so it reads and writes
--- the job table for the agent, whose own role holds no privilege on it.
+-- transactions as it. Statements on the bound job table run as the caller.
 GRANT SELECT, INSERT, UPDATE, DELETE ON
     cortex_buffer.checkpoint_history, cortex_buffer.crash, cortex_buffer.job_wait,
     cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
@@ -230,8 +253,6 @@ GRANT SELECT ON cortex_buffer.circuit_config TO cortex_buffer_definer;
 GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.crash_seq, cortex_buffer.usage_ledger_seq,
       cortex_buffer.session_file_seq, cortex_buffer.checkpoint_mark_seq TO cortex_buffer_definer;
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
-GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
-    ON cortex_buffer.job TO cortex_buffer_definer;
 -- The job-token secret: the definer role alone reads it (and makes it, on first use).
 GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
 -- job_events runs as the definer role (its owner) and asks authorize_job first.
@@ -272,10 +293,24 @@ GRANT SELECT ON cortex_buffer.model_price TO PUBLIC;
 REVOKE ALL ON cortex_buffer.indexer_status FROM PUBLIC;
 GRANT SELECT ON cortex_buffer.indexer_status TO pg_monitor, cortex_buffer_operator;
 
+-- cortex_buffer_agent_call (NOLOGIN, no members) is the role an agent's call runs as once its
+-- job token checks out: it reads what the lookups read and writes the job table's agent columns.
+-- It cannot read the token secret or write the extension's tables (those statements switch to
+-- the definer role, as everyone's do), so a bound table's triggers, which run as this role during
+-- an agent's call, gain nothing the agent's functions do not already do.
+GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
+    ON cortex_buffer.job TO cortex_buffer_agent_call;
+GRANT SELECT ON
+    cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.crash, cortex_buffer.job_wait,
+    cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome, cortex_buffer.job_usage,
+    cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_agent_call;
+
 -- The agent: its own job's heartbeat, checkpoints, spend, recovery, timeline, state and events,
 -- and nothing else. Each of these functions checks the session's job token (cortex_buffer.job_token)
--- against the job it is asked about, and then runs as the definer role: the agent role holds no
--- privilege on any table, the job table included.
+-- against the job it is asked about, and then runs as cortex_buffer_agent_call: the agent role
+-- holds no privilege on any table, the job table included.
 GRANT EXECUTE ON FUNCTION
     cortex_buffer.heartbeat(uuid), cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean),
     cortex_buffer.read_checkpoint(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),

@@ -42,9 +42,7 @@ $reset$;
 -- cortex_buffer_definer (NOLOGIN, not a superuser, no members) is the role the extension's
 -- own writes run as: the functions switch to it for their statements on these tables, exactly
 -- as a SECURITY DEFINER function owned by it would, and the background worker runs its
--- transactions as it. Statements on the bound job table run as the caller, except for an agent's
--- call (authorised by its job token), which runs as this role throughout: so it reads and writes
--- the job table for the agent, whose own role holds no privilege on it.
+-- transactions as it. Statements on the bound job table run as the caller.
 GRANT SELECT, INSERT, UPDATE, DELETE ON
     cortex_buffer.checkpoint_history, cortex_buffer.crash, cortex_buffer.job_wait,
     cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
@@ -55,8 +53,6 @@ GRANT SELECT ON cortex_buffer.circuit_config TO cortex_buffer_definer;
 GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.crash_seq, cortex_buffer.usage_ledger_seq,
       cortex_buffer.session_file_seq, cortex_buffer.checkpoint_mark_seq TO cortex_buffer_definer;
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
-GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
-    ON cortex_buffer.job TO cortex_buffer_definer;
 -- The job-token secret: the definer role alone reads it (and makes it, on first use).
 GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
 -- job_events runs as the definer role (its owner) and asks authorize_job first.
@@ -97,10 +93,24 @@ GRANT SELECT ON cortex_buffer.model_price TO PUBLIC;
 REVOKE ALL ON cortex_buffer.indexer_status FROM PUBLIC;
 GRANT SELECT ON cortex_buffer.indexer_status TO pg_monitor, cortex_buffer_operator;
 
+-- cortex_buffer_agent_call (NOLOGIN, no members) is the role an agent's call runs as once its
+-- job token checks out: it reads what the lookups read and writes the job table's agent columns.
+-- It cannot read the token secret or write the extension's tables (those statements switch to
+-- the definer role, as everyone's do), so a bound table's triggers, which run as this role during
+-- an agent's call, gain nothing the agent's functions do not already do.
+GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
+    ON cortex_buffer.job TO cortex_buffer_agent_call;
+GRANT SELECT ON
+    cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.crash, cortex_buffer.job_wait,
+    cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome, cortex_buffer.job_usage,
+    cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_agent_call;
+
 -- The agent: its own job's heartbeat, checkpoints, spend, recovery, timeline, state and events,
 -- and nothing else. Each of these functions checks the session's job token (cortex_buffer.job_token)
--- against the job it is asked about, and then runs as the definer role: the agent role holds no
--- privilege on any table, the job table included.
+-- against the job it is asked about, and then runs as cortex_buffer_agent_call: the agent role
+-- holds no privilege on any table, the job table included.
 GRANT EXECUTE ON FUNCTION
     cortex_buffer.heartbeat(uuid), cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean),
     cortex_buffer.read_checkpoint(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),

@@ -468,8 +468,8 @@ DECLARE
     r record;
     role_name text;
 BEGIN
-    FOREACH role_name IN ARRAY ARRAY['cortex_buffer_definer', 'cortex_buffer_agent', 'cortex_buffer_control_plane',
-                                     'cortex_buffer_operator'] LOOP
+    FOREACH role_name IN ARRAY ARRAY['cortex_buffer_definer', 'cortex_buffer_agent_call', 'cortex_buffer_agent',
+                                     'cortex_buffer_control_plane', 'cortex_buffer_operator'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) role_name) THEN
             EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', role_name);
         END IF;
@@ -486,6 +486,12 @@ BEGIN
         RAISE EXCEPTION 'role cortex_buffer_definer has members'
             USING ERRCODE = '42501',
                   HINT = 'Nobody may act as cortex_buffer_definer: REVOKE cortex_buffer_definer FROM each member, then install again.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members
+                WHERE roleid OPERATOR(pg_catalog.=) 'cortex_buffer_agent_call'::pg_catalog.regrole) THEN
+        RAISE EXCEPTION 'role cortex_buffer_agent_call has members'
+            USING ERRCODE = '42501',
+                  HINT = 'Nobody may act as cortex_buffer_agent_call: REVOKE cortex_buffer_agent_call FROM each member, then install again.';
     END IF;
 END
 $$;
@@ -1200,9 +1206,7 @@ $reset$;
 -- cortex_buffer_definer (NOLOGIN, not a superuser, no members) is the role the extension's
 -- own writes run as: the functions switch to it for their statements on these tables, exactly
 -- as a SECURITY DEFINER function owned by it would, and the background worker runs its
--- transactions as it. Statements on the bound job table run as the caller, except for an agent's
--- call (authorised by its job token), which runs as this role throughout: so it reads and writes
--- the job table for the agent, whose own role holds no privilege on it.
+-- transactions as it. Statements on the bound job table run as the caller.
 GRANT SELECT, INSERT, UPDATE, DELETE ON
     cortex_buffer.checkpoint_history, cortex_buffer.crash, cortex_buffer.job_wait,
     cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
@@ -1213,8 +1217,6 @@ GRANT SELECT ON cortex_buffer.circuit_config TO cortex_buffer_definer;
 GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.crash_seq, cortex_buffer.usage_ledger_seq,
       cortex_buffer.session_file_seq, cortex_buffer.checkpoint_mark_seq TO cortex_buffer_definer;
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
-GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
-    ON cortex_buffer.job TO cortex_buffer_definer;
 -- The job-token secret: the definer role alone reads it (and makes it, on first use).
 GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
 -- job_events runs as the definer role (its owner) and asks authorize_job first.
@@ -1255,10 +1257,24 @@ GRANT SELECT ON cortex_buffer.model_price TO PUBLIC;
 REVOKE ALL ON cortex_buffer.indexer_status FROM PUBLIC;
 GRANT SELECT ON cortex_buffer.indexer_status TO pg_monitor, cortex_buffer_operator;
 
+-- cortex_buffer_agent_call (NOLOGIN, no members) is the role an agent's call runs as once its
+-- job token checks out: it reads what the lookups read and writes the job table's agent columns.
+-- It cannot read the token secret or write the extension's tables (those statements switch to
+-- the definer role, as everyone's do), so a bound table's triggers, which run as this role during
+-- an agent's call, gain nothing the agent's functions do not already do.
+GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
+    ON cortex_buffer.job TO cortex_buffer_agent_call;
+GRANT SELECT ON
+    cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.crash, cortex_buffer.job_wait,
+    cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome, cortex_buffer.job_usage,
+    cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_agent_call;
+
 -- The agent: its own job's heartbeat, checkpoints, spend, recovery, timeline, state and events,
 -- and nothing else. Each of these functions checks the session's job token (cortex_buffer.job_token)
--- against the job it is asked about, and then runs as the definer role: the agent role holds no
--- privilege on any table, the job table included.
+-- against the job it is asked about, and then runs as cortex_buffer_agent_call: the agent role
+-- holds no privilege on any table, the job table included.
 GRANT EXECUTE ON FUNCTION
     cortex_buffer.heartbeat(uuid), cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean),
     cortex_buffer.read_checkpoint(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
@@ -1795,11 +1811,11 @@ COMMENT ON INDEX cortex_buffer.budget_reservation_forget_idx IS 'Closed and expi
 
 -- The binding's functions (sql.rs defines them): their comments. Grants: sql/privileges.sql.
 COMMENT ON FUNCTION cortex_buffer.check_binding() IS
-'What cortex_buffer checks about the job table cortex_buffer.job_table names: job_table (the column contract), reaper_index (an index serving reap_zombies), checkpoint_trigger (checkpoints written by a plain UPDATE get a high-water mark). ok, what was found, and the statement that fixes a missing piece.';
+'What cortex_buffer checks about the job table cortex_buffer.job_table names: job_table (the column contract), reaper_index (an index serving reap_zombies), checkpoint_trigger (checkpoints written by a plain UPDATE get a high-water mark), agent_grants (cortex_buffer_agent_call, which agents'' calls run as, may read the table and write its agent columns). ok, what was found, and the statement that fixes a missing piece.';
 COMMENT ON FUNCTION cortex_buffer.install_checkpoint_trigger() IS
 'Puts the checkpoint_marked trigger (named cortex_buffer_checkpoint_marked) on the bound job table, once: checkpoints the control plane writes with a plain UPDATE then get their high-water mark. Runs with the caller''s rights: the table''s owner, or a superuser.';
 COMMENT ON FUNCTION cortex_buffer.job_token(uuid) IS
-'The job token of a job''s current attempt: cbjt1.<job id>.<attempt>.<HMAC-SHA256, hex>. The control plane issues it when it dispatches the job; the pod runs SET cortex_buffer.job_token = ''<token>'' once per session, and may then act on that job (and no other) until the job is dispatched again. Control plane and operator only.';
+'The job token of a job''s current attempt: cbjt1.<job id>.<attempt>.<HMAC-SHA256, hex>. The control plane issues it when it dispatches the job; the pod presents it once per session with set_config(''cortex_buffer.job_token'', $1, false), the token passed as a parameter (a literal SET shows the token in pg_stat_activity), and may then act on that job (and no other) until the job is dispatched again. Control plane and operator only.';
 COMMENT ON FUNCTION cortex_buffer.authorize_job(uuid) IS
 'True when this session may act on the job: a superuser, a control-plane or operator role, or a session whose cortex_buffer.job_token is the token of the job''s current attempt; 42501 with a HINT otherwise. A pod can call it once at start to check its token; job_events calls it.';
 /* </end connected objects> */

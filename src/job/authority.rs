@@ -3,8 +3,11 @@
 //! Fleet roles (a superuser, or a role with the privileges of `cortex_buffer_control_plane` or
 //! `cortex_buffer_operator`) act on every job, with their own rights, as before. Any other
 //! caller of a per-job function (an agent pod) must present the job token of that job's
-//! current attempt in `cortex_buffer.job_token`; the call then runs as the definer role, which
-//! holds the job-table and index privileges the agent role no longer has. So one agent login
+//! current attempt in `cortex_buffer.job_token`; the call then runs as `cortex_buffer_agent_call`,
+//! which holds the job-table and index privileges the agent role no longer has (reads, and the
+//! job table's agent columns), while the secret is read as the definer role alone. So a bound
+//! table's triggers, which run as the agent-call role during an agent's call, cannot read the
+//! secret or write the extension's own tables. So one agent login
 //! shared by thousands of pods acts on one job per session, and the pod of an earlier attempt
 //! is refused as soon as the job is dispatched again. The rules and messages are pure
 //! (`cortex_buffer_core::job::token`); this module reads the secret and the job's attempt.
@@ -23,7 +26,7 @@ use cortex_buffer_core::job::token::{self, Check};
 use crate::job::binding::{self, Access};
 use crate::pg::guc;
 use crate::pg::planner::pinned;
-use crate::pg::privilege::{as_definer, caller_is_superuser, running_as_definer};
+use crate::pg::privilege::{as_agent_call, as_definer, caller_is_superuser, running_as_definer};
 use crate::pg::spi_util::{prepared_read, spi};
 
 const FLEET_ROLES: [&std::ffi::CStr; 2] = [c"cortex_buffer_control_plane", c"cortex_buffer_operator"];
@@ -61,12 +64,12 @@ pub fn authorize(job: Uuid) -> Result<bool, CbError> {
 }
 
 /// Runs `f` for `job`: as the caller for a fleet role; for anyone else, only with this
-/// session's token for the job's current attempt, and then as the definer role.
+/// session's token for the job's current attempt, and then as the agent-call role.
 pub fn act<R>(job: Uuid, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
     if fleet_caller() {
         return f();
     }
-    as_definer(|| {
+    as_agent_call(|| {
         verify(*job.as_bytes())?;
         f()
     })
@@ -96,13 +99,13 @@ pub fn act_on_file<R>(path: &str, f: impl FnOnce() -> Result<R, CbError>) -> Res
 }
 
 /// Runs `f` (a lookup of which file a call is about, such as a session id's transcript) as the
-/// definer role for a caller that is not a fleet role, who no longer reads the index itself;
+/// agent-call role for a caller that is not a fleet role, who no longer reads the index itself;
 /// the call on the file it names is then checked by `act_on_file`.
 pub fn lookup<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
     if fleet_caller() {
         f()
     } else {
-        as_definer(f)
+        as_agent_call(f)
     }
 }
 
@@ -124,8 +127,8 @@ fn job_of_path(path: &str) -> Option<[u8; 16]> {
     parse_uuid(first)
 }
 
-/// Checks that this session's token is genuine and names `job` (running as the definer role,
-/// which alone may read the secret); returns the attempt it was issued for.
+/// Checks that this session's token is genuine and names `job` (reading the secret as the
+/// definer role, which alone may); returns the attempt it was issued for.
 fn verify_token(job: [u8; 16]) -> Result<i32, CbError> {
     let presented = guc::job_token();
     let refuse = |c: Check| Err(token::refusal(c, &job).unwrap_or_else(|| refused(&job)));
@@ -134,7 +137,7 @@ fn verify_token(job: [u8; 16]) -> Result<i32, CbError> {
     }
     let Some(token_job) = token::named_job(&presented) else { return refuse(Check::Malformed) };
     let Some(token_attempt) = token_attempt(&presented) else { return refuse(Check::Malformed) };
-    let Some(secret) = Spi::connect(|client| key(client))? else {
+    let Some(secret) = as_definer(|| Spi::connect(|client| key(client)))? else {
         // No secret yet: no token was ever issued here.
         return refuse(Check::Forged);
     };
@@ -192,7 +195,7 @@ pub fn act_on_row<R>(job: Uuid, f: impl FnOnce(Attempt) -> Result<R, CbError>) -
     if fleet_caller() {
         return f(Attempt(None));
     }
-    as_definer(|| {
+    as_agent_call(|| {
         let token_attempt = verify_token(*job.as_bytes())?;
         f(Attempt(Some(token_attempt)))
     })
@@ -229,15 +232,19 @@ pub fn issue(job: Uuid) -> Result<String, CbError> {
         .with_hint("Grant cortex_buffer_control_plane to the role that dispatches jobs."));
     }
     let b = binding::current()?;
+    // The attempt with the caller's rights (the control plane reads its job table); the secret
+    // as the definer role.
+    let attempt = Spi::connect(|client| {
+        let stmt = b.statement(client, "authority.attempt", Access::Read, &[UUID], |b| {
+            format!("SELECT attempt FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)
+        })?;
+        let rows = client.select(&*stmt, Some(1), &[job.into()]).map_err(spi)?;
+        let Some(row) = rows.into_iter().next() else { return Err(b.no_such_job(job)) };
+        Ok(row.get::<i32>(1).map_err(spi)?.unwrap_or(0))
+    })?;
     pinned(|| {
         as_definer(|| {
             Spi::connect_mut(|client| {
-                let stmt = b.statement(client, "authority.attempt", Access::Read, &[UUID], |b| {
-                    format!("SELECT attempt FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)
-                })?;
-                let rows = client.select(&*stmt, Some(1), &[job.into()]).map_err(spi)?;
-                let Some(row) = rows.into_iter().next() else { return Err(b.no_such_job(job)) };
-                let attempt = row.get::<i32>(1).map_err(spi)?.unwrap_or(0);
                 let secret = match key(client)? {
                     Some(s) => s,
                     None => {

@@ -182,4 +182,27 @@ mod tests {
             "true null"
         );
     }
+
+    #[pg_test]
+    fn the_job_tables_triggers_run_as_the_agent_call_role_which_cannot_read_the_secret() {
+        roles();
+        let a = new_job("cortex_buffer.job", "RUNNING");
+        run("CREATE TABLE public.spied (who text, secret text)");
+        run("GRANT INSERT ON public.spied TO PUBLIC");
+        run("CREATE FUNCTION public.spy() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 BEGIN
+                     INSERT INTO public.spied SELECT current_user, encode(secret, 'hex') FROM cortex_buffer.job_token_key;
+                 EXCEPTION WHEN insufficient_privilege THEN
+                     INSERT INTO public.spied VALUES (current_user, 'denied');
+                 END;
+                 RETURN NEW;
+             END $$");
+        run("CREATE TRIGGER spy BEFORE UPDATE ON cortex_buffer.job FOR EACH ROW EXECUTE FUNCTION public.spy()");
+        assert_eq!(as_pod(Some(&token_of(&a)), &format!("SELECT cortex_buffer.heartbeat('{a}')")).0, "00000");
+        assert_eq!(
+            one("SELECT string_agg(who || ' ' || secret, ',') FROM public.spied"),
+            "cortex_buffer_agent_call denied"
+        );
+    }
 }

@@ -16,15 +16,15 @@ type CheckRow = (String, bool, String, Option<String>);
 pub const AGENT_COLUMNS: &str =
     "heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count";
 
-/// Whether the definer role may do on the bound table what agents' calls do through it, and
-/// the grants that would let it.
+/// Whether the agent-call role may do on the bound table what agents' calls do as it, and the
+/// grants that would let it.
 fn definer_grants(client: &pgrx::spi::SpiClient<'_>, b: &Binding) -> Result<(bool, String), CbError> {
     let columns: Vec<&str> = AGENT_COLUMNS.split(", ").collect();
     let row = client
         .select(
-            "SELECT pg_catalog.has_schema_privilege('cortex_buffer_definer', c.relnamespace, 'USAGE')
-                    AND pg_catalog.has_table_privilege('cortex_buffer_definer', c.oid, 'SELECT')
-                    AND (SELECT pg_catalog.bool_and(pg_catalog.has_column_privilege('cortex_buffer_definer', c.oid, col, 'UPDATE'))
+            "SELECT pg_catalog.has_schema_privilege('cortex_buffer_agent_call', c.relnamespace, 'USAGE')
+                    AND pg_catalog.has_table_privilege('cortex_buffer_agent_call', c.oid, 'SELECT')
+                    AND (SELECT pg_catalog.bool_and(pg_catalog.has_column_privilege('cortex_buffer_agent_call', c.oid, col, 'UPDATE'))
                            FROM pg_catalog.unnest($2::pg_catalog.text[]) col),
                     pg_catalog.quote_ident(n.nspname)
                FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
@@ -39,7 +39,7 @@ fn definer_grants(client: &pgrx::spi::SpiClient<'_>, b: &Binding) -> Result<(boo
     Ok((
         ok,
         format!(
-            "GRANT USAGE ON SCHEMA {schema} TO cortex_buffer_definer; GRANT SELECT, UPDATE ({AGENT_COLUMNS}) ON {} TO cortex_buffer_definer",
+            "GRANT USAGE ON SCHEMA {schema} TO cortex_buffer_agent_call; GRANT SELECT, UPDATE ({AGENT_COLUMNS}) ON {} TO cortex_buffer_agent_call",
             b.table
         ),
     ))
@@ -76,9 +76,9 @@ fn checks(b: &Binding) -> Result<Vec<CheckRow>, CbError> {
                 "agent_grants".to_owned(),
                 granted,
                 if granted {
-                    "cortex_buffer_definer may read the table and write the columns agents' calls write".to_owned()
+                    "cortex_buffer_agent_call may read the table and write the columns agents' calls write".to_owned()
                 } else {
-                    "cortex_buffer_definer may not read the table or write the columns agents' calls write: every agent call fails with 42501".to_owned()
+                    "cortex_buffer_agent_call may not read the table or write the columns agents' calls write: every agent call fails with 42501".to_owned()
                 },
                 (!granted).then_some(grant_sql),
             ),

@@ -96,11 +96,49 @@ fn check_installed_version() -> Result<(), CbError> {
     }
 }
 
+/// The role an agent's authorised call runs as: it reads what the lookups read and writes the
+/// job table's agent columns, and nothing else (not the token secret, not the spend tables,
+/// which its statements reach through `as_definer` like everyone's).
+pub const AGENT_CALL_ROLE: &str = "cortex_buffer_agent_call";
+
+/// The agent-call role's OID.
+pub fn agent_call_oid() -> Result<pg_sys::Oid, CbError> {
+    let name = CString::new(AGENT_CALL_ROLE).unwrap_or_default();
+    // SAFETY: a NUL-terminated name; missing_ok returns InvalidOid instead of raising.
+    let oid = unsafe { pg_sys::get_role_oid(name.as_ptr(), true) };
+    if oid == pg_sys::InvalidOid {
+        return Err(CbError::new(SqlState::UndefinedObject, format!("role \"{AGENT_CALL_ROLE}\" does not exist"))
+            .with_hint("ALTER EXTENSION cortex_buffer UPDATE (or CREATE EXTENSION) creates it; it was dropped since. Re-create it (CREATE ROLE cortex_buffer_agent_call NOLOGIN) and run the extension's grants again, or reinstall the extension."));
+    }
+    Ok(oid)
+}
+
+/// Runs `f` as the agent-call role (see `AGENT_CALL_ROLE`), switched as `as_definer` does.
+pub fn as_agent_call<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
+    check_installed_version()?;
+    as_role(agent_call_oid()?, f)
+}
+
+/// Runs `f` as `role` (an OID the caller has looked up): used to resume a stream as the role
+/// that started it.
+pub fn as_user<R>(role: pg_sys::Oid, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
+    as_role(role, f)
+}
+
+/// The current user.
+pub fn current_user() -> pg_sys::Oid {
+    // SAFETY: reads the current user.
+    unsafe { pg_sys::GetUserId() }
+}
+
 /// Runs `f` with the definer role as the current user (`SECURITY_LOCAL_USERID_CHANGE`, as a
 /// `SECURITY DEFINER` function does); nested calls keep the outer switch.
 pub fn as_definer<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
     check_installed_version()?;
-    let role = definer_oid()?;
+    as_role(definer_oid()?, f)
+}
+
+fn as_role<R>(role: pg_sys::Oid, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
     let mut user = pg_sys::InvalidOid;
     let mut context = 0;
     // SAFETY: reads the current user and security context into locals.
@@ -117,13 +155,4 @@ pub fn as_definer<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbErro
 pub fn running_as_definer() -> bool {
     // SAFETY: reads the current user.
     definer_oid().is_ok_and(|role| unsafe { pg_sys::GetUserId() } == role)
-}
-
-/// `as_definer(f)` when `yes`, else `f()`.
-pub fn as_definer_if<R>(yes: bool, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
-    if yes {
-        as_definer(f)
-    } else {
-        f()
-    }
 }

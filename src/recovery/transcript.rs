@@ -586,7 +586,7 @@ pub fn job_timeline(job: Uuid) -> Result<TimelineStream, CbError> {
         files: files.into(),
         cursor: None,
         ready: std::collections::VecDeque::new(),
-        as_definer: crate::pg::privilege::running_as_definer(),
+        run_as: crate::pg::privilege::current_user(),
     })
 }
 
@@ -606,8 +606,9 @@ pub struct TimelineStream {
     files: std::collections::VecDeque<SessionFile>,
     cursor: Option<FileCursor>,
     ready: std::collections::VecDeque<Entry>,
-    /// Made for an agent's call (running as the definer role): later pages are read so too.
-    as_definer: bool,
+    /// Who the stream was made as (an agent's call runs as the agent-call role): later pages
+    /// are read as that role too, whoever is current when the executor asks for rows.
+    run_as: pgrx::pg_sys::Oid,
 }
 
 const CORRUPT_PAGE_SQL: &str = "SELECT byte_offset, line_no, reason FROM cortex_buffer.corrupt_line
@@ -651,8 +652,7 @@ impl TimelineStream {
             }
             return Ok(true);
         };
-        let definer = self.as_definer;
-        crate::pg::privilege::as_definer_if(definer, || {
+        crate::pg::privilege::as_user(self.run_as, || {
             with_index_scans(|| {
                 Spi::connect(|c| {
                     let corrupt_stmt = prepared_read(

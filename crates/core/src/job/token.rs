@@ -1,6 +1,6 @@
 //! Per-job capabilities: what lets one agent pod act on its own job and no other. The control
 //! plane issues a token for a job's current attempt (`job_token()`); the pod presents it
-//! (`SET cortex_buffer.job_token`), and every per-job function checks it before acting. Pure.
+//! (`set_config('cortex_buffer.job_token', …)`), and every per-job function checks it before acting. Pure.
 //!
 //! A token is `cbjt1.<job uuid>.<attempt>.<mac>`, the MAC being HMAC-SHA256, in lower-case hex,
 //! of `cortex_buffer/job-token/v1\n<job uuid>\n<attempt>` under a secret only the extension's
@@ -107,7 +107,7 @@ pub fn refusal(check: Check, job: &[u8; 16]) -> Option<CbError> {
     Some(match check {
         Check::Valid => return None,
         Check::Missing => denied(format!("this session has no job token, so it may not act on job {job}"))
-            .with_hint("The control plane issues the token of a job's current attempt with cortex_buffer.job_token(job_id); the pod runs SET cortex_buffer.job_token = '<token>' once per session."),
+            .with_hint("The control plane issues the token of a job's current attempt with cortex_buffer.job_token(job_id); the pod presents it once per session: set_config('cortex_buffer.job_token', $1, false), the token as a parameter."),
         Check::Malformed => denied(format!("cortex_buffer.job_token is not a job token, so this session may not act on job {job}"))
             .with_hint("Set cortex_buffer.job_token to the token cortex_buffer.job_token(job_id) returned for this job, as it is (cbjt1.<job id>.<attempt>.<mac>)."),
         Check::Forged => denied(format!("cortex_buffer.job_token does not verify, so this session may not act on job {job}"))
