@@ -7,7 +7,9 @@
 //
 // The planned calls are the ones the agent's next steps make, in order, from the checkpoint it
 // resumes from: [{"tool": "send_email", "input": {...}}, ...]. The connection comes from the
-// usual PG* environment variables. Prints one line per decision:
+// usual PG* environment variables; a pod logging in with the agent role presents its job's
+// token (issued by the control plane with cortex_buffer.job_token(job_id)) from CORTEX_JOB_TOKEN.
+// Prints one line per decision:
 //   skip <tool> <key> <result> | verify <tool> <key> <why> | run <tool> <key>
 // then `unmatched <list> <tool> <key>` for any plan entry none of the planned calls matched (a
 // call the agent no longer makes: look at it), and exits 2 when the job must fail.
@@ -25,6 +27,11 @@ if (!job || !plannedFile) {
 const planned = JSON.parse(readFileSync(plannedFile, "utf8"));
 const client = new pg.Client();
 await client.connect();
+// The job token, once per session, as a parameter: a literal SET would show it in
+// pg_stat_activity. Control-plane and operator logins need none.
+if (process.env.CORTEX_JOB_TOKEN) {
+  await client.query("SELECT pg_catalog.set_config('cortex_buffer.job_token', $1, false)", [process.env.CORTEX_JOB_TOKEN]);
+}
 
 // The plan: fresh.stale means the index could not be brought up to date (a file held by
 // another indexer, a read-only standby): ask again rather than act on less than the files say.

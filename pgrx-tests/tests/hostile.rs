@@ -248,3 +248,61 @@ fn one_jobs_volume_does_not_hold_back_another_jobs_lines() {
     assert!(seen.is_some_and(|d| d < Duration::from_secs(5)), "{:?}\n{}", seen, c.log_tail());
     assert_eq!(flood_done, "f", "the flood was still being indexed: the test measured fairness, not speed");
 }
+
+#[test]
+fn sparse_files_arriving_every_second_do_not_hold_back_another_jobs_lines() {
+    let c = Cluster::new("sparse-stream", &["cortex_buffer.poll_interval = 100", "cortex_buffer.settle_period = 0"]);
+    c.start();
+    c.create_extension();
+    // One job's volume gains a 32 GiB sparse file every second (a line at its start and one at
+    // its end; a few kilobytes on disk), as in issue 22's attack.
+    let noisy = c.sessions.join("0193a8b2-0000-7000-8000-00000000f5a5");
+    std::fs::create_dir_all(&noisy).expect("mkdir");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (noisy, stop) = (noisy.clone(), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            use std::io::{Seek, SeekFrom, Write};
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                let mut f = std::fs::File::create(noisy.join(format!("session-{n:03}.jsonl"))).expect("create");
+                f.write_all(format!("{}\n", event(0)).as_bytes()).expect("write");
+                f.seek(SeekFrom::Start((32u64 << 30) - 200)).expect("seek");
+                f.write_all(format!("\n{}\n", event(1)).as_bytes()).expect("write");
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            n
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    // Another job's lines, appended one a second while the sparse files keep coming.
+    let mut worst = Duration::ZERO;
+    for i in 0..5 {
+        let t = std::time::Instant::now();
+        let rel = format!("{JOB}/session-001.jsonl");
+        if i == 0 {
+            c.put(&rel, &format!("{}\n", event(i)));
+        } else {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().append(true).open(c.sessions.join(&rel)).expect("open to append");
+            f.write_all(format!("{}\n", event(i)).as_bytes()).expect("append");
+        }
+        let seen = wait_for(Duration::from_secs(20), || {
+            c.psql(&format!(
+                "SELECT count(*) FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id) WHERE f.job_dir = '{JOB}'"
+            )) == (i + 1).to_string()
+        });
+        worst = worst.max(seen.unwrap_or(Duration::MAX));
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let files = writer.join().expect("writer");
+    let read = c.psql(
+        "SELECT count(*) || ' files, ' || coalesce(sum(valid_lines), 0) || ' lines' FROM cortex_buffer.session_file WHERE job_dir = '0193a8b2-0000-7000-8000-00000000f5a5'",
+    );
+    eprintln!(
+        "{files} sparse files of 32 GiB arrived ({read} indexed); another job's line visible within {worst:?} at worst"
+    );
+    assert!(worst < Duration::from_secs(2), "worst {worst:?}\n{}", c.log_tail());
+}

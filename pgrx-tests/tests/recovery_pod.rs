@@ -423,6 +423,9 @@ fn the_node_client_example_skips_verifies_and_runs_as_the_plan_says() {
     ]);
     let file = c.base.join("planned.json");
     std::fs::write(&file, planned.to_string()).expect("write planned calls");
+    // It runs as a pod does: an agent login that presents the job's token.
+    c.psql("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pod_login') THEN CREATE ROLE pod_login LOGIN; END IF; END $$; GRANT cortex_buffer_agent TO pod_login");
+    let token = c.psql(&format!("SELECT cortex_buffer.job_token('{job}')"));
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/node/pod-start.mjs");
     let out = Command::new("node")
         .arg(example)
@@ -431,7 +434,8 @@ fn the_node_client_example_skips_verifies_and_runs_as_the_plan_says() {
         .env("PGHOST", &c.socket_dir)
         .env("PGPORT", c.port.to_string())
         .env("PGDATABASE", "postgres")
-        .env("PGUSER", "postgres")
+        .env("PGUSER", "pod_login")
+        .env("CORTEX_JOB_TOKEN", token.trim())
         .output()
         .unwrap_or_else(|e| panic!("node: {e}"));
     let text = String::from_utf8_lossy(&out.stdout);
