@@ -234,13 +234,15 @@ pub fn issue(job: Uuid) -> Result<String, CbError> {
     let b = binding::current()?;
     // The attempt with the caller's rights (the control plane reads its job table); the secret
     // as the definer role.
-    let attempt = Spi::connect(|client| {
-        let stmt = b.statement(client, "authority.attempt", Access::Read, &[UUID], |b| {
-            format!("SELECT attempt FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)
-        })?;
-        let rows = client.select(&*stmt, Some(1), &[job.into()]).map_err(spi)?;
-        let Some(row) = rows.into_iter().next() else { return Err(b.no_such_job(job)) };
-        Ok(row.get::<i32>(1).map_err(spi)?.unwrap_or(0))
+    let attempt = pinned(|| {
+        Spi::connect(|client| {
+            let stmt = b.statement(client, "authority.attempt", Access::Read, &[UUID], |b| {
+                format!("SELECT attempt FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)
+            })?;
+            let rows = client.select(&*stmt, Some(1), &[job.into()]).map_err(spi)?;
+            let Some(row) = rows.into_iter().next() else { return Err(b.no_such_job(job)) };
+            Ok(row.get::<i32>(1).map_err(spi)?.unwrap_or(0))
+        })
     })?;
     pinned(|| {
         as_definer(|| {

@@ -12,13 +12,13 @@ use cortex_buffer_core::error::CbError;
 /// One line of `check_binding()`.
 type CheckRow = (String, bool, String, Option<String>);
 
-/// The job-table columns an agent's calls write (as the definer role: see `authority`).
+/// The job-table columns an agent's calls write (as the agent-call role: see `authority`).
 pub const AGENT_COLUMNS: &str =
     "heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count";
 
 /// Whether the agent-call role may do on the bound table what agents' calls do as it, and the
 /// grants that would let it.
-fn definer_grants(client: &pgrx::spi::SpiClient<'_>, b: &Binding) -> Result<(bool, String), CbError> {
+fn agent_call_grants(client: &pgrx::spi::SpiClient<'_>, b: &Binding) -> Result<(bool, String), CbError> {
     let columns: Vec<&str> = AGENT_COLUMNS.split(", ").collect();
     let row = client
         .select(
@@ -49,7 +49,7 @@ fn checks(b: &Binding) -> Result<Vec<CheckRow>, CbError> {
     Spi::connect(|client| {
         let reaper = b.has_reaper_index(client)?;
         let trigger = b.has_checkpoint_trigger(client)?;
-        let (granted, grant_sql) = definer_grants(client, b)?;
+        let (granted, grant_sql) = agent_call_grants(client, b)?;
         Ok(vec![
             ("job_table".to_owned(), true, format!("{} meets the column contract", b.table), None),
             (
@@ -123,7 +123,7 @@ pgrx::extension_sql_file!(
     requires = ["job_schema", check_binding, install_checkpoint_trigger, job_token, authorize_job]
 );
 
-/// The token of a job's current attempt, for its pod to present (`SET cortex_buffer.job_token`):
+/// The token of a job's current attempt, for its pod to present (`set_config('cortex_buffer.job_token', …)`):
 /// with it, and only for that job and attempt, an agent session may act on the job.
 #[pg_extern(volatile, strict)]
 fn job_token(job_id: pgrx::Uuid) -> String {

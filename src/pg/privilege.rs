@@ -132,7 +132,8 @@ pub fn current_user() -> pg_sys::Oid {
 }
 
 /// Runs `f` with the definer role as the current user (`SECURITY_LOCAL_USERID_CHANGE`, as a
-/// `SECURITY DEFINER` function does); nested calls keep the outer switch.
+/// `SECURITY DEFINER` function does); the previous user is restored afterwards, also when
+/// switches nest.
 pub fn as_definer<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
     check_installed_version()?;
     as_role(definer_oid()?, f)
@@ -151,7 +152,7 @@ fn as_role<R>(role: pg_sys::Oid, f: impl FnOnce() -> Result<R, CbError>) -> Resu
     f()
 }
 
-/// Whether the current user is the definer role (inside `as_definer`, or an agent's call).
+/// Whether the current user is the definer role (inside `as_definer`, or a function it owns).
 pub fn running_as_definer() -> bool {
     // SAFETY: reads the current user.
     definer_oid().is_ok_and(|role| unsafe { pg_sys::GetUserId() } == role)

@@ -63,9 +63,9 @@ SET cortex_buffer.job_table = 'public.job';
 -- the first call in a session checks the table against the contract below
 SELECT cortex_buffer.heartbeat('d0c5a200-0000-4000-8000-000000000002') AS beats;
 -- docs/control-plane.md ### Grants on the bound table
-GRANT USAGE ON SCHEMA public TO cortex_buffer_definer;
+GRANT USAGE ON SCHEMA public TO cortex_buffer_agent_call;
 GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
-   ON public.job TO cortex_buffer_definer;
+   ON public.job TO cortex_buffer_agent_call;
 GRANT SELECT, UPDATE ON public.job TO control_plane_app;
 GRANT SELECT ON public.job TO operator_app;
 -- docs/control-plane.md ### The reaper's index

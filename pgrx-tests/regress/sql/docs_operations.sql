@@ -38,7 +38,7 @@ SELECT string_agg(p.proname, ', ' ORDER BY p.proname) AS public_may_call
  WHERE p.pronamespace = 'cortex_buffer'::regnamespace AND p.prorettype <> 'trigger'::regtype
    AND has_function_privilege('public', p.oid, 'EXECUTE');
 -- the tables and views each role may use beyond PUBLIC's (model_price): none for the agent;
--- the token secret for the definer role alone
+-- the token secret for the definer role alone; agents' calls run as cortex_buffer_agent_call
 SELECT r.rolname,
        has_table_privilege(r.rolname, 'cortex_buffer.job_token_key', 'SELECT') AS reads_secret,
        (SELECT count(*) FROM pg_class c
@@ -46,7 +46,7 @@ SELECT r.rolname,
            AND has_table_privilege(r.rolname, c.oid, 'SELECT, INSERT, UPDATE, DELETE')
            AND NOT has_table_privilege('public', c.oid, 'SELECT')) AS tables_and_views
   FROM (VALUES ('cortex_buffer_agent'), ('cortex_buffer_control_plane'), ('cortex_buffer_operator'),
-               ('cortex_buffer_definer')) AS r(rolname);
+               ('cortex_buffer_definer'), ('cortex_buffer_agent_call')) AS r(rolname);
 -- docs/operations.md #### Keeping tokens secret
 -- not in pg_settings (nor SHOW ALL); a session reads its own with current_setting()
 SELECT count(*) AS in_pg_settings FROM pg_settings WHERE name = 'cortex_buffer.job_token';
