@@ -279,7 +279,6 @@ fn sparse_files_arriving_every_second_do_not_hold_back_another_jobs_lines() {
     // Another job's lines, appended one a second while the sparse files keep coming.
     let mut worst = Duration::ZERO;
     for i in 0..5 {
-        let t = std::time::Instant::now();
         let rel = format!("{JOB}/session-001.jsonl");
         if i == 0 {
             c.put(&rel, &format!("{}\n", event(i)));

@@ -137,7 +137,7 @@ fn verify_token(job: [u8; 16]) -> Result<i32, CbError> {
     }
     let Some(token_job) = token::named_job(&presented) else { return refuse(Check::Malformed) };
     let Some(token_attempt) = token_attempt(&presented) else { return refuse(Check::Malformed) };
-    let Some(secret) = as_definer(|| Spi::connect(|client| key(client)))? else {
+    let Some(secret) = as_definer(|| Spi::connect(key))? else {
         // No secret yet: no token was ever issued here.
         return refuse(Check::Forged);
     };
@@ -270,7 +270,6 @@ pub fn issue(job: Uuid) -> Result<String, CbError> {
                             None => client
                                 .update(KEY_SQL, Some(1), &[])
                                 .map_err(spi)?
-                                .into_iter()
                                 .next()
                                 .map(|r| r.get::<Vec<u8>>(1).map_err(spi))
                                 .transpose()?

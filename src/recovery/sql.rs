@@ -83,7 +83,8 @@ macro_rules! agent_state_overload {
             ),
         > {
             let $bound = $arg;
-            let path: String = crate::indexer::file_access::absolute(&$path).or_raise();
+            let named: String = $path;
+            let path = crate::indexer::file_access::absolute(&named).or_raise();
             state_row(crate::job::authority::act_on_file(&path, || transcript::agent_state(&path)).or_raise())
         }
     };
