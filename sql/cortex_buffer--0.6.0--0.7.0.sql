@@ -177,7 +177,9 @@ COMMENT ON FUNCTION cortex_buffer.job_token(uuid) IS
 COMMENT ON FUNCTION cortex_buffer.authorize_job(uuid) IS
 'True when this session may act on the job: a superuser, a control-plane or operator role, or a session whose cortex_buffer.job_token is the token of the job''s current attempt; 42501 with a HINT otherwise. A pod can call it once at start to check its token; job_events calls it.';
 
-CREATE OR REPLACE FUNCTION cortex_buffer.job_events(job uuid, since timestamptz DEFAULT NULL)
+-- Replaced by drop and create (CREATE OR REPLACE could take over a function someone else made).
+DROP FUNCTION cortex_buffer.job_events(uuid, timestamptz);
+CREATE FUNCTION cortex_buffer.job_events(job uuid, since timestamptz DEFAULT NULL)
 RETURNS SETOF cortex_buffer.event LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
