@@ -120,7 +120,8 @@ fn read_job_row(client: &SpiClient<'_>, b: &Binding, job: Uuid, lock: bool) -> R
         let stmt = b.statement(client, "checkpoint.lock", Access::Write, &[UUID], lock_sql)?;
         let locked = client.select(&*stmt, Some(1), &[job.into()]).map_err(spi)?;
         let Some(row) = locked.into_iter().next() else { return Ok(None) };
-        attempt = row.get::<i32>(1).map_err(spi)?;
+        // A NULL attempt is 0, as job_token() issues it.
+        attempt = Some(row.get::<i32>(1).map_err(spi)?.unwrap_or(0));
     }
     let (key, access) =
         if lock { ("checkpoint.identity.fresh", Access::Write) } else { ("checkpoint.identity", Access::Read) };

@@ -98,14 +98,23 @@ pub fn act_on_file<R>(path: &str, f: impl FnOnce() -> Result<R, CbError>) -> Res
     act(Uuid::from_bytes(dir_job), f)
 }
 
-/// Runs `f` (a lookup of which file a call is about, such as a session id's transcript) as the
-/// agent-call role for a caller that is not a fleet role, who no longer reads the index itself;
-/// the call on the file it names is then checked by `act_on_file`.
-pub fn lookup<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
+/// The file of session `id` (`find` looks it up in the index), for a call about it: a fleet
+/// role gets whatever the index holds; anyone else reads the index as the agent-call role, and
+/// a file outside the directory of the job its token names is, for it, not there (`missing`),
+/// so the answer says nothing about other jobs' sessions. The call on the file is then checked
+/// by `act_on_file`.
+pub fn session_file(
+    find: impl FnOnce() -> Result<String, CbError>,
+    missing: impl FnOnce() -> CbError,
+) -> Result<String, CbError> {
     if fleet_caller() {
-        f()
-    } else {
-        as_agent_call(f)
+        return find();
+    }
+    let path = as_agent_call(find)?;
+    match (job_of_path(&path), token::named_job(&guc::job_token())) {
+        (Some(dir), Some(own)) if dir == own => Ok(path),
+        (_, None) => Ok(path), // no token: act_on_file refuses it, saying what is missing
+        _ => Err(missing()),
     }
 }
 
@@ -160,8 +169,9 @@ fn verify(job: [u8; 16]) -> Result<(), CbError> {
             format!("SELECT attempt FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)
         })?;
         let rows = client.select(&*stmt, Some(1), &[Uuid::from_bytes(job).into()]).map_err(spi)?;
+        // A NULL attempt is 0, as job_token() issues it; no row stays none.
         match rows.into_iter().next() {
-            Some(r) => r.get::<i32>(1).map_err(spi),
+            Some(r) => Ok(Some(r.get::<i32>(1).map_err(spi)?.unwrap_or(0))),
             None => Ok(None),
         }
     })?;

@@ -101,15 +101,28 @@ mod tests {
             assert_eq!(state, "42501", "no token: {sql}");
             assert!(hint.unwrap_or_default().contains("job_token"), "{sql}");
         }
-        // B's reservation cannot be settled or released with A's token.
+        // B's reservation cannot be settled or released with A's token: for A's session it is not
+        // there (P0002, naming no job).
         let reservation =
             one(&format!("SELECT reservation_id::text FROM cortex_buffer.reserve_budget('{b}', '{{\"input_tokens\": 10}}', 'claude-sonnet-4-5-20250929')"));
         for sql in [
             format!("SELECT * FROM cortex_buffer.settle_usage('{reservation}', '{{\"input_tokens\": 10}}')"),
             format!("SELECT cortex_buffer.release_reservation('{reservation}')"),
         ] {
-            assert_eq!(as_pod(Some(&token_a), &sql).0, "42501", "{sql}");
+            assert_eq!(as_pod(Some(&token_a), &sql).0, "P0002", "{sql}");
         }
+        // A link in A's volume to B's file is neither read nor indexed as A's.
+        std::os::unix::fs::symlink("../".to_owned() + &b + "/session-1.jsonl", root.path(&format!("{a}/stolen.jsonl")))
+            .unwrap_or_else(|e| panic!("{e}"));
+        run("SELECT count(*) FROM cortex_buffer.index_sessions()");
+        assert_eq!(one("SELECT count(*)::text FROM cortex_buffer.session_file WHERE path LIKE '%/stolen.jsonl'"), "0");
+        for sql in [
+            format!("SELECT count(*) FROM cortex_buffer.log_entries('{}')", root.path(&format!("{a}/stolen.jsonl"))),
+            format!("SELECT * FROM cortex_buffer.agent_state('{}')", root.path(&format!("{a}/stolen.jsonl"))),
+        ] {
+            assert_ne!(as_pod(Some(&token_a), &sql).0, "00000", "{sql}");
+        }
+        assert_eq!(one(&format!("SELECT count(*)::text FROM cortex_buffer.job_events('{a}') WHERE type = 'B'")), "0");
         assert_eq!(
             as_pod(Some(&token_of(&b)), &format!("SELECT cortex_buffer.release_reservation('{reservation}')")).0,
             "00000"

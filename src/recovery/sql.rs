@@ -42,7 +42,11 @@ fn session_recovery(path: &str) -> RawJsonb {
 /// `session_recovery` by Claude Code session id.
 #[pg_extern(volatile, strict, name = "session_recovery")]
 fn session_recovery_by_id(session_id: Uuid) -> RawJsonb {
-    let path = crate::job::authority::lookup(|| transcript::transcript_of(session_id)).or_raise();
+    let path = crate::job::authority::session_file(
+        || transcript::transcript_of(session_id),
+        || transcript::no_transcript(session_id),
+    )
+    .or_raise();
     jsonb_of_text(&crate::job::authority::act_on_file(&path, || plan::transcript_plan(&path)).or_raise()).or_raise()
 }
 
@@ -98,7 +102,9 @@ agent_state_overload! {
 
 agent_state_overload! {
     /// `agent_state` by Claude Code session id.
-    fn agent_state_by_id(session_id: Uuid) => |id| crate::job::authority::lookup(|| transcript::transcript_of(id)).or_raise()
+    fn agent_state_by_id(session_id: Uuid) => |id| {
+        crate::job::authority::session_file(|| transcript::transcript_of(id), || transcript::no_transcript(id)).or_raise()
+    }
 }
 
 /// A job's story: its events across sessions in order, with lost events, writer restarts,

@@ -55,10 +55,13 @@ pub fn agent_state(path: &str) -> Result<Verdict, CbError> {
 
 /// The transcript of Claude Code session `id`.
 pub fn transcript_of(id: Uuid) -> Result<String, CbError> {
-    with_index_scans(|| Spi::connect(|c| index::transcript_path(c, id)))?.ok_or_else(|| {
-        CbError::new(SqlState::UndefinedFile, format!("no transcript of session {id} in the index"))
-            .with_hint("Claude Code writes <sessions_dir>/<project>/<session id>.jsonl; check that it is there and indexed (SELECT cortex_buffer.index_now()).")
-    })
+    with_index_scans(|| Spi::connect(|c| index::transcript_path(c, id)))?.ok_or_else(|| no_transcript(id))
+}
+
+/// A session the index does not hold (or, for an agent, holds outside its job's directory).
+pub fn no_transcript(id: Uuid) -> CbError {
+    CbError::new(SqlState::UndefinedFile, format!("no transcript of session {id} in the index"))
+        .with_hint("Claude Code writes <sessions_dir>/<project>/<session id>.jsonl; check that it is there and indexed (SELECT cortex_buffer.index_now()).")
 }
 
 fn from_index(path: &str, file: &SessionFile, indexed_lines: i64) -> Result<Verdict, CbError> {

@@ -532,9 +532,11 @@ pub fn for_reservation<R>(reservation: Uuid, f: impl FnOnce() -> Result<R, CbErr
             })
         })
     })?;
+    // Another job's reservation is, for this session, not there: the error names no job.
+    let own = cortex_buffer_core::job::token::named_job(&crate::pg::guc::job_token());
     match job {
-        Some(job) => crate::job::authority::act(job, f),
-        None => Err(no_such_reservation(reservation)),
+        Some(job) if own.is_none_or(|own| own == *job.as_bytes()) => crate::job::authority::act(job, f),
+        _ => Err(no_such_reservation(reservation)),
     }
 }
 

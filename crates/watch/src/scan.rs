@@ -166,7 +166,7 @@ fn entry_metadata(
         Err(e) if leaves_volume(&e) => {
             scan.problems.push(problem(
                 path,
-                "symbolic link leads outside the sessions directory (or is absolute, or loops); skipped".into(),
+                "symbolic link leads outside the sessions directory or out of its job's directory (or is absolute, or loops); skipped".into(),
             ));
             None
         }
@@ -318,30 +318,49 @@ mod tests {
     }
 
     #[test]
-    fn symlinks_inside_are_followed_and_outside_are_reported() {
+    fn symlinks_inside_their_job_directory_are_followed_and_others_are_reported() {
         let t = TempDir::new("links");
         let outside = TempDir::new("links-outside");
         outside.put("secret.jsonl", "{}\n");
         t.put("job/real.jsonl", "{}\n");
+        t.put("other/theirs.jsonl", "{}\n");
         symlink("real.jsonl", t.0.join("job/alias.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        // Through the volume's root, even back into its own directory: refused.
         symlink("../job/real.jsonl", t.0.join("job/alias2.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        // Another job's file, from inside this job's volume: refused (it would be indexed as this job's).
+        symlink("../other/theirs.jsonl", t.0.join("job/steal.jsonl")).unwrap_or_else(|e| panic!("{e}"));
         symlink(outside.0.join("secret.jsonl"), t.0.join("job/escape.jsonl")).unwrap_or_else(|e| panic!("{e}"));
         symlink(t.0.join("job/real.jsonl"), t.0.join("job/absolute.jsonl")).unwrap_or_else(|e| panic!("{e}"));
         symlink("missing", t.0.join("job/dangling.jsonl")).unwrap_or_else(|e| panic!("{e}"));
         symlink(&outside.0, t.0.join("linked-job")).unwrap_or_else(|e| panic!("{e}"));
+        // A job directory that is a link to another one: refused.
+        symlink("other", t.0.join("alias-job")).unwrap_or_else(|e| panic!("{e}"));
         let scan = scan_dir(&t.0).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(rel_paths(&scan, &t.0), vec!["job/alias.jsonl", "job/alias2.jsonl", "job/real.jsonl"]);
+        assert_eq!(rel_paths(&scan, &t.0), vec!["job/alias.jsonl", "job/real.jsonl", "other/theirs.jsonl"]);
         let mut reasons: Vec<(String, &str)> = scan
             .problems
             .iter()
             .map(|p| (p.path.rsplit('/').next().unwrap_or_default().to_owned(), p.reason.as_str()))
             .collect();
         reasons.sort();
-        assert_eq!(reasons.len(), 4, "{reasons:?}");
-        assert!(reasons[0].0 == "absolute.jsonl" && reasons[0].1.contains("outside the sessions directory"));
-        assert!(reasons[1].0 == "dangling.jsonl" && reasons[1].1.starts_with("dangling"));
-        assert!(reasons[2].0 == "escape.jsonl" && reasons[2].1.contains("outside the sessions directory"));
-        assert!(reasons[3].0 == "linked-job", "a directory link leaving the volume is not walked: {reasons:?}");
+        let names: Vec<&str> = reasons.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "absolute.jsonl",
+                "alias-job",
+                "alias2.jsonl",
+                "dangling.jsonl",
+                "escape.jsonl",
+                "linked-job",
+                "steal.jsonl"
+            ],
+            "{reasons:?}"
+        );
+        for (name, reason) in &reasons {
+            let expected = if name == "dangling.jsonl" { "dangling" } else { "outside the sessions directory" };
+            assert!(reason.contains(expected), "{name}: {reason}");
+        }
     }
 
     #[test]

@@ -2,8 +2,12 @@
 //! opened is resolved from a handle on `sessions_dir`, with `openat2(RESOLVE_BENEATH)`, so no
 //! path — however it is spelled (`..`), and whatever an agent swaps into it (a symbolic link to
 //! `server.key`, `pg_hba.conf` or another job's transcript) between a scan and an open — can
-//! lead outside the volume. Symbolic links that stay inside are followed; links that leave it,
-//! absolute links and `..` escapes fail with `EXDEV` (reported as "leaves the sessions
+//! lead outside the volume, or out of the first-level directory it names. Every file lives in a
+//! job's (or project's) directory, and the index and the per-job authority both take the job
+//! from that first component; so a path is resolved beneath its own first-level directory, which
+//! is itself never a link: a link in job J's volume to job K's file would otherwise pass K's
+//! lines off as J's. Symbolic links that stay inside their directory are followed; links that
+//! leave it, absolute links and `..` escapes fail with `EXDEV` (reported as "leaves the sessions
 //! directory"). Where the kernel has no `openat2` (before Linux 5.6, or a seccomp filter that
 //! refuses it) each component is opened with `O_NOFOLLOW` instead, which refuses every link.
 //!
@@ -54,10 +58,15 @@ fn owned(fd: libc::c_int) -> OwnedFd {
 
 /// `openat2(dir, rel, flags, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`.
 fn openat2_beneath(dir: &OwnedFd, rel: &CString, flags: libc::c_int) -> io::Result<OwnedFd> {
+    openat2_resolve(dir, rel, flags, libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS)
+}
+
+/// `openat2(dir, rel, flags, resolve)`, retried when a rename raced the lookup.
+fn openat2_resolve(dir: &OwnedFd, rel: &CString, flags: libc::c_int, resolve: u64) -> io::Result<OwnedFd> {
     // SAFETY: `open_how` is a plain struct of integers; zeroed is its documented initial state.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = u64::try_from(flags).unwrap_or(0);
-    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+    how.resolve = resolve;
     loop {
         // SAFETY: valid fd, NUL-terminated path and an open_how of the size passed.
         let r = unsafe {
@@ -142,7 +151,7 @@ impl Volume {
         }
         let flags = flags | libc::O_CLOEXEC;
         if OPENAT2.load(Ordering::Relaxed) != 2 {
-            match openat2_beneath(&self.root, &cstr(rel)?, flags) {
+            match self.resolve_in_first_dir(rel, flags) {
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) => {
                     OPENAT2.store(2, Ordering::Relaxed);
                 }
@@ -153,6 +162,25 @@ impl Volume {
             }
         }
         open_nofollow(&self.root, rel, flags)
+    }
+
+    /// `rel` resolved beneath its first-level directory (see the module's comment), which is
+    /// opened without following any link; the volume itself for an empty path.
+    fn resolve_in_first_dir(&self, rel: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
+        let mut parts = rel.components().filter(|c| !matches!(c, Component::CurDir));
+        let first = match parts.next() {
+            None => return openat2_beneath(&self.root, &cstr(Path::new("."))?, flags),
+            Some(Component::Normal(first)) => first,
+            Some(_) => return Err(io::Error::from_raw_os_error(libc::EXDEV)),
+        };
+        let rest: PathBuf = parts.collect();
+        let no_links = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS | libc::RESOLVE_NO_SYMLINKS;
+        let first = cstr(Path::new(first))?;
+        if rest.as_os_str().is_empty() {
+            return openat2_resolve(&self.root, &first, flags, no_links);
+        }
+        let dir = openat2_resolve(&self.root, &first, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC, no_links)?;
+        openat2_beneath(&dir, &cstr(&rest)?, flags)
     }
 
     /// Opens a regular file for reading, never leaving the volume. It looks before it opens: the
