@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use pgrx::pg_sys;
 
 use super::event_store::BUSY;
-use super::indexing::{self, Mode};
+use super::indexing;
 use crate::pg::guc;
 use cortex_buffer_core::recovery::plan::Freshness;
-use cortex_buffer_watch::pass::{now_us, FileOutcome, KnownCache, Scope};
+use cortex_buffer_watch::pass::{FileOutcome, Scope};
 use cortex_buffer_watch::scan::resolve_root;
 
 /// How often a held file is asked for again.
@@ -48,18 +48,7 @@ pub fn catch_up(dir: &str) -> Freshness {
     };
     let deadline = Instant::now() + guc::catch_up_wait();
     loop {
-        let mut cache = KnownCache::default();
-        let pass = indexing::pass(
-            &volume,
-            Scope::Dir(dir),
-            &mut cache,
-            Duration::ZERO,
-            now_us(),
-            Mode::Caller,
-            &mut |_| {},
-            |_, _| true,
-        );
-        let files = match pass {
+        let files = match indexing::caller_pass(&volume, Scope::Dir(dir)) {
             Ok(p) => p.files,
             Err(e) => return stale(format!("catching up {dir} failed: {e}")),
         };

@@ -94,6 +94,22 @@ pub struct Pass {
     pub files: Vec<(String, FileOutcome)>,
 }
 
+/// A caller's own pass (`index_sessions()`, a lookup's catch-up): a fresh catalogue, every new
+/// byte there is, nothing to watch per file and no stopping early.
+pub fn caller_pass(volume: &Volume, scope: Scope<'_>) -> Result<Pass, PassError<TxnFailure>> {
+    let mut cache = KnownCache::default();
+    pass(
+        volume,
+        scope,
+        &mut cache,
+        Duration::ZERO,
+        cortex_buffer_watch::pass::now_us(),
+        Mode::Caller,
+        &mut |_| {},
+        |_, _| true,
+    )
+}
+
 /// Runs one pass over `volume` (or one directory of it). `before_file` sees each file before
 /// it is indexed; `keep_going` sees each outcome and may stop the pass (a shutdown).
 #[allow(clippy::too_many_arguments)]

@@ -2,11 +2,9 @@
 //! synchronously (`indexing::pass`, each file in a subtransaction). The worker's own SQL face
 //! (`index_now`, `indexer_worker`) is in `worker::sql`.
 
-use std::time::Duration;
-
 use pgrx::prelude::*;
 
-use super::indexing::{self, Mode};
+use super::indexing;
 use crate::pg::guc;
 use crate::pg::planner::pinned;
 use crate::pg::privilege::{as_definer, caller_is_superuser};
@@ -15,7 +13,7 @@ use crate::pg::spi_util::{spi, FirstValue};
 use crate::pg::xact::TxnFailure;
 use crate::pg::OrRaise;
 use cortex_buffer_core::error::{CbError, SqlState};
-use cortex_buffer_watch::pass::{now_us, FileOutcome, KnownCache, PassError, Scope};
+use cortex_buffer_watch::pass::{FileOutcome, PassError, Scope};
 use cortex_buffer_watch::scan::resolve_root;
 
 type IndexRow = (String, Option<String>, Option<String>, Option<i64>, String, Option<String>, i64, i64);
@@ -54,17 +52,7 @@ fn index_sessions_and_events(
         None => guc::sessions_dir(),
     };
     let volume = resolve_root(&dir).or_raise();
-    let mut cache = KnownCache::default();
-    let pass = match indexing::pass(
-        &volume,
-        Scope::Volume,
-        &mut cache,
-        Duration::ZERO,
-        now_us(),
-        Mode::Caller,
-        &mut |_| {},
-        |_, _| true,
-    ) {
+    let pass = match indexing::caller_pass(&volume, Scope::Volume) {
         Ok(p) => p,
         Err(PassError::Root(e) | PassError::Catalog(TxnFailure::Refused(e))) => raise(e),
         Err(PassError::Catalog(failure)) => raise(CbError::internal(failure.to_string())),

@@ -26,10 +26,10 @@ use cortex_buffer_core::job::token::{self, Check};
 use crate::job::binding::{self, Access};
 use crate::pg::guc;
 use crate::pg::planner::pinned;
-use crate::pg::privilege::{as_agent_call, as_definer, caller_is_superuser, running_as_definer};
+use crate::pg::privilege::{as_agent_call, as_definer, caller_is_superuser, role_oid, running_as_definer};
 use crate::pg::spi_util::{prepared_read, spi};
 
-const FLEET_ROLES: [&std::ffi::CStr; 2] = [c"cortex_buffer_control_plane", c"cortex_buffer_operator"];
+const FLEET_ROLES: [&str; 2] = ["cortex_buffer_control_plane", "cortex_buffer_operator"];
 const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
 
 /// Whether the caller acts fleet-wide: a superuser, or a role with the privileges of the
@@ -41,13 +41,8 @@ pub fn fleet_caller() -> bool {
 
 /// Whether `user` has the privileges of a fleet role.
 fn fleet_role(user: pg_sys::Oid) -> bool {
-    // SAFETY: catalogue lookups by name (missing_ok) and a membership check.
-    unsafe {
-        FLEET_ROLES.iter().any(|name| {
-            let role = pg_sys::get_role_oid(name.as_ptr(), true);
-            role != pg_sys::InvalidOid && pg_sys::has_privs_of_role(user, role)
-        })
-    }
+    // SAFETY: a membership check of two existing roles.
+    FLEET_ROLES.iter().filter_map(|name| role_oid(name)).any(|role| unsafe { pg_sys::has_privs_of_role(user, role) })
 }
 
 /// `authorize_job()`: whether this session may act on `job`, for SQL callers (a pod checking

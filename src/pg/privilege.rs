@@ -33,16 +33,20 @@ pub fn caller_is_superuser() -> bool {
     }
 }
 
-/// The definer role's OID.
-pub fn definer_oid() -> Result<pg_sys::Oid, CbError> {
-    let name = CString::new(DEFINER_ROLE).unwrap_or_default();
+/// A role's OID by name, when it exists.
+pub fn role_oid(name: &str) -> Option<pg_sys::Oid> {
+    let name = CString::new(name).ok()?;
     // SAFETY: a NUL-terminated name; missing_ok returns InvalidOid instead of raising.
     let oid = unsafe { pg_sys::get_role_oid(name.as_ptr(), true) };
-    if oid == pg_sys::InvalidOid {
-        return Err(CbError::new(SqlState::UndefinedObject, format!("role \"{DEFINER_ROLE}\" does not exist"))
-            .with_hint("CREATE EXTENSION cortex_buffer creates it; it was dropped since. Re-create it (CREATE ROLE cortex_buffer_definer NOLOGIN) and run the extension's grants again, or reinstall the extension."));
-    }
-    Ok(oid)
+    (oid != pg_sys::InvalidOid).then_some(oid)
+}
+
+/// The definer role's OID.
+pub fn definer_oid() -> Result<pg_sys::Oid, CbError> {
+    role_oid(DEFINER_ROLE).ok_or_else(|| {
+        CbError::new(SqlState::UndefinedObject, format!("role \"{DEFINER_ROLE}\" does not exist"))
+            .with_hint("CREATE EXTENSION cortex_buffer creates it; it was dropped since. Re-create it (CREATE ROLE cortex_buffer_definer NOLOGIN) and run the extension's grants again, or reinstall the extension.")
+    })
 }
 
 /// Restores the user and security context when dropped (also while unwinding: setting them is
@@ -103,26 +107,16 @@ pub const AGENT_CALL_ROLE: &str = "cortex_buffer_agent_call";
 
 /// The agent-call role's OID.
 pub fn agent_call_oid() -> Result<pg_sys::Oid, CbError> {
-    let name = CString::new(AGENT_CALL_ROLE).unwrap_or_default();
-    // SAFETY: a NUL-terminated name; missing_ok returns InvalidOid instead of raising.
-    let oid = unsafe { pg_sys::get_role_oid(name.as_ptr(), true) };
-    if oid == pg_sys::InvalidOid {
-        return Err(CbError::new(SqlState::UndefinedObject, format!("role \"{AGENT_CALL_ROLE}\" does not exist"))
-            .with_hint("ALTER EXTENSION cortex_buffer UPDATE (or CREATE EXTENSION) creates it; it was dropped since. Re-create it (CREATE ROLE cortex_buffer_agent_call NOLOGIN) and run the extension's grants again, or reinstall the extension."));
-    }
-    Ok(oid)
+    role_oid(AGENT_CALL_ROLE).ok_or_else(|| {
+        CbError::new(SqlState::UndefinedObject, format!("role \"{AGENT_CALL_ROLE}\" does not exist"))
+            .with_hint("ALTER EXTENSION cortex_buffer UPDATE (or CREATE EXTENSION) creates it; it was dropped since. Re-create it (CREATE ROLE cortex_buffer_agent_call NOLOGIN) and run the extension's grants again, or reinstall the extension.")
+    })
 }
 
 /// Runs `f` as the agent-call role (see `AGENT_CALL_ROLE`), switched as `as_definer` does.
 pub fn as_agent_call<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
     check_installed_version()?;
-    as_role(agent_call_oid()?, f)
-}
-
-/// Runs `f` as `role` (an OID the caller has looked up): used to resume a stream as the role
-/// that started it.
-pub fn as_user<R>(role: pg_sys::Oid, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
-    as_role(role, f)
+    as_user(agent_call_oid()?, f)
 }
 
 /// The current user.
@@ -136,10 +130,12 @@ pub fn current_user() -> pg_sys::Oid {
 /// switches nest.
 pub fn as_definer<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
     check_installed_version()?;
-    as_role(definer_oid()?, f)
+    as_user(definer_oid()?, f)
 }
 
-fn as_role<R>(role: pg_sys::Oid, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
+/// Runs `f` as `role` (an OID the caller has looked up, such as the role a stream was started
+/// as), restoring the previous user and security context afterwards.
+pub fn as_user<R>(role: pg_sys::Oid, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
     let mut user = pg_sys::InvalidOid;
     let mut context = 0;
     // SAFETY: reads the current user and security context into locals.
