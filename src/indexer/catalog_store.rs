@@ -2,7 +2,7 @@
 //! SPI for a pass (`indexing` wraps these in the `pass::Catalog` the watch crate drives). Each
 //! call is one statement over arrays, never one per file.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -49,10 +49,10 @@ const GONE_SQL: &str = "
      WHERE path OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]) AND gone_at IS NULL";
 
 /// Reads every row under `root_prefix`.
-pub fn load(root_prefix: &str) -> Result<HashMap<String, Known>, CbError> {
+pub fn load(root_prefix: &str) -> Result<BTreeMap<String, Known>, CbError> {
     Spi::connect(|client| {
         let table = client.select(LOAD_SQL, None, &[root_prefix.into()]).map_err(spi)?;
-        let mut known = HashMap::with_capacity(table.len());
+        let mut known = BTreeMap::new();
         for row in table {
             let r = |name: &str| -> Result<Option<i64>, CbError> { row.get_by_name::<i64, _>(name).map_err(spi) };
             let flag = |name: &str| -> Result<bool, CbError> {

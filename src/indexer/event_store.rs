@@ -275,7 +275,7 @@ pub fn index_one(file: &FileRef, volume: &Volume, settings: &Settings, now_us: i
             None
         };
         let work = decide(&old, &Now { stat, dialect: file.dialect, fingerprint });
-        let (mut progress, generation, note) = match work {
+        let (mut progress, generation, note) = match &work {
             Work::Nothing => {
                 return Ok(FileOutcome::Indexed {
                     state: IndexState { mtime_us: stat.mtime_us, ..old },
@@ -300,8 +300,11 @@ pub fn index_one(file: &FileRef, volume: &Volume, settings: &Settings, now_us: i
                 (Progress::default(), old.generation + 1, Some(format!("re-indexed: {}", reason.describe())))
             }
         };
-        // Rows beyond the starting offset are never committed; a new generation replaces all.
-        delete_rows_from(client, file.file_id, progress.offset)?;
+        // A new generation replaces every row of the file. An append needs no DELETE: rows
+        // beyond the committed offset cannot exist, since rows and offset commit together.
+        if matches!(work, Work::Reindex(_)) {
+            delete_rows_from(client, file.file_id, progress.offset)?;
+        }
 
         let settled = now_us.saturating_sub(stat.mtime_us) >= settings.settle_us;
         let rules = FileRules {

@@ -1,12 +1,14 @@
-//! One pass of the indexer, as both the background worker and `index_sessions()` run it:
-//! discovery (which session files exist and what changed, recorded in `session_file`), then
-//! indexing each file that changed, each isolated so that a bad file rolls back alone, is
-//! counted (and quarantined after repeated failures), and never stops the files after it.
+//! One pass of the indexer, as the background worker, `index_sessions()` and a lookup's
+//! catch-up all run it: discovery (which session files exist and what changed, recorded in
+//! `session_file`), then indexing each file that changed, each in a subtransaction so that a bad
+//! file rolls back alone, is counted (and quarantined after repeated failures), and never stops
+//! the files after it.
 //!
-//! The two callers differ only in how each step is isolated ([`Mode`]); everything a step does
-//! runs as `cortex_buffer_definer`, the role that alone may write the index.
-
-use std::time::Duration;
+//! The callers differ only in how the steps are grouped ([`Mode`]): a SQL caller's pass runs in
+//! its own transaction; the worker groups files into batches of one transaction each
+//! ([`BATCH_FILES`], [`BATCH_BYTES`]), so the commit, not each file, is the fixed cost.
+//! Everything a step does runs as `cortex_buffer_definer`, the role that alone may write the
+//! index.
 
 use super::catalog_store;
 use super::event_store;
@@ -17,6 +19,7 @@ use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::indexer::reconcile::Known;
 use cortex_buffer_watch::pass::{
     index_pass, run_pass, Catalog, FileIndexer, FileOutcome, FileRef, KnownCache, PassError, PassReport, Row, Scope,
+    Work,
 };
 use cortex_buffer_watch::volume::Volume;
 
@@ -38,12 +41,6 @@ impl Mode {
         }
     }
 
-    fn file_step<R>(self, step: impl FnOnce() -> Result<R, CbError>) -> Result<R, TxnFailure> {
-        match self {
-            Mode::Caller => subtransaction(|| as_definer(step)),
-            Mode::Worker => guarded(|| as_definer(step)),
-        }
-    }
 }
 
 /// The `session_file` catalogue, each read and write isolated as the mode says.
@@ -51,13 +48,19 @@ struct IsolatedCatalog(Mode);
 
 impl Catalog for IsolatedCatalog {
     type Error = TxnFailure;
-    fn load(&mut self, root_prefix: &str) -> Result<std::collections::HashMap<String, Known>, TxnFailure> {
+    fn load(&mut self, root_prefix: &str) -> Result<std::collections::BTreeMap<String, Known>, TxnFailure> {
         self.0.catalog_step(|| catalog_store::load(root_prefix))
     }
     fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, TxnFailure> {
         self.0.catalog_step(|| catalog_store::store(rows, gone))
     }
 }
+
+/// A worker's batch: this many files, or this many new bytes, share one transaction (each file
+/// in a subtransaction of it). Bounds what a crash or a rollback redoes, how long a batch holds
+/// its files' row locks, and the memory its outcomes take.
+pub const BATCH_FILES: usize = 256;
+pub const BATCH_BYTES: u64 = 64 << 20;
 
 /// Indexes each file isolated as the mode says; a failure is recorded in a step of its own.
 struct IsolatedIndexer<'v, 'h> {
@@ -66,23 +69,80 @@ struct IsolatedIndexer<'v, 'h> {
     settings: Settings,
     now_us: i64,
     before_file: &'h mut dyn FnMut(&FileRef),
+    /// Polled between files of a batch: a shutdown ends the batch early (and commits it).
+    stop: fn() -> bool,
+}
+
+impl IsolatedIndexer<'_, '_> {
+    /// One file in a subtransaction of the current transaction.
+    fn one(&mut self, file: &FileRef) -> FileOutcome {
+        (self.before_file)(file);
+        let (volume, settings, now_us) = (self.volume, &self.settings, self.now_us);
+        match subtransaction(|| as_definer(|| event_store::index_one(file, volume, settings, now_us))) {
+            Ok(outcome) => outcome,
+            Err(failure) => {
+                let error = failure.to_string();
+                let quarantine_after = settings.quarantine_after;
+                let quarantined =
+                    subtransaction(|| as_definer(|| event_store::record_failure(file.file_id, &error, quarantine_after)))
+                        .unwrap_or(false);
+                FileOutcome::Failed { error, quarantined }
+            }
+        }
+    }
+
+    /// The worker: files in batches, each batch one transaction whose commit makes all of its
+    /// files' rows and offsets durable together; the outcomes are reported only once it has
+    /// committed, so the pass never believes in work a failed commit undid.
+    fn run_batches(&mut self, work: &mut dyn Work) {
+        loop {
+            let mut batch: Vec<(FileRef, FileOutcome)> = Vec::new();
+            let mut exhausted = false;
+            let committed = guarded(|| {
+                let mut bytes = 0u64;
+                while batch.len() < BATCH_FILES && bytes < BATCH_BYTES && !(self.stop)() {
+                    let Some(file) = work.next() else {
+                        exhausted = true;
+                        break;
+                    };
+                    bytes = bytes.saturating_add(file.pending);
+                    let outcome = self.one(&file);
+                    batch.push((file, outcome));
+                }
+                Ok(())
+            });
+            if let Err(failure) = committed {
+                // A cancel (pg_cancel_backend() on the worker) or a failed commit: the batch's
+                // work is rolled back, which is no file's fault; all are tried again.
+                let why = format!("its batch was rolled back: {failure}");
+                for (_, outcome) in &mut batch {
+                    *outcome = FileOutcome::Skipped(why.clone());
+                }
+            }
+            let empty = batch.is_empty();
+            for (file, outcome) in batch {
+                if !work.done(file, outcome) {
+                    return;
+                }
+            }
+            if exhausted || empty || (self.stop)() {
+                return;
+            }
+        }
+    }
 }
 
 impl FileIndexer for IsolatedIndexer<'_, '_> {
-    fn index(&mut self, file: &FileRef) -> FileOutcome {
-        (self.before_file)(file);
-        match self.mode.file_step(|| event_store::index_one(file, self.volume, &self.settings, self.now_us)) {
-            Ok(outcome) => outcome,
-            // pg_cancel_backend() on the worker: that file's work is rolled back, it is not the
-            // file's fault. (In the caller's transaction a cancel ends the whole statement.)
-            Err(failure) if failure.sqlstate() == "57014" => FileOutcome::Skipped("cancelled".into()),
-            Err(failure) => {
-                let error = failure.to_string();
-                let quarantined = self
-                    .mode
-                    .file_step(|| event_store::record_failure(file.file_id, &error, self.settings.quarantine_after))
-                    .unwrap_or(false);
-                FileOutcome::Failed { error, quarantined }
+    fn run(&mut self, work: &mut dyn Work) {
+        match self.mode {
+            Mode::Worker => self.run_batches(work),
+            Mode::Caller => {
+                while let Some(file) = work.next() {
+                    let outcome = self.one(&file);
+                    if !work.done(file, outcome) {
+                        break;
+                    }
+                }
             }
         }
     }
@@ -94,44 +154,45 @@ pub struct Pass {
     pub files: Vec<(String, FileOutcome)>,
 }
 
+fn never() -> bool {
+    false
+}
+
 /// A caller's own pass (`index_sessions()`, a lookup's catch-up): a fresh catalogue, every new
 /// byte there is, nothing to watch per file and no stopping early.
 pub fn caller_pass(volume: &Volume, scope: Scope<'_>) -> Result<Pass, PassError<TxnFailure>> {
     let mut cache = KnownCache::default();
-    pass(
-        volume,
-        scope,
-        &mut cache,
-        Duration::ZERO,
-        cortex_buffer_watch::pass::now_us(),
-        Mode::Caller,
-        &mut |_| {},
-        |_, _| true,
-    )
+    pass(volume, scope, &mut cache, cortex_buffer_watch::pass::now_us(), Mode::Caller, &mut |_| {}, never, |_, _| true)
 }
 
-/// Runs one pass over `volume` (or one directory of it). `before_file` sees each file before
-/// it is indexed; `keep_going` sees each outcome and may stop the pass (a shutdown).
+/// Runs one pass over `volume` (or part of it). `before_file` sees each file before it is
+/// indexed; `stop` is polled between files; `keep_going` sees each outcome and may stop the pass
+/// (a shutdown).
 #[allow(clippy::too_many_arguments)]
 pub fn pass(
     volume: &Volume,
     scope: Scope<'_>,
     cache: &mut KnownCache,
-    catalog_max_age: Duration,
     now_us: i64,
     mode: Mode,
     before_file: &mut dyn FnMut(&FileRef),
+    stop: fn() -> bool,
     keep_going: impl FnMut(&str, &FileOutcome) -> bool,
 ) -> Result<Pass, PassError<TxnFailure>> {
-    let report = run_pass(volume, scope, &mut IsolatedCatalog(mode), cache, catalog_max_age, now_us)?;
+    let report = run_pass(volume, scope, &mut IsolatedCatalog(mode), cache, now_us)?;
     let settings = Settings::current();
-    let mut indexer = IsolatedIndexer { mode, volume, settings, now_us, before_file };
+    let retry_us = settings.retry_us;
+    let mut indexer = IsolatedIndexer { mode, volume, settings, now_us, before_file, stop };
     // The worker shares each pass fairly between job directories; a caller's own pass
     // (index_sessions(), a lookup's catch-up) takes everything there is.
     let share = match mode {
         Mode::Worker => Some(settings.pass_dir_bytes),
         Mode::Caller => None,
     };
-    let files = index_pass(cache, &mut indexer, now_us, settings.settle_us, share, keep_going);
+    let dirs = match scope {
+        Scope::Dirs(dirs) => Some(dirs),
+        Scope::Volume | Scope::Dir(_) => None,
+    };
+    let files = index_pass(cache, &mut indexer, now_us, settings.settle_us, retry_us, share, dirs, keep_going);
     Ok(Pass { report, files })
 }

@@ -80,7 +80,7 @@ COMMENT ON COLUMN cortex_buffer.session_file.cut_pending IS 'The last non-blank 
 COMMENT ON COLUMN cortex_buffer.session_file.device IS 'st_dev of the file (unsigned 64-bit value stored as its bigint bit pattern).';
 COMMENT ON COLUMN cortex_buffer.session_file.inode IS 'st_ino of the file (unsigned 64-bit value stored as its bigint bit pattern); with device, the file''s identity.';
 COMMENT ON COLUMN cortex_buffer.session_file.first_seen IS 'When a pass first recorded this path.';
-COMMENT ON COLUMN cortex_buffer.session_file.last_seen IS 'Last pass that saw the file: rewritten on every change, and at least every 5 minutes while unchanged (idle passes write nothing).';
+COMMENT ON COLUMN cortex_buffer.session_file.last_seen IS 'Last pass that saw the file change (new, grown, replaced or back). An unchanged file''s row is never rewritten, so that idle work does not grow with the files; indexer_status.last_rescan_at says when the worker last walked them all.';
 COMMENT ON COLUMN cortex_buffer.session_file.gone_at IS 'When a pass found the file deleted; NULL while it exists. Rows are kept until retention removes them.';
 COMMENT ON COLUMN cortex_buffer.session_file.job_id IS 'The job: job_dir when it is a UUID (the cortex dialects'' layout, <sessions_dir>/<job_id>/<file>). The job a file''s events are taken for; a line naming another job is counted in foreign_job_lines instead.';
 COMMENT ON COLUMN cortex_buffer.session_file.session_ordinal IS 'Order of the file among its job''s sessions, compared as a number: NNN of session-NNN.jsonl, or the start time (Unix seconds) of session_<YYYYMMDDTHHMMSSZ>_<pod>.jsonl (session-1000 comes after session-999).';

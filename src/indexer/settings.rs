@@ -13,6 +13,8 @@ pub struct Settings {
     pub max_corruption_ratio: f64,
     /// The most bytes the worker takes from one job directory in one pass.
     pub pass_dir_bytes: u64,
+    /// How long a file that failed or was busy waits before the worker tries it again.
+    pub retry_us: i64,
 }
 
 impl Settings {
@@ -25,6 +27,7 @@ impl Settings {
             quarantine_after: guc::quarantine_after(),
             max_corruption_ratio: guc::max_corruption_ratio(),
             pass_dir_bytes: guc::pass_dir_bytes(),
+            retry_us: i64::try_from(guc::poll_interval().as_micros()).unwrap_or(1_000_000),
         }
     }
 }

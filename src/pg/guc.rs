@@ -1,6 +1,6 @@
 //! Every `cortex_buffer.*` setting, defined in one place so the README's GUC table has one
-//! source. All are reloadable (SIGHUP): the worker re-reads them when the configuration is
-//! reloaded; a changed `database` makes it restart itself to reconnect.
+//! source. All but `workers` are reloadable (SIGHUP): the worker re-reads them when the
+//! configuration is reloaded; a changed `database` makes it restart itself to reconnect.
 
 use std::ffi::{CStr, CString};
 
@@ -26,6 +26,26 @@ pub static CATCH_UP: GucSetting<bool> = GucSetting::<bool>::new(true);
 pub static PASS_DIR_KB: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
 pub static CATCH_UP_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(2000);
 pub static JOB_TOKEN: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+pub static WATCH: GucSetting<WatchMode> = GucSetting::<WatchMode>::new(WatchMode::Auto);
+pub static RESCAN_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(300);
+pub static WORKERS: GucSetting<i32> = GucSetting::<i32>::new(1);
+
+/// How the worker learns that session files changed (`cortex_buffer.watch`).
+#[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum WatchMode {
+    /// Change notification where the kernel gives it; polling where it cannot be set up.
+    #[name = c"auto"]
+    Auto,
+    /// Change notification only (still with the periodic rescan as a safety net).
+    #[name = c"notify"]
+    Notify,
+    /// A full scan every poll_interval, as network file systems need.
+    #[name = c"poll"]
+    Poll,
+}
+
+/// The most indexer processes `cortex_buffer.workers` may ask for.
+pub const MAX_WORKERS: i32 = 16;
 
 /// Registers the settings and reserves the `cortex_buffer.` prefix (typos become errors).
 pub fn define() {
@@ -47,13 +67,41 @@ pub fn define() {
     );
     GucRegistry::define_int_guc(
         c"cortex_buffer.poll_interval",
-        c"How often the background worker scans sessions_dir.",
-        c"cortex_buffer.index_now() wakes it between polls.",
+        c"How often the background worker scans sessions_dir in poll mode, and retries a file that failed or was busy.",
+        c"cortex_buffer.index_now() wakes it between polls. In notify mode a scan happens only when the kernel reports a change.",
         &POLL_INTERVAL_MS,
         10,
         3_600_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_enum_guc(
+        c"cortex_buffer.watch",
+        c"How the background worker learns that session files changed: auto, notify or poll.",
+        c"notify: the kernel's change notification (inotify), so an idle volume costs nothing; poll: a full scan every poll_interval, for network file systems (NFS) where remote writes raise no notification; auto: notify, falling back to poll (said once in the log and in indexer_status) when watches cannot be set.",
+        &WATCH,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.rescan_interval",
+        c"How often the worker walks the whole sessions directory when it is notified of changes.",
+        c"The safety net of notify mode: besides at start, after the kernel's event queue overflowed and when watches ran out. In poll mode every poll is a full scan.",
+        &RESCAN_INTERVAL_S,
+        1,
+        86_400,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.workers",
+        c"How many indexer processes split the session files between them.",
+        c"Takes effect at server start. The first process watches the volume and hands each job directory to one process (by a hash of its name); each counts against max_worker_processes.",
+        &WORKERS,
+        1,
+        MAX_WORKERS,
+        GucContext::Postmaster,
+        GucFlags::default(),
     );
     GucRegistry::define_bool_guc(
         c"cortex_buffer.worker_enabled",
@@ -246,6 +294,19 @@ pub fn database() -> String {
 
 pub fn poll_interval() -> std::time::Duration {
     std::time::Duration::from_millis(u64::try_from(POLL_INTERVAL_MS.get()).unwrap_or(1000).max(10))
+}
+
+pub fn watch_mode() -> WatchMode {
+    WATCH.get()
+}
+
+pub fn rescan_interval() -> std::time::Duration {
+    std::time::Duration::from_secs(u64::try_from(RESCAN_INTERVAL_S.get()).unwrap_or(300).max(1))
+}
+
+/// `cortex_buffer.workers`, within 1..=MAX_WORKERS.
+pub fn workers() -> usize {
+    usize::try_from(WORKERS.get().clamp(1, MAX_WORKERS)).unwrap_or(1)
 }
 
 pub fn worker_enabled() -> bool {

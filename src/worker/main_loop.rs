@@ -1,62 +1,107 @@
-//! The worker process: connect, then poll until told to stop. Every condition that keeps it
-//! from indexing is logged once and shown in `pg_stat_activity`; every SQL error is caught,
-//! logged and retried at the next poll.
+//! An indexer process: connect, then index what changed until told to stop. Every condition
+//! that keeps it from indexing is logged once and shown in `pg_stat_activity`; every SQL error
+//! is caught, logged and retried.
+//!
+//! The first process (worker 1) learns of changes from the kernel (`cortex_buffer.watch`: a
+//! [`Watcher`] on the volume, waited on together with the latch) or by polling, and walks the
+//! whole volume as a safety net (at start, after a lost event, every `rescan_interval`). With
+//! `cortex_buffer.workers` > 1 it hands each changed job directory to the process that owns it
+//! ([`owner`]); the others wait on their latch for what they are handed. Files with work left
+//! (a tail waiting to settle, a retry) come back on the cache's timers, so nothing waits for
+//! the next rescan.
 
+use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::time::{Duration, Instant};
 
 use pgrx::bgworkers::{BackgroundWorker, SignalWakeFlags};
 use pgrx::prelude::*;
 
-use super::shared::{self, Phase};
-use super::WORKER_NAME;
+use super::shared::{self, Phase, Watching};
+use super::worker_name;
 use crate::indexer::indexing::{self, Mode};
-use crate::pg::guc;
+use crate::pg::guc::{self, WatchMode};
 use crate::pg::xact::guarded;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::readiness::{assess, ConditionLog, ProblemLog, Wait};
-use cortex_buffer_watch::pass::{now_us, FileOutcome, FileRef, KnownCache, PassError, Scope};
+use cortex_buffer_watch::pass::{now_us, owner, top_dirs, FileOutcome, FileRef, KnownCache, PassError, Scope};
 use cortex_buffer_watch::scan::resolve_root;
 use cortex_buffer_watch::volume::Volume;
+use cortex_buffer_watch::watcher::{Rescan, Watcher};
 
 /// The library's version; the installed extension must match it.
 const LIBRARY_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// The worker re-reads `session_file` at least this often, to see rows others changed.
-const CATALOG_CACHE_MAX_AGE: Duration = Duration::from_secs(60);
-
 #[pg_guard]
 #[unsafe(no_mangle)]
-pub extern "C-unwind" fn cortex_buffer_worker_main(_arg: pg_sys::Datum) {
+pub extern "C-unwind" fn cortex_buffer_worker_main(arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
-    shared::register_self();
+    let me = arg.value().min(usize::try_from(guc::MAX_WORKERS).unwrap_or(1) - 1);
+    let name = worker_name(me);
+    shared::register_self(me);
     let database = guc::database();
-    log!("{WORKER_NAME} starting: connecting to database \"{database}\" (pid {})", unsafe { pg_sys::MyProcPid });
+    log!("{name} starting: connecting to database \"{database}\" (pid {})", unsafe { pg_sys::MyProcPid });
     // A missing database is FATAL here: the process exits and the postmaster restarts it after
     // RESTART_DELAY, so the condition is logged at that pace, never in a tight loop.
     BackgroundWorker::connect_worker_to_spi(Some(&database), None);
-    set_session_settings();
+    set_session_settings(&name);
 
     let mut worker = Worker {
+        me,
+        name,
+        workers: guc::workers(),
         database,
         conditions: ConditionLog::default(),
         problems: ProblemLog::default(),
         cache: KnownCache::default(),
+        watch: Watch::Unset,
+        next_rescan: Instant::now(),
     };
     loop {
         if BackgroundWorker::sighup_received() {
             worker.reload_config();
         }
-        worker.poll();
-        if shutdown_requested() || !BackgroundWorker::wait_latch(Some(guc::poll_interval())) {
+        let next = worker.step();
+        if shutdown_requested() || !wait(&next) {
             break;
         }
     }
-    log!("{WORKER_NAME} stopping on request");
+    log!("{} stopping on request", worker.name);
     // Exit code 1 asks the postmaster to restart us after RESTART_DELAY unless it is shutting
     // down itself: a worker stopped with pg_terminate_backend() comes back. To keep it from
     // indexing, set cortex_buffer.worker_enabled = off instead.
     unsafe { pg_sys::proc_exit(1) };
+}
+
+/// What to wait for before the next step.
+struct Next {
+    timeout: Duration,
+    /// The watcher's descriptor, readable when the kernel queued events.
+    fd: Option<i32>,
+}
+
+/// Waits for the latch, the watcher's descriptor or the timeout; false when the worker must
+/// stop (SIGTERM, or the postmaster died).
+fn wait(next: &Next) -> bool {
+    let timeout = libc::c_long::try_from(next.timeout.as_millis()).unwrap_or(libc::c_long::MAX).max(0);
+    let mut events = pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_POSTMASTER_DEATH;
+    let socket = match next.fd {
+        Some(fd) => {
+            events |= pg_sys::WL_SOCKET_READABLE;
+            fd
+        }
+        None => pg_sys::PGINVALID_SOCKET,
+    };
+    // SAFETY: the worker's own latch, a descriptor it owns (or none), on the main thread.
+    let woke = unsafe {
+        let woke =
+            pg_sys::WaitLatchOrSocket(pg_sys::MyLatch, events as i32, socket, timeout, pg_sys::PG_WAIT_EXTENSION);
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+        woke
+    };
+    pg_sys::check_for_interrupts!();
+    let postmaster_died = woke & pg_sys::WL_POSTMASTER_DEATH as i32 != 0;
+    !BackgroundWorker::sigterm_received() && !postmaster_died
 }
 
 fn shutdown_requested() -> bool {
@@ -69,7 +114,7 @@ fn shutdown_requested() -> bool {
 /// database owner stop the worker (a read-only default, a timeout that cancels every pass, a
 /// serializable default that makes concurrent indexers fail), change what its statements
 /// resolve to, or change how it reads values. Documented in docs/operations.md.
-pub const PINNED: [(&std::ffi::CStr, &std::ffi::CStr); 14] = [
+pub const PINNED: [(&std::ffi::CStr, &std::ffi::CStr); 15] = [
     // Which operators and functions its statements resolve to.
     (c"search_path", c"pg_catalog, pg_temp"),
     // What would stop it: read-only transactions, timeouts, isolation, replication role.
@@ -88,15 +133,19 @@ pub const PINNED: [(&std::ffi::CStr, &std::ffi::CStr); 14] = [
     (c"extra_float_digits", c"1"),
     // Small statements: never worth compiling.
     (c"jit", c"off"),
+    // Rows and offsets commit together, so a commit lost in a crash is simply indexed again;
+    // waiting for each batch's WAL flush would only slow indexing down.
+    (c"synchronous_commit", c"off"),
 ];
 
-fn set_session_settings() {
-    // SAFETY: static NUL-terminated strings, set the way PostgreSQL's own processes set theirs.
+fn set_session_settings(name: &str) {
+    let name = CString::new(name).unwrap_or_default();
+    // SAFETY: NUL-terminated strings, set the way PostgreSQL's own processes set theirs.
     // application_name only names the worker in pg_stat_activity.
     unsafe {
         pg_sys::SetConfigOption(
             c"application_name".as_ptr(),
-            c"cortex_buffer indexer".as_ptr(),
+            name.as_ptr(),
             pg_sys::GucContext::PGC_USERSET,
             pg_sys::GucSource::PGC_S_OVERRIDE,
         );
@@ -122,11 +171,29 @@ fn report_activity(state: pg_sys::BackendState::Type, text: &str) {
     unsafe { pg_sys::pgstat_report_activity(state, text.as_ptr()) };
 }
 
+/// How worker 1 learns of changes.
+enum Watch {
+    /// Not set up yet (or torn down by a reload, a wait, or a replaced root).
+    Unset,
+    /// The kernel tells it.
+    Notify(Watcher),
+    /// It polls: configured so, or notification could not be set up (`retry_at`: when to try
+    /// again).
+    Poll { fallback: Option<Instant> },
+}
+
 struct Worker {
+    /// This process's number (0 for the first, which watches).
+    me: usize,
+    name: String,
+    workers: usize,
     database: String,
     conditions: ConditionLog,
     problems: ProblemLog,
     cache: KnownCache,
+    watch: Watch,
+    /// When the next walk of the whole volume is due (worker 1 in notify mode).
+    next_rescan: Instant,
 }
 
 impl Worker {
@@ -139,18 +206,24 @@ impl Worker {
         let wanted = guc::database();
         if wanted != self.database {
             log!(
-                "{WORKER_NAME}: cortex_buffer.database changed from \"{}\" to \"{wanted}\"; restarting to reconnect",
+                "{}: cortex_buffer.database changed from \"{}\" to \"{wanted}\"; restarting to reconnect",
+                self.name,
                 self.database
             );
             unsafe { pg_sys::proc_exit(1) };
         }
+        // sessions_dir or watch may have changed: set everything up again.
         self.cache.invalidate();
+        self.watch = Watch::Unset;
     }
 
-    fn poll(&mut self) {
+    fn step(&mut self) -> Next {
         match self.readiness() {
-            Err(wait) => self.wait(wait),
-            Ok(root) => self.index(root),
+            Err(wait) => {
+                self.wait(wait);
+                Next { timeout: guc::poll_interval(), fd: None }
+            }
+            Ok(volume) => self.index(volume),
         }
     }
 
@@ -181,18 +254,195 @@ impl Worker {
         }
         // Whatever made us wait may also have changed the catalogue (extension re-created...).
         self.cache.invalidate();
+        self.watch = Watch::Unset;
     }
 
-    fn index(&mut self, volume: Volume) {
-        let root = volume.path().to_path_buf();
+    fn index(&mut self, volume: Volume) -> Next {
         if let Some(previous) = self.conditions.clear() {
-            log!("{WORKER_NAME} resumed indexing {} (was {})", root.display(), previous.activity());
+            log!("{} resumed indexing {} (was {})", self.name, volume.path().display(), previous.activity());
         }
         shared::set_phase(Phase::Active);
-        report_activity(pg_sys::BackendState::STATE_RUNNING, &format!("scanning {}", root.display()));
+        let requested = shared::take_rescan_request();
+        if self.me > 0 {
+            return self.index_handed(&volume, requested);
+        }
+        let mode = guc::watch_mode();
+        if mode == WatchMode::Poll {
+            self.watch = Watch::Poll { fallback: None };
+            shared::set_watching(Watching::Poll, 0);
+        } else {
+            self.set_up_watch(&volume, mode);
+        }
+        let Watch::Notify(watcher) = &mut self.watch else {
+            // Polling: every step walks everything.
+            self.rescan(&volume);
+            return Next { timeout: guc::poll_interval(), fd: None };
+        };
+        let changes = watcher.read(&volume);
+        let exhausted = changes.rescan == Some(Rescan::WatchesExhausted);
+        let fd = watcher.fd();
+        if requested || changes.rescan.is_some() || Instant::now() >= self.next_rescan {
+            if let Some(why) = changes.rescan {
+                log!("{}: walking the whole sessions directory: {}", self.name, why.describe());
+            }
+            if exhausted {
+                self.fall_back(mode, "the kernel's limit on watches was reached".into());
+            } else if let Watch::Notify(watcher) = &mut self.watch {
+                // New directories missed while events were lost get their watches now.
+                match watcher.watch_volume(&volume) {
+                    Ok(w) if w.refused == 0 => shared::set_watching(Watching::Notify, w.watches),
+                    Ok(w) => self.fall_back(mode, format!("{} directories could not be watched", w.refused)),
+                    Err(e) => self.fall_back(mode, format!("could not watch the sessions directory: {e}")),
+                }
+            }
+            self.rescan(&volume);
+            self.next_rescan = Instant::now() + guc::rescan_interval();
+        } else {
+            let mut dirs = changes.dirs;
+            if self.workers > 1 {
+                self.hand_out(&mut dirs);
+            }
+            dirs.extend(self.cache.due(now_us()));
+            if !dirs.is_empty() {
+                self.run(&volume, Scope::Dirs(&dirs), false);
+            }
+        }
+        let until_rescan = self.next_rescan.saturating_duration_since(Instant::now());
+        let fd = matches!(self.watch, Watch::Notify(_)).then_some(fd);
+        let timeout = if fd.is_some() { until_rescan.min(self.until_timer()) } else { guc::poll_interval() };
+        Next { timeout, fd }
+    }
+
+    /// Sets up change notification when it is not (or no longer) watching this volume, or
+    /// when a fallback's time to try again has come.
+    fn set_up_watch(&mut self, volume: &Volume, mode: WatchMode) {
+        let retry = match &self.watch {
+            Watch::Unset => true,
+            Watch::Notify(w) => !w.watches_root_of(volume),
+            Watch::Poll { fallback: Some(at) } => Instant::now() >= *at,
+            Watch::Poll { fallback: None } => true,
+        };
+        if !retry {
+            return;
+        }
+        let was_fallback = matches!(self.watch, Watch::Poll { fallback: Some(_) });
+        let set_up = Watcher::new().and_then(|mut w| w.watch_volume(volume).map(|watched| (w, watched)));
+        match set_up {
+            Ok((watcher, watched)) if watched.refused == 0 => {
+                if was_fallback {
+                    log!("{}: change notification works again: watching {} directories", self.name, watched.watches);
+                }
+                shared::set_watching(Watching::Notify, watched.watches);
+                self.watch = Watch::Notify(watcher);
+                // A full walk first: what changed before the watches existed.
+                self.next_rescan = Instant::now();
+                self.cache.invalidate_timers();
+            }
+            Ok((_, watched)) => self.fall_back(
+                mode,
+                format!("{} of {} directories could not be watched", watched.refused, watched.watches + watched.refused),
+            ),
+            Err(e) => self.fall_back(mode, format!("could not set up change notification: {e}")),
+        }
+    }
+
+    /// Polls instead of watching, and says so once (a WARNING when notify was asked for).
+    fn fall_back(&mut self, mode: WatchMode, why: String) {
+        let first = !matches!(self.watch, Watch::Poll { fallback: Some(_) });
+        self.watch = Watch::Poll { fallback: Some(Instant::now() + guc::rescan_interval()) };
+        shared::set_watching(Watching::Fallback, 0);
+        if first {
+            let hint = "Raise fs.inotify.max_user_watches (and fs.inotify.max_user_instances) with sysctl, or set cortex_buffer.watch = poll.";
+            if mode == WatchMode::Notify {
+                warning!("{}: polling every cortex_buffer.poll_interval instead of watching: {why} (HINT: {hint})", self.name);
+            } else {
+                log!("{}: polling every cortex_buffer.poll_interval instead of watching: {why} (HINT: {hint})", self.name);
+            }
+        }
+    }
+
+    /// Worker 1 with others: hands each directory another process owns to it.
+    fn hand_out(&self, dirs: &mut BTreeSet<String>) {
+        let mut theirs: Vec<Vec<&str>> = vec![Vec::new(); self.workers];
+        for dir in dirs.iter() {
+            let o = owner(dir, self.workers);
+            if o != self.me {
+                if let Some(list) = theirs.get_mut(o) {
+                    list.push(dir);
+                }
+            }
+        }
+        for (worker, list) in theirs.iter().enumerate() {
+            shared::hand(worker, list);
+        }
+        dirs.retain(|d| owner(d, self.workers) == self.me);
+    }
+
+    /// A worker handed its directories by worker 1: indexes them, and walks its whole
+    /// partition at start, on request, and when its queue overflowed.
+    fn index_handed(&mut self, volume: &Volume, requested: bool) -> Next {
+        shared::set_watching(Watching::Handed, 0);
+        let (handed, overflowed) = shared::take_handed();
+        if requested || overflowed || !self.cache.loaded() {
+            self.rescan(volume);
+        } else {
+            let mut dirs: BTreeSet<String> = handed.into_iter().collect();
+            dirs.extend(self.cache.due(now_us()));
+            if !dirs.is_empty() {
+                self.run(volume, Scope::Dirs(&dirs), false);
+            }
+        }
+        Next { timeout: guc::rescan_interval().min(self.until_timer()), fd: None }
+    }
+
+    /// Walks everything this process owns: the whole volume when it is alone; its partition's
+    /// directories (on disk, or known to the catalogue) otherwise, asking the others to walk
+    /// theirs when it is worker 1.
+    fn rescan(&mut self, volume: &Volume) {
+        if self.workers <= 1 {
+            self.run(volume, Scope::Volume, true);
+            return;
+        }
+        if self.me == 0 {
+            for w in 1..self.workers {
+                shared::request_rescan(w);
+            }
+        }
+        if !self.cache.loaded() {
+            // Loads the catalogue (the walk of no directory).
+            self.run(volume, Scope::Dirs(&BTreeSet::new()), false);
+        }
+        let mut dirs: BTreeSet<String> = match top_dirs(volume) {
+            Ok(names) => names.into_iter().collect(),
+            Err(e) => {
+                self.wait(Wait::SessionsDir { reason: describe(&e) });
+                return;
+            }
+        };
+        dirs.extend(self.cache.dirs());
+        dirs.retain(|d| owner(d, self.workers) == self.me);
+        self.run(volume, Scope::Dirs(&dirs), true);
+    }
+
+    fn until_timer(&self) -> Duration {
+        match self.cache.next_timer() {
+            Some(at) => Duration::from_micros(u64::try_from(at.saturating_sub(now_us())).unwrap_or(0)),
+            None => Duration::MAX,
+        }
+    }
+
+    /// One pass over `scope`, reported in `pg_stat_activity` and the shared slot.
+    fn run(&mut self, volume: &Volume, scope: Scope<'_>, rescan: bool) {
+        let root = volume.path().to_path_buf();
+        let what = match scope {
+            Scope::Dirs(d) if !rescan => format!("indexing {} changed directories of {}", d.len(), root.display()),
+            _ => format!("scanning {}", root.display()),
+        };
+        report_activity(pg_sys::BackendState::STATE_RUNNING, &what);
         let started = Instant::now();
         let now = now_us();
         let mut events = 0;
+        let name = self.name.clone();
         let mut before_file =
             |file: &FileRef| report_activity(pg_sys::BackendState::STATE_RUNNING, &format!("indexing {}", file.path));
         let each = |path: &str, outcome: &FileOutcome| {
@@ -200,16 +450,16 @@ impl Worker {
                 FileOutcome::Indexed { events: e, note, .. } => {
                     events += e;
                     if let Some(note) = note {
-                        log!("{WORKER_NAME}: \"{path}\" {note}");
+                        log!("{name}: \"{path}\" {note}");
                     }
                 }
                 FileOutcome::Skipped(_) => {}
                 FileOutcome::Failed { error, quarantined } => {
                     shared::count_error();
                     if *quarantined {
-                        warning!("{WORKER_NAME}: quarantined \"{path}\" after repeated failures: {error}");
+                        warning!("{name}: quarantined \"{path}\" after repeated failures: {error}");
                     } else {
-                        warning!("{WORKER_NAME}: could not index \"{path}\" (will retry): {error}");
+                        warning!("{name}: could not index \"{path}\" (will retry): {error}");
                     }
                 }
             }
@@ -217,24 +467,25 @@ impl Worker {
         };
         let problems = &mut self.problems;
         match indexing::pass(
-            &volume,
-            Scope::Volume,
+            volume,
+            scope,
             &mut self.cache,
-            CATALOG_CACHE_MAX_AGE,
             now,
             Mode::Worker,
             &mut before_file,
+            shutdown_requested,
             each,
         ) {
             Ok(pass) => {
                 for p in problems.fresh(&pass.report.problems) {
-                    log!("{WORKER_NAME}: skipping \"{}\": {}", p.path, p.reason);
+                    log!("{}: skipping \"{}\": {}", self.name, p.path, p.reason);
                 }
                 let report = pass.report;
-                shared::record_pass(now, started.elapsed(), events);
+                shared::record_pass(now, started.elapsed(), events, rescan, self.cache.len());
                 if report.written > 0 || report.gone > 0 {
                     debug1!(
-                        "{WORKER_NAME}: recorded {} new or changed and {} gone session files",
+                        "{}: recorded {} new or changed and {} gone session files",
+                        self.name,
                         report.written,
                         report.gone
                     );

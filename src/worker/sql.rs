@@ -33,7 +33,7 @@ fn index_now() -> bool {
             "Set cortex_buffer.worker_enabled = on and reload the configuration.",
         ),
         Some(Phase::Active | Phase::Waiting) => {
-            if shared::wake() {
+            if shared::wake_all_for_rescan(crate::pg::guc::workers()) {
                 return true;
             }
             ("cortex_buffer's background worker exited before it could be woken", "Try again in a few seconds.")
@@ -43,39 +43,58 @@ fn index_now() -> bool {
     false
 }
 
-/// The background worker's own figures (shared memory), for the `indexer_status` view.
+/// The indexer processes' own figures (shared memory), one row each, for the `indexer_status`
+/// view.
 #[allow(clippy::type_complexity)]
 #[pg_extern(volatile)]
 fn indexer_worker() -> TableIterator<
     'static,
     (
+        name!(worker, i32),
         name!(worker_pid, Option<i32>),
         name!(worker_state, String),
+        name!(watch_mode, String),
+        name!(watches, i64),
+        name!(files, i64),
         name!(last_pass_at, Option<TimestampWithTimeZone>),
         name!(last_pass_ms, Option<f64>),
         name!(passes, i64),
+        name!(last_rescan_at, Option<TimestampWithTimeZone>),
+        name!(rescans, i64),
         name!(events_indexed, i64),
         name!(errors, i64),
     ),
 > {
-    let s = shared::stats();
-    let state = match s.phase {
-        None => "not preloaded",
-        Some(shared::Phase::Absent) => "not running",
-        Some(shared::Phase::Active) => "indexing",
-        Some(shared::Phase::Disabled) => "disabled",
-        Some(shared::Phase::Waiting) => "waiting",
-    };
-    let ran = s.passes > 0;
-    TableIterator::once((
-        (s.pid != 0).then_some(s.pid),
-        state.to_owned(),
-        if ran { ts(Some(s.last_pass_us)) } else { None },
-        ran.then(|| s.last_pass_duration_us as f64 / 1000.0),
-        i64::try_from(s.passes).unwrap_or(i64::MAX),
-        i64::try_from(s.events_indexed).unwrap_or(i64::MAX),
-        i64::try_from(s.errors).unwrap_or(i64::MAX),
-    ))
+    let count = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let rows: Vec<_> = (0..crate::pg::guc::workers())
+        .map(|n| {
+            let s = shared::stats(n);
+            let state = match s.phase {
+                None => "not preloaded",
+                Some(shared::Phase::Absent) => "not running",
+                Some(shared::Phase::Active) => "indexing",
+                Some(shared::Phase::Disabled) => "disabled",
+                Some(shared::Phase::Waiting) => "waiting",
+            };
+            let ran = s.passes > 0;
+            (
+                i32::try_from(n + 1).unwrap_or(i32::MAX),
+                (s.pid != 0).then_some(s.pid),
+                state.to_owned(),
+                s.watching.label().to_owned(),
+                count(s.watches),
+                count(s.files),
+                if ran { ts(Some(s.last_pass_us)) } else { None },
+                ran.then(|| s.last_pass_duration_us as f64 / 1000.0),
+                count(s.passes),
+                if s.rescans > 0 { ts(Some(s.last_rescan_us)) } else { None },
+                count(s.rescans),
+                count(s.events_indexed),
+                count(s.errors),
+            )
+        })
+        .collect();
+    TableIterator::new(rows)
 }
 
 extension_sql_file!("api.sql", name = "worker_api", requires = ["indexer_schema", index_now, indexer_worker]);

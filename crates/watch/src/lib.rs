@@ -7,3 +7,4 @@ pub mod pass;
 pub mod pipeline;
 pub mod scan;
 pub mod volume;
+pub mod watcher;

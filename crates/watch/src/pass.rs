@@ -3,14 +3,13 @@
 //! `index_sessions()` both run this; they differ only in the [`Catalog`] they pass (the worker
 //! wraps each call in its own guarded transaction, the SQL function uses the caller's).
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::indexer::dialect::{self, detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
 use cortex_buffer_core::indexer::index_plan::{worth_a_look, IndexState};
 use cortex_buffer_core::indexer::normalize::uuid_bytes;
-use cortex_buffer_core::indexer::reconcile::{plan, Action, Known};
+use cortex_buffer_core::indexer::reconcile::{plan, under, Action, Known};
 
 use super::scan::{read_prefix, relative, scan_dir, scan_root, FileStat, Found, Problem};
 use super::volume::Volume;
@@ -32,30 +31,47 @@ pub struct Row {
 pub trait Catalog {
     type Error: std::fmt::Display;
     /// Everything recorded for paths starting with `root_prefix`.
-    fn load(&mut self, root_prefix: &str) -> Result<HashMap<String, Known>, Self::Error>;
+    fn load(&mut self, root_prefix: &str) -> Result<BTreeMap<String, Known>, Self::Error>;
     /// Upserts `rows` (refreshing `last_seen`) and marks `gone` paths as gone, atomically;
     /// returns the `file_id` of every upserted path.
     fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, Self::Error>;
 }
 
-/// What the catalogue holds, cached between passes of the worker. Reloaded when older than
-/// `max_age` so rows changed by others (retention, `index_sessions()`) are picked up.
+/// What the catalogue holds, cached between passes of the worker: loaded once (and again only
+/// after [`invalidate`](KnownCache::invalidate): a reload of the configuration, a wait), then
+/// kept up to date by the passes themselves. Rows others change (`index_sessions()`, a lookup's
+/// catch-up) need no reload: indexing claims each file's row and works from what it holds.
 #[derive(Debug, Default)]
 pub struct KnownCache {
     root_prefix: String,
-    entries: HashMap<String, Known>,
-    loaded_at: Option<Instant>,
+    entries: BTreeMap<String, Known>,
+    loaded: bool,
     /// Passes so far: where the next one starts in its round of directories.
     passes: usize,
+    /// When each job directory with unfinished work must be looked at again (microseconds
+    /// since the epoch): a tail waiting to settle, a failure or a busy file to retry, a share
+    /// left for the next pass. What keeps such files from waiting for the next full rescan.
+    timers: BTreeMap<String, i64>,
 }
 
 impl KnownCache {
-    fn fresh_for(&self, root_prefix: &str, max_age: Duration) -> bool {
-        self.root_prefix == root_prefix && self.loaded_at.is_some_and(|t| t.elapsed() < max_age)
+    fn fresh_for(&self, root_prefix: &str) -> bool {
+        self.loaded && self.root_prefix == root_prefix
     }
 
     pub fn invalidate(&mut self) {
-        self.loaded_at = None;
+        self.loaded = false;
+        self.timers.clear();
+    }
+
+    /// Forgets the timers (a full walk follows, which sets them again).
+    pub fn invalidate_timers(&mut self) {
+        self.timers.clear();
+    }
+
+    /// Whether the catalogue has been read.
+    pub fn loaded(&self) -> bool {
+        self.loaded
     }
 
     pub fn len(&self) -> usize {
@@ -64,6 +80,36 @@ impl KnownCache {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The earliest timer, if any.
+    pub fn next_timer(&self) -> Option<i64> {
+        self.timers.values().copied().min()
+    }
+
+    /// The job directories whose timer is due at `now_us`.
+    pub fn due(&self, now_us: i64) -> BTreeSet<String> {
+        self.timers.iter().filter(|(_, at)| **at <= now_us).map(|(d, _)| d.clone()).collect()
+    }
+
+    /// Directories with a timer (for tests and status).
+    pub fn timers(&self) -> usize {
+        self.timers.len()
+    }
+
+    /// The job directories of the files present in the catalogue.
+    pub fn dirs(&self) -> BTreeSet<String> {
+        let mut dirs = BTreeSet::new();
+        for k in self.entries.values().filter(|k| !k.gone) {
+            if !dirs.contains(&k.job_dir) {
+                dirs.insert(k.job_dir.clone());
+            }
+        }
+        dirs
+    }
+
+    fn dir_prefix(&self, dir: &str) -> String {
+        format!("{}{dir}/", self.root_prefix)
     }
 }
 
@@ -114,34 +160,51 @@ impl<E: std::fmt::Display> std::fmt::Display for PassError<E> {
 pub enum Scope<'a> {
     /// The whole volume.
     Volume,
-    /// One top-level directory (a job's): a call-time catch-up.
+    /// One top-level directory (a job's), with a catalogue of its own: a call-time catch-up.
     Dir(&'a str),
+    /// Some top-level directories of the volume, against the volume's catalogue: what the
+    /// watcher (or a timer) says changed.
+    Dirs(&'a BTreeSet<String>),
 }
 
-/// Runs one pass over the volume (from `scan::resolve_root`), or one directory of it.
+/// Runs one pass over the volume (from `scan::resolve_root`), or part of it.
 pub fn run_pass<C: Catalog>(
     volume: &Volume,
     scope: Scope<'_>,
     catalog: &mut C,
     cache: &mut KnownCache,
-    max_cache_age: Duration,
     now_us: i64,
 ) -> Result<PassReport, PassError<C::Error>> {
-    let (scan, root_prefix) = match scope {
-        Scope::Volume => (scan_root(volume).map_err(PassError::Root)?, format!("{}/", volume.path().display())),
-        Scope::Dir(dir) => (scan_dir(volume, dir), format!("{}/{dir}/", volume.path().display())),
+    let volume_prefix = format!("{}/", volume.path().display());
+    let cache_prefix = match scope {
+        Scope::Volume | Scope::Dirs(_) => volume_prefix.clone(),
+        Scope::Dir(dir) => format!("{volume_prefix}{dir}/"),
     };
-    if !cache.fresh_for(&root_prefix, max_cache_age) {
-        cache.entries = catalog.load(&root_prefix).map_err(PassError::Catalog)?;
-        cache.root_prefix = root_prefix.clone();
-        cache.loaded_at = Some(Instant::now());
+    if !cache.fresh_for(&cache_prefix) {
+        cache.entries = catalog.load(&cache_prefix).map_err(PassError::Catalog)?;
+        cache.root_prefix = cache_prefix.clone();
+        cache.loaded = true;
+        cache.timers.clear();
+    }
+    // Each walked directory with the prefix under which its known files are.
+    let walks: Vec<(crate::scan::Scan, String)> = match scope {
+        Scope::Volume => vec![(scan_root(volume).map_err(PassError::Root)?, volume_prefix)],
+        Scope::Dir(dir) => vec![(scan_dir(volume, dir), cache_prefix)],
+        Scope::Dirs(dirs) => dirs.iter().map(|d| (scan_dir(volume, d), format!("{volume_prefix}{d}/"))).collect(),
+    };
+
+    let mut report = PassReport::default();
+    let mut decisions = Vec::new();
+    let mut missing = Vec::new();
+    for (scan, prefix) in walks {
+        report.problems.extend(scan.problems);
+        let plan = plan(scan.files, &cache.entries, &prefix);
+        decisions.extend(plan.decisions);
+        missing.extend(plan.missing);
     }
 
-    let mut report = PassReport { problems: scan.problems, ..PassReport::default() };
-    let plan = plan(scan.files, &cache.entries, &root_prefix, now_us);
-
     let mut rows = Vec::new();
-    for mut decision in plan.decisions {
+    for mut decision in decisions {
         if decision.detect {
             decision.dialect = detect_dialect(volume, &decision.found, &mut report.problems);
         }
@@ -167,7 +230,7 @@ pub fn run_pass<C: Catalog>(
     // A path missing from the walk is only gone if it really no longer exists; an unreadable
     // directory hides files without removing them.
     let gone: Vec<String> =
-        plan.missing.into_iter().filter(|p| relative(volume, p).is_ok_and(|rel| volume.is_gone(&rel))).collect();
+        missing.into_iter().filter(|p| relative(volume, p).is_ok_and(|rel| volume.is_gone(&rel))).collect();
 
     let mut ids: HashMap<String, i64> = HashMap::new();
     if !rows.is_empty() || !gone.is_empty() {
@@ -260,6 +323,9 @@ pub struct FileRef {
     pub inode: u64,
     /// The most bytes to take from it in this pass (what is left of its directory's share).
     pub budget: u64,
+    /// Bytes the pass saw beyond the indexed offset (at most `budget`): what a batch of files
+    /// weighs.
+    pub pending: u64,
 }
 
 /// What indexing one file did.
@@ -273,37 +339,54 @@ pub enum FileOutcome {
     Failed { error: String, quarantined: bool },
 }
 
-/// Indexes one file in a transaction of its own (worker) or a subtransaction (SQL).
-pub trait FileIndexer {
-    fn index(&mut self, file: &FileRef) -> FileOutcome;
+/// The files of a pass, handed out one at a time, and where their outcomes go.
+pub trait Work {
+    /// The next file to index, or `None` when the pass is done (or must stop).
+    fn next(&mut self) -> Option<FileRef>;
+    /// The outcome of a file, once it is durable in the indexer's terms (its transaction
+    /// committed); returns false when the pass must stop (a shutdown).
+    fn done(&mut self, file: FileRef, outcome: FileOutcome) -> bool;
 }
 
-/// The indexing half of a pass: every present file under `root_prefix` that is worth a look
-/// is handed to `indexer`, directory by directory, and within one in path order; the cache
-/// learns each outcome, and `keep_going` sees it (returning false stops the pass after that
-/// file: a shutdown).
+/// Indexes the files a [`Work`] hands out. The worker groups several files into one
+/// transaction, each in a subtransaction, and reports their outcomes after the commit; a SQL
+/// caller indexes each in a subtransaction of its own transaction.
+pub trait FileIndexer {
+    fn run(&mut self, work: &mut dyn Work);
+}
+
+/// The indexing half of a pass: every present file that is worth a look (under `dirs` only,
+/// when given) is handed to `indexer`, directory by directory, and within one in path order; the
+/// cache learns each outcome, and `keep_going` sees it (returning false stops the pass: a
+/// shutdown). Afterwards each directory looked at whose files still have work gets a timer
+/// (see [`KnownCache::due`]): `retry_us` from now for a file that failed or was busy, the end of
+/// its settle period for a tail that waits to settle, and now for a share left for later.
 ///
 /// With `dir_share`, each job directory gets at most that many bytes in this pass (its files
 /// take their share in turn; the rest waits for the next pass), and each pass starts one
 /// directory further round, so one job's volume delays another's lines by at most one share
 /// of each busy directory per pass (docs/operations.md: fairness).
-pub fn index_pass<I: FileIndexer>(
+#[allow(clippy::too_many_arguments)]
+pub fn index_pass<I: FileIndexer + ?Sized>(
     cache: &mut KnownCache,
     indexer: &mut I,
     now_us: i64,
     settle_us: i64,
+    retry_us: i64,
     dir_share: Option<u64>,
-    mut keep_going: impl FnMut(&str, &FileOutcome) -> bool,
+    dirs: Option<&BTreeSet<String>>,
+    keep_going: impl FnMut(&str, &FileOutcome) -> bool,
 ) -> Vec<(String, FileOutcome)> {
-    let mut todo: Vec<(FileRef, u64)> = cache
-        .entries
-        .iter()
-        .filter(|(path, k)| {
-            !k.gone
-                && k.file_id > 0
-                && path.starts_with(&cache.root_prefix)
-                && worth_a_look(&k.index, &k.stat, k.dialect, now_us, settle_us)
-        })
+    let candidates: Vec<(&String, &Known)> = match dirs {
+        None => under(&cache.entries, &cache.root_prefix).collect(),
+        Some(dirs) => {
+            let prefixes: Vec<String> = dirs.iter().map(|d| cache.dir_prefix(d)).collect();
+            prefixes.iter().flat_map(|p| under(&cache.entries, p).collect::<Vec<_>>()).collect()
+        }
+    };
+    let mut todo: Vec<(FileRef, u64)> = candidates
+        .into_iter()
+        .filter(|(_, k)| !k.gone && k.file_id > 0 && worth_a_look(&k.index, &k.stat, k.dialect, now_us, settle_us))
         .map(|(path, k)| {
             let file = FileRef {
                 file_id: k.file_id,
@@ -313,48 +396,169 @@ pub fn index_pass<I: FileIndexer>(
                 device: k.stat.device,
                 inode: k.stat.inode,
                 budget: u64::MAX,
+                pending: k.stat.size.saturating_sub(k.index.offset),
             };
             (file, k.index.offset)
         })
         .collect();
     todo.sort_by(|a, b| (&a.0.job_dir, &a.0.path).cmp(&(&b.0.job_dir, &b.0.path)));
     // Round-robin over directories: this pass starts at the `passes`-th one.
-    let mut dirs: Vec<&str> = todo.iter().map(|(f, _)| f.job_dir.as_str()).collect();
-    dirs.dedup();
-    let first_dir = dirs.get(cache.passes % dirs.len().max(1)).map(|d| (*d).to_owned());
+    let mut order: Vec<&str> = todo.iter().map(|(f, _)| f.job_dir.as_str()).collect();
+    order.dedup();
+    let first_dir = order.get(cache.passes % order.len().max(1)).map(|d| (*d).to_owned());
     cache.passes = cache.passes.wrapping_add(1);
     if let Some(first) = first_dir {
         let at = todo.iter().position(|(f, _)| f.job_dir == first).unwrap_or(0);
         todo.rotate_left(at);
     }
-    let mut spent: HashMap<String, u64> = HashMap::new();
-    let mut outcomes = Vec::with_capacity(todo.len());
-    for (mut file, before) in todo {
-        if let Some(share) = dir_share {
-            let used = spent.get(&file.job_dir).copied().unwrap_or(0);
-            if used >= share {
-                continue;
-            }
-            file.budget = share - used;
+
+    let mut work = PassWork {
+        todo: todo.into_iter(),
+        dir_share,
+        spent: HashMap::new(),
+        entries: &mut cache.entries,
+        keep_going,
+        stopped: false,
+        outcomes: Vec::new(),
+        left_for_later: BTreeSet::new(),
+        retry: BTreeSet::new(),
+    };
+    indexer.run(&mut work);
+    let PassWork { outcomes, left_for_later, retry, .. } = work;
+
+    // Timers for the directories looked at.
+    let looked_at: Vec<String> = match dirs {
+        Some(dirs) => dirs.iter().cloned().collect(),
+        None => {
+            cache.timers.clear();
+            Vec::new()
         }
-        let outcome = indexer.index(&file);
-        if let Some(k) = cache.entries.get_mut(&file.path) {
-            match &outcome {
-                FileOutcome::Indexed { state, .. } => {
-                    *spent.entry(file.job_dir.clone()).or_insert(0) += state.offset.saturating_sub(before);
-                    k.index = state.clone();
-                }
-                FileOutcome::Failed { quarantined, .. } => k.index.quarantined = *quarantined,
-                FileOutcome::Skipped(_) => {}
-            }
+    };
+    for d in &looked_at {
+        cache.timers.remove(d);
+    }
+    let set = |timers: &mut BTreeMap<String, i64>, dir: &str, at: i64| {
+        let t = timers.entry(dir.to_owned()).or_insert(at);
+        *t = (*t).min(at);
+    };
+    let scan: Vec<(&String, &Known)> = match dirs {
+        None => under(&cache.entries, &cache.root_prefix).collect(),
+        Some(_) => {
+            let prefixes: Vec<String> = looked_at.iter().map(|d| cache.dir_prefix(d)).collect();
+            prefixes.iter().flat_map(|p| under(&cache.entries, p).collect::<Vec<_>>()).collect()
         }
-        let more = keep_going(&file.path, &outcome);
-        outcomes.push((file.path, outcome));
-        if !more {
-            break;
+    };
+    let mut timers = std::mem::take(&mut cache.timers);
+    for (path, k) in scan {
+        if k.gone || k.file_id <= 0 || k.index.quarantined {
+            continue;
+        }
+        if left_for_later.contains(path) {
+            set(&mut timers, &k.job_dir, now_us);
+        } else if retry.contains(path) || worth_a_look(&k.index, &k.stat, k.dialect, now_us, settle_us) {
+            set(&mut timers, &k.job_dir, now_us.saturating_add(retry_us));
+        } else if k.index.tail_pending && k.stat.mtime_us == k.index.mtime_us {
+            set(&mut timers, &k.job_dir, k.stat.mtime_us.saturating_add(settle_us));
         }
     }
+    cache.timers = timers;
     outcomes
+}
+
+/// The [`Work`] of one [`index_pass`].
+struct PassWork<'c, K: FnMut(&str, &FileOutcome) -> bool> {
+    todo: std::vec::IntoIter<(FileRef, u64)>,
+    dir_share: Option<u64>,
+    spent: HashMap<String, u64>,
+    entries: &'c mut BTreeMap<String, Known>,
+    keep_going: K,
+    stopped: bool,
+    outcomes: Vec<(String, FileOutcome)>,
+    /// Files not handed out because their directory's share was spent.
+    left_for_later: BTreeSet<String>,
+    /// Files that failed or were skipped: to be tried again after a while.
+    retry: BTreeSet<String>,
+}
+
+impl<K: FnMut(&str, &FileOutcome) -> bool> Work for PassWork<'_, K> {
+    fn next(&mut self) -> Option<FileRef> {
+        if self.stopped {
+            return None;
+        }
+        for (mut file, _) in self.todo.by_ref() {
+            if let Some(share) = self.dir_share {
+                let used = self.spent.get(&file.job_dir).copied().unwrap_or(0);
+                if used >= share {
+                    self.left_for_later.insert(file.path);
+                    continue;
+                }
+                file.budget = share - used;
+                file.pending = file.pending.min(file.budget);
+                // Counted when handed out, so that files of one directory in one batch share it.
+                *self.spent.entry(file.job_dir.clone()).or_insert(0) += file.pending.max(1);
+            }
+            return Some(file);
+        }
+        None
+    }
+
+    fn done(&mut self, file: FileRef, outcome: FileOutcome) -> bool {
+        if let Some(k) = self.entries.get_mut(&file.path) {
+            match &outcome {
+                FileOutcome::Indexed { state, .. } => k.index = state.clone(),
+                FileOutcome::Failed { quarantined, .. } => {
+                    k.index.quarantined = *quarantined;
+                    self.retry.insert(file.path.clone());
+                }
+                FileOutcome::Skipped(_) => {
+                    self.retry.insert(file.path.clone());
+                }
+            }
+        }
+        let more = (self.keep_going)(&file.path, &outcome);
+        self.outcomes.push((file.path, outcome));
+        if !more {
+            self.stopped = true;
+        }
+        more
+    }
+}
+
+/// Indexes one file at a time with a function: what tests and simple callers need.
+pub struct EachFile<F: FnMut(&FileRef) -> FileOutcome>(pub F);
+
+impl<F: FnMut(&FileRef) -> FileOutcome> FileIndexer for EachFile<F> {
+    fn run(&mut self, work: &mut dyn Work) {
+        while let Some(file) = work.next() {
+            let outcome = (self.0)(&file);
+            if !work.done(file, outcome) {
+                break;
+            }
+        }
+    }
+}
+
+/// Which of `workers` indexer processes owns job directory `dir`: a hash of its name (FNV-1a),
+/// so every process agrees without asking, and a directory's files are always indexed by the
+/// same process.
+pub fn owner(dir: &str, workers: usize) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in dir.bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    usize::try_from(hash % u64::try_from(workers.max(1)).unwrap_or(1)).unwrap_or(0)
+}
+
+/// The first-level directory names of the volume (UTF-8 ones: the others hold no session file
+/// the walk would index).
+pub fn top_dirs(volume: &Volume) -> Result<Vec<String>, CbError> {
+    let shown = volume.path().display().to_string();
+    let root = volume
+        .open_dir(std::path::Path::new(""))
+        .map_err(|e| CbError::io("open sessions directory", &shown, &e))?;
+    let names = volume.list(&root).map_err(|e| CbError::io("list sessions directory", &shown, &e))?;
+    Ok(names.into_iter().filter_map(|n| n.into_string().ok()).collect())
 }
 
 /// Microseconds since the Unix epoch, for `now_us`.
@@ -374,7 +578,7 @@ mod tests {
     /// The catalogue as a map, recording how often it was touched.
     #[derive(Default)]
     struct MapCatalog {
-        rows: HashMap<String, Known>,
+        rows: BTreeMap<String, Known>,
         loads: usize,
         stores: usize,
         fail_store: bool,
@@ -382,7 +586,7 @@ mod tests {
 
     impl Catalog for MapCatalog {
         type Error = String;
-        fn load(&mut self, root_prefix: &str) -> Result<HashMap<String, Known>, String> {
+        fn load(&mut self, root_prefix: &str) -> Result<BTreeMap<String, Known>, String> {
             self.loads += 1;
             Ok(self
                 .rows
@@ -449,8 +653,6 @@ mod tests {
         }
     }
 
-    const HOUR: Duration = Duration::from_secs(3600);
-
     fn actions(r: &PassReport) -> Vec<(String, &'static str)> {
         r.files.iter().map(|f| (f.path.rsplit('/').next().unwrap_or_default().to_owned(), f.action.label())).collect()
     }
@@ -465,13 +667,13 @@ mod tests {
         root.put("job2/session_20260101T000000Z_pod.jsonl", "");
         let mut cat = MapCatalog::default();
         let mut cache = KnownCache::default();
-        let r1 = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, HOUR, now_us())
+        let r1 = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r1.written, 2);
         assert_eq!(cat.rows[&root.path("job1/session-001.jsonl")].dialect, Some(Dialect::CortexPlane));
         assert_eq!(cat.rows[&root.path("job2/session_20260101T000000Z_pod.jsonl")].dialect, Some(Dialect::CortexSpike));
 
-        let r2 = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, HOUR, now_us())
+        let r2 = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((r2.written, cat.stores, cat.loads), (0, 1, 1), "an idle pass must not touch the catalogue");
         assert_eq!(actions(&r2).iter().map(|a| a.1).collect::<Vec<_>>(), vec!["unchanged", "unchanged"]);
@@ -484,13 +686,13 @@ mod tests {
         root.put("job/b.jsonl", "{}\n");
         let mut cat = MapCatalog::default();
         let mut cache = KnownCache::default();
-        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, HOUR, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).unwrap_or_else(|e| panic!("{e}"));
 
         root.put("job/a.jsonl", "{\"__type__\":\"X\"}\n{\"__type__\":\"Y\"}\n");
         fs::remove_file(root.0.join("job/b.jsonl")).unwrap_or_else(|e| panic!("{e}"));
         std::os::unix::fs::symlink("../../../../../../etc/hostname", root.0.join("job/c.jsonl"))
             .unwrap_or_else(|e| panic!("{e}"));
-        let r = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, HOUR, now_us())
+        let r = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             actions(&r),
@@ -508,10 +710,10 @@ mod tests {
         let mut cat = MapCatalog { fail_store: true, ..MapCatalog::default() };
         let mut cache = KnownCache::default();
         let err =
-            run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, HOUR, now_us()).err().map(|e| e.to_string());
+            run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).err().map(|e| e.to_string());
         assert_eq!(err.as_deref(), Some("disk full"));
         cat.fail_store = false;
-        let r = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, HOUR, now_us())
+        let r = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((r.written, cat.loads), (1, 2), "the file is retried and the catalogue re-read");
     }
@@ -522,34 +724,166 @@ mod tests {
         root.put("job1/session-001.jsonl", "{}\n");
         root.put("job2/session-001.jsonl", "{}\n");
         let mut cat = MapCatalog::default();
-        let r = run_pass(&root.volume(), Scope::Dir("job2"), &mut cat, &mut KnownCache::default(), HOUR, now_us())
+        let r = run_pass(&root.volume(), Scope::Dir("job2"), &mut cat, &mut KnownCache::default(), now_us())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(actions(&r), vec![("session-001.jsonl".into(), "new")]);
         assert_eq!(cat.rows.keys().cloned().collect::<Vec<_>>(), vec![root.path("job2/session-001.jsonl")]);
         // A file of job1 the catalogue knows is not gone because a pass of job2 did not see it.
-        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut KnownCache::default(), HOUR, now_us())
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut KnownCache::default(), now_us())
             .unwrap_or_else(|e| panic!("{e}"));
-        let r = run_pass(&root.volume(), Scope::Dir("job2"), &mut cat, &mut KnownCache::default(), HOUR, now_us())
+        let r = run_pass(&root.volume(), Scope::Dir("job2"), &mut cat, &mut KnownCache::default(), now_us())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((r.gone, cat.rows.values().filter(|k| k.gone).count()), (0, 0));
         // No such directory, or a name that is no directory of the volume: nothing.
         for dir in ["nope", "..", "job1/..", ""] {
-            let r = run_pass(&root.volume(), Scope::Dir(dir), &mut cat, &mut KnownCache::default(), HOUR, now_us())
+            let r = run_pass(&root.volume(), Scope::Dir(dir), &mut cat, &mut KnownCache::default(), now_us())
                 .unwrap_or_else(|e| panic!("{e}"));
             assert!(r.files.is_empty(), "{dir}");
         }
     }
 
     #[test]
-    fn a_stale_cache_is_reloaded() {
+    fn every_directory_has_one_owner_and_the_owners_spread() {
+        let mut counts = [0usize; 4];
+        for i in 0..4000 {
+            let dir = format!("{i:08x}-0000-4000-8000-000000000000");
+            let o = owner(&dir, 4);
+            assert_eq!(o, owner(&dir, 4));
+            counts[o] += 1;
+        }
+        assert!(counts.iter().all(|c| (800..1200).contains(c)), "{counts:?}");
+        assert_eq!(owner("anything", 1), 0);
+        assert_eq!(owner("anything", 0), 0);
+    }
+
+    #[test]
+    fn the_catalogue_is_read_once_until_invalidated() {
         let root = Root::new("stale");
         root.put("job/a.jsonl", "{}\n");
         let mut cat = MapCatalog::default();
         let mut cache = KnownCache::default();
-        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, Duration::ZERO, now_us())
-            .unwrap_or_else(|e| panic!("{e}"));
-        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, Duration::ZERO, now_us())
-            .unwrap_or_else(|e| panic!("{e}"));
+        for _ in 0..3 {
+            run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert_eq!(cat.loads, 1, "no periodic reload");
+        cache.invalidate();
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cat.loads, 2);
+    }
+
+    #[test]
+    fn a_pass_over_some_directories_sees_and_removes_only_theirs() {
+        let root = Root::new("dirs");
+        root.put("j1/a.jsonl", "{}\n");
+        root.put("j2/b.jsonl", "{}\n");
+        let mut cat = MapCatalog::default();
+        let mut cache = KnownCache::default();
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        root.put("j1/a.jsonl", "{}\n{}\n");
+        root.put("j1/new.jsonl", "{}\n");
+        fs::remove_file(root.0.join("j2/b.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        let only_j1: BTreeSet<String> = ["j1".to_owned()].into();
+        let r = run_pass(&root.volume(), Scope::Dirs(&only_j1), &mut cat, &mut cache, now_us())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(actions(&r), vec![("a.jsonl".into(), "changed"), ("new.jsonl".into(), "new")]);
+        assert!(!cat.rows[&root.path("j2/b.jsonl")].gone, "j2 was not looked at");
+        let only_j2: BTreeSet<String> = ["j2".to_owned()].into();
+        let r = run_pass(&root.volume(), Scope::Dirs(&only_j2), &mut cat, &mut cache, now_us())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((actions(&r), r.gone), (vec![("b.jsonl".into(), "gone")], 1));
+    }
+
+    /// Indexes by recording the file as indexed to its size, or as the test says.
+    fn indexer(results: HashMap<String, FileOutcome>) -> EachFile<impl FnMut(&FileRef) -> FileOutcome> {
+        EachFile(move |f: &FileRef| {
+            let name = f.path.rsplit('/').next().unwrap_or_default().to_owned();
+            results.get(&name).cloned().unwrap_or_else(|| FileOutcome::Indexed {
+                state: IndexState {
+                    generation: 1,
+                    offset: f.pending,
+                    device: f.device,
+                    inode: f.inode,
+                    dialect: f.dialect,
+                    mtime_us: fs::metadata(&f.path).map(|m| FileStat::of(&m).mtime_us).unwrap_or(0),
+                    ..IndexState::default()
+                },
+                events: 1,
+                corrupt: 0,
+                note: None,
+            })
+        })
+    }
+
+    #[test]
+    fn files_left_undone_get_a_timer_and_done_ones_do_not() {
+        let root = Root::new("timers");
+        root.put("ok/a.jsonl", "{}\n");
+        root.put("busy/b.jsonl", "{}\n");
+        root.put("bad/c.jsonl", "{}\n");
+        let mut cat = MapCatalog::default();
+        let mut cache = KnownCache::default();
+        let now = now_us();
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now).unwrap_or_else(|e| panic!("{e}"));
+        let mut results = HashMap::new();
+        results.insert("b.jsonl".to_owned(), FileOutcome::Skipped("busy".into()));
+        results.insert("c.jsonl".to_owned(), FileOutcome::Failed { error: "x".into(), quarantined: false });
+        let mut ix = indexer(results);
+        let out = index_pass(&mut cache, &mut ix, now, 0, 1_000, None, None, |_, _| true);
+        assert_eq!(out.len(), 3);
+        assert_eq!(cache.timers(), 2);
+        assert_eq!(cache.next_timer(), Some(now + 1_000));
+        assert!(cache.due(now).is_empty());
+        let due = cache.due(now + 1_000);
+        assert_eq!(due.iter().map(String::as_str).collect::<Vec<_>>(), vec!["bad", "busy"]);
+
+        // Looking at the due directories again, with the files now indexing: no timers left.
+        let mut ix = indexer(HashMap::new());
+        let out = index_pass(&mut cache, &mut ix, now + 1_000, 0, 1_000, None, Some(&due), |_, _| true);
+        assert_eq!(out.len(), 2, "only the due directories");
+        assert_eq!(cache.timers(), 0);
+    }
+
+    #[test]
+    fn a_share_spent_leaves_a_timer_due_at_once() {
+        let root = Root::new("share");
+        root.put("job/a.jsonl", "{}\n{}\n");
+        root.put("job/b.jsonl", "{}\n{}\n");
+        let mut cat = MapCatalog::default();
+        let mut cache = KnownCache::default();
+        let now = now_us();
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now).unwrap_or_else(|e| panic!("{e}"));
+        let mut ix = indexer(HashMap::new());
+        let out = index_pass(&mut cache, &mut ix, now, 0, 1_000_000, Some(6), None, |_, _| true);
+        assert_eq!(out.len(), 1, "the first file spent the directory's share");
+        assert_eq!(cache.next_timer(), Some(now));
+    }
+
+    #[test]
+    fn a_tail_waiting_to_settle_gets_a_timer_at_the_end_of_its_settle_period() {
+        let root = Root::new("settle");
+        root.put("job/a.jsonl", "{}\n{");
+        let mut cat = MapCatalog::default();
+        let mut cache = KnownCache::default();
+        let now = now_us();
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now).unwrap_or_else(|e| panic!("{e}"));
+        let mtime = cache.entries.values().next().map(|k| k.stat.mtime_us).unwrap_or(0);
+        let mut ix = EachFile(|f: &FileRef| FileOutcome::Indexed {
+            state: IndexState {
+                generation: 1,
+                offset: 3,
+                device: f.device,
+                inode: f.inode,
+                mtime_us: mtime,
+                dialect: f.dialect,
+                tail_unterminated: true,
+                tail_pending: true,
+                ..IndexState::default()
+            },
+            events: 1,
+            corrupt: 0,
+            note: None,
+        });
+        index_pass(&mut cache, &mut ix, mtime, 5_000_000, 1_000, None, None, |_, _| true);
+        assert_eq!(cache.next_timer(), Some(mtime + 5_000_000));
     }
 }

@@ -152,7 +152,7 @@ COMMENT ON COLUMN cortex_buffer.session_file.cut_pending IS 'The last non-blank 
 COMMENT ON COLUMN cortex_buffer.session_file.device IS 'st_dev of the file (unsigned 64-bit value stored as its bigint bit pattern).';
 COMMENT ON COLUMN cortex_buffer.session_file.inode IS 'st_ino of the file (unsigned 64-bit value stored as its bigint bit pattern); with device, the file''s identity.';
 COMMENT ON COLUMN cortex_buffer.session_file.first_seen IS 'When a pass first recorded this path.';
-COMMENT ON COLUMN cortex_buffer.session_file.last_seen IS 'Last pass that saw the file: rewritten on every change, and at least every 5 minutes while unchanged (idle passes write nothing).';
+COMMENT ON COLUMN cortex_buffer.session_file.last_seen IS 'Last pass that saw the file change (new, grown, replaced or back). An unchanged file''s row is never rewritten, so that idle work does not grow with the files; indexer_status.last_rescan_at says when the worker last walked them all.';
 COMMENT ON COLUMN cortex_buffer.session_file.gone_at IS 'When a pass found the file deleted; NULL while it exists. Rows are kept until retention removes them.';
 COMMENT ON COLUMN cortex_buffer.session_file.job_id IS 'The job: job_dir when it is a UUID (the cortex dialects'' layout, <sessions_dir>/<job_id>/<file>). The job a file''s events are taken for; a line naming another job is counted in foreign_job_lines instead.';
 COMMENT ON COLUMN cortex_buffer.session_file.session_ordinal IS 'Order of the file among its job''s sessions, compared as a number: NNN of session-NNN.jsonl, or the start time (Unix seconds) of session_<YYYYMMDDTHHMMSSZ>_<pod>.jsonl (session-1000 comes after session-999).';
@@ -1147,11 +1147,17 @@ AS 'MODULE_PATHNAME', 'index_now_wrapper';
 /* <begin connected objects> */
 -- cortex_buffer::worker::sql::indexer_worker
 CREATE  FUNCTION "indexer_worker"() RETURNS TABLE (
+	"worker" INT,  /* i32 */
 	"worker_pid" INT,  /* Option < i32 > */
 	"worker_state" TEXT,  /* String */
+	"watch_mode" TEXT,  /* String */
+	"watches" bigint,  /* i64 */
+	"files" bigint,  /* i64 */
 	"last_pass_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
 	"last_pass_ms" double precision,  /* Option < f64 > */
 	"passes" bigint,  /* i64 */
+	"last_rescan_at" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"rescans" bigint,  /* i64 */
 	"events_indexed" bigint,  /* i64 */
 	"errors" bigint  /* i64 */
 )
@@ -1371,9 +1377,9 @@ COMMENT ON TRIGGER checkpoint_marked ON cortex_buffer.job IS
 
 -- The background worker's SQL face: waking it, its figures, and the indexer at a glance.
 COMMENT ON FUNCTION cortex_buffer.index_now() IS
-'Wakes the background worker for an immediate pass. Returns false, with a NOTICE saying why, when no enabled worker is running. Reads no file. Granted to cortex_buffer_control_plane and cortex_buffer_operator.';
+'Wakes every indexer process for an immediate walk of the files it owns. Returns false, with a NOTICE saying why, when no enabled worker is running. Reads no file. Granted to cortex_buffer_control_plane and cortex_buffer_operator.';
 COMMENT ON FUNCTION cortex_buffer.indexer_worker() IS
-'The background worker''s figures from shared memory: pid, state, last pass and its duration, passes, events indexed and files failed since the server started.';
+'Each indexer process''s figures from shared memory, one row per process (cortex_buffer.workers): number, pid, state, how it learns of changes and how many directories it watches, files it tracks, last pass and its duration, passes, last walk of everything it owns and how many, events indexed and files failed since the server started.';
 
 
 -- What the indexer is doing: the worker's figures and totals over session_file.
@@ -1381,8 +1387,14 @@ CREATE VIEW cortex_buffer.indexer_status AS
 SELECT w.worker_pid, w.worker_state, w.last_pass_at, w.last_pass_ms, w.passes,
        f.files_tracked, f.files_gone, f.bytes_indexed, f.bytes_pending, f.events_indexed, f.corrupt_lines,
        f.files_pending_tail, f.files_untrusted, f.files_failing, f.files_quarantined, f.last_error, f.last_error_at,
-       w.errors AS worker_errors
+       a.worker_errors, w.watch_mode, w.watches, w.last_rescan_at, a.workers
   FROM cortex_buffer.indexer_worker() AS w,
+       (SELECT coalesce(pg_catalog.sum(errors), 0)::pg_catalog.int8 AS worker_errors,
+               pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                   'worker', worker, 'pid', worker_pid, 'state', worker_state, 'watch_mode', watch_mode,
+                   'files', files, 'passes', passes, 'last_pass_at', last_pass_at, 'last_pass_ms', last_pass_ms,
+                   'rescans', rescans, 'events_indexed', events_indexed, 'errors', errors) ORDER BY worker) AS workers
+          FROM cortex_buffer.indexer_worker()) AS a,
        (SELECT pg_catalog.count(*) FILTER (WHERE gone_at IS NULL) AS files_tracked,
                pg_catalog.count(*) FILTER (WHERE gone_at IS NOT NULL) AS files_gone,
                coalesce(pg_catalog.sum(indexed_offset), 0)::pg_catalog.int8 AS bytes_indexed,
@@ -1396,14 +1408,19 @@ SELECT w.worker_pid, w.worker_state, w.last_pass_at, w.last_pass_ms, w.passes,
                pg_catalog.count(*) FILTER (WHERE quarantined_at IS NOT NULL) AS files_quarantined,
                (pg_catalog.array_agg(last_error ORDER BY last_error_at DESC) FILTER (WHERE last_error IS NOT NULL))[1] AS last_error,
                pg_catalog.max(last_error_at) AS last_error_at
-          FROM cortex_buffer.session_file) AS f;
+          FROM cortex_buffer.session_file) AS f
+ WHERE w.worker OPERATOR(pg_catalog.=) 1;
 COMMENT ON VIEW cortex_buffer.indexer_status IS
-'The indexer at a glance: worker state and last pass, files tracked, bytes indexed and pending (lag), events and corrupt lines indexed, files with a pending tail, untrusted, failing or quarantined, the latest error. Granted to pg_monitor and cortex_buffer_operator.';
-COMMENT ON COLUMN cortex_buffer.indexer_status.worker_pid IS 'The worker''s pid (NULL when not running).';
+'The indexer at a glance: the first worker''s state, last pass and how it learns of changes, every worker in workers, files tracked, bytes indexed and pending (lag), events and corrupt lines indexed, files with a pending tail, untrusted, failing or quarantined, the latest error. Granted to pg_monitor and cortex_buffer_operator.';
+COMMENT ON COLUMN cortex_buffer.indexer_status.worker_pid IS 'The first worker''s pid (NULL when not running); every worker is in workers.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.worker_state IS 'indexing, waiting, disabled, not running or not preloaded.';
-COMMENT ON COLUMN cortex_buffer.indexer_status.last_pass_at IS 'When the worker''s last pass started.';
+COMMENT ON COLUMN cortex_buffer.indexer_status.last_pass_at IS 'When the first worker''s last pass started (a pass looks at the directories that changed, or walks everything).';
 COMMENT ON COLUMN cortex_buffer.indexer_status.last_pass_ms IS 'How long it took.';
-COMMENT ON COLUMN cortex_buffer.indexer_status.passes IS 'Passes since the server started.';
+COMMENT ON COLUMN cortex_buffer.indexer_status.passes IS 'The first worker''s passes since the server started.';
+COMMENT ON COLUMN cortex_buffer.indexer_status.watch_mode IS 'How the first worker learns of changes: notify (the kernel says), poll (cortex_buffer.watch = poll), poll (fallback) (watches could not be set: see the log), starting.';
+COMMENT ON COLUMN cortex_buffer.indexer_status.watches IS 'Directories watched for changes.';
+COMMENT ON COLUMN cortex_buffer.indexer_status.last_rescan_at IS 'When the first worker last walked the whole sessions directory: at start, after lost events, every cortex_buffer.rescan_interval, and at each poll in poll mode.';
+COMMENT ON COLUMN cortex_buffer.indexer_status.workers IS 'Every indexer process (cortex_buffer.workers): worker, pid, state, watch_mode, files, passes, last_pass_at, last_pass_ms, rescans, events_indexed, errors.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.files_tracked IS 'Session files present.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.files_gone IS 'Session files deleted (their rows are kept).';
 COMMENT ON COLUMN cortex_buffer.indexer_status.bytes_indexed IS 'Bytes indexed, over all files.';
@@ -1416,7 +1433,7 @@ COMMENT ON COLUMN cortex_buffer.indexer_status.files_failing IS 'Files whose las
 COMMENT ON COLUMN cortex_buffer.indexer_status.files_quarantined IS 'Files left alone after repeated failures.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.last_error IS 'The most recent indexing error.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.last_error_at IS 'When it happened.';
-COMMENT ON COLUMN cortex_buffer.indexer_status.worker_errors IS 'Files the worker failed to index since the server started.';
+COMMENT ON COLUMN cortex_buffer.indexer_status.worker_errors IS 'Files the workers failed to index since the server started.';
 /* </end connected objects> */
 
 /* <begin connected objects> */
