@@ -50,4 +50,11 @@ rm -rf "${E2E_DIR}"
 mkdir -p "${E2E_DIR}"
 (cd pgrx-tests && CORTEX_E2E_DIR="${E2E_DIR}" cargo test -- --test-threads="${CORTEX_E2E_THREADS:-3}")
 
+# The worker's suites again in poll mode (cortex_buffer.watch = poll: a network volume), so the
+# polling path keeps every guarantee the notify path has. (watch.rs tests notification itself.)
+say "end-to-end worker suites in poll mode (CORTEX_E2E_WATCH=poll)"
+(cd pgrx-tests && CORTEX_E2E_WATCH=poll CORTEX_E2E_DIR="${E2E_DIR}" cargo test \
+    --test worker --test exactly_once --test indexer --test hostile --test recovery_pod \
+    -- --test-threads="${CORTEX_E2E_THREADS:-3}")
+
 say "all tests passed"

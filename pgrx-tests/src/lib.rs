@@ -104,6 +104,10 @@ impl Cluster {
         if preload {
             conf.push("shared_preload_libraries = 'cortex_buffer'".to_owned());
         }
+        // The whole suite runs again in poll mode (scripts/test.sh): CORTEX_E2E_WATCH=poll.
+        if let Ok(mode) = std::env::var("CORTEX_E2E_WATCH") {
+            conf.push(format!("cortex_buffer.watch = '{mode}'"));
+        }
         conf.extend(extra.iter().map(|s| (*s).to_owned()));
         let conf_path = c.pgdata.join("postgresql.conf");
         let mut text = fs::read_to_string(&conf_path).expect("read postgresql.conf");
@@ -246,6 +250,18 @@ impl Cluster {
         self.try_psql("postgres", &format!("SELECT pid FROM pg_stat_activity WHERE backend_type = '{WORKER}'"))
             .ok()
             .and_then(|s| s.lines().next().and_then(|l| l.trim().parse().ok()))
+    }
+
+    /// Every indexer process's pid (`cortex_buffer.workers` of them).
+    pub fn worker_pids(&self) -> Vec<i32> {
+        self.try_psql(
+            "postgres",
+            &format!("SELECT pid FROM pg_stat_activity WHERE backend_type = '{WORKER}' ORDER BY pid"),
+        )
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
     }
 
     pub fn worker_activity(&self) -> String {

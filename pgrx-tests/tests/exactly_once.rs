@@ -69,15 +69,25 @@ fn wait_running(c: &Cluster) {
 
 #[test]
 fn every_line_is_indexed_exactly_once_through_kills_and_immediate_shutdowns() {
-    let c = Cluster::new(
-        "exactly-once",
-        &["cortex_buffer.poll_interval = 50", "cortex_buffer.settle_period = 200", "cortex_buffer.batch_rows = 7"],
-    );
+    kill_loop("exactly-once", &[], "CORTEX_CRASH_KILLS", 10);
+}
+
+/// The same with two indexer processes, either of which may be killed, and files in batches.
+#[test]
+fn every_line_is_indexed_exactly_once_with_two_workers_through_kills() {
+    kill_loop("exactly-once-2w", &["cortex_buffer.workers = 2"], "CORTEX_CRASH_KILLS_2W", 6);
+}
+
+fn kill_loop(name: &str, extra: &[&str], kills_var: &str, default_kills: u64) {
+    let mut conf =
+        vec!["cortex_buffer.poll_interval = 50", "cortex_buffer.settle_period = 200", "cortex_buffer.batch_rows = 7"];
+    conf.extend_from_slice(extra);
+    let c = Cluster::new(name, &conf);
     c.start();
     c.create_extension();
     wait_running(&c);
     let seed: u64 = std::env::var("CORTEX_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x0dd_ba11);
-    let kills: u64 = std::env::var("CORTEX_CRASH_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let kills: u64 = std::env::var(kills_var).ok().and_then(|s| s.parse().ok()).unwrap_or(default_kills);
     let stop = Arc::new(AtomicBool::new(false));
     let root = c.sessions.clone();
     let flag = Arc::clone(&stop);
@@ -87,7 +97,8 @@ fn every_line_is_indexed_exactly_once_through_kills_and_immediate_shutdowns() {
     let started = Instant::now();
     for k in 0..kills {
         std::thread::sleep(Duration::from_millis(100) + rng.millis_below(700));
-        if let Some(pid) = c.worker_pid() {
+        let pids = c.worker_pids();
+        if let Some(pid) = pids.get(rng.below(pids.len().max(1))) {
             // The worker may be restarting already; a failed kill is fine.
             let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
         }

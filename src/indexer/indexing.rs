@@ -40,7 +40,6 @@ impl Mode {
             Mode::Worker => guarded(|| as_definer(step)),
         }
     }
-
 }
 
 /// The `session_file` catalogue, each read and write isolated as the mode says.
@@ -83,9 +82,10 @@ impl IsolatedIndexer<'_, '_> {
             Err(failure) => {
                 let error = failure.to_string();
                 let quarantine_after = settings.quarantine_after;
-                let quarantined =
-                    subtransaction(|| as_definer(|| event_store::record_failure(file.file_id, &error, quarantine_after)))
-                        .unwrap_or(false);
+                let quarantined = subtransaction(|| {
+                    as_definer(|| event_store::record_failure(file.file_id, &error, quarantine_after))
+                })
+                .unwrap_or(false);
                 FileOutcome::Failed { error, quarantined }
             }
         }

@@ -93,16 +93,21 @@ pub fn define() {
         GucContext::Sighup,
         GucFlags::UNIT_S,
     );
-    GucRegistry::define_int_guc(
-        c"cortex_buffer.workers",
-        c"How many indexer processes split the session files between them.",
-        c"Takes effect at server start. The first process watches the volume and hands each job directory to one process (by a hash of its name); each counts against max_worker_processes.",
-        &WORKERS,
-        1,
-        MAX_WORKERS,
-        GucContext::Postmaster,
-        GucFlags::default(),
-    );
+    // A postmaster setting can only be defined while the postmaster loads the library; a
+    // backend that loads it later (not preloaded) has no workers anyway.
+    // SAFETY: reading a flag Postgres sets while it loads shared_preload_libraries.
+    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
+        GucRegistry::define_int_guc(
+            c"cortex_buffer.workers",
+            c"How many indexer processes split the session files between them.",
+            c"Takes effect at server start. The first process watches the volume and hands each job directory to one process (by a hash of its name); each counts against max_worker_processes.",
+            &WORKERS,
+            1,
+            MAX_WORKERS,
+            GucContext::Postmaster,
+            GucFlags::default(),
+        );
+    }
     GucRegistry::define_bool_guc(
         c"cortex_buffer.worker_enabled",
         c"Whether the background worker indexes session files.",

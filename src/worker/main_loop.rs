@@ -279,6 +279,7 @@ impl Worker {
             return Next { timeout: guc::poll_interval(), fd: None };
         };
         let changes = watcher.read(&volume);
+        shared::set_watching(Watching::Notify, watcher.watches());
         let exhausted = changes.rescan == Some(Rescan::WatchesExhausted);
         let fd = watcher.fd();
         if requested || changes.rescan.is_some() || Instant::now() >= self.next_rescan {
@@ -309,7 +310,10 @@ impl Worker {
         }
         let until_rescan = self.next_rescan.saturating_duration_since(Instant::now());
         let fd = matches!(self.watch, Watch::Notify(_)).then_some(fd);
-        let timeout = if fd.is_some() { until_rescan.min(self.until_timer()) } else { guc::poll_interval() };
+        // Woken by the kernel, a timer or the rescan; and at least every poll_interval, to see
+        // what no file event announces (the extension updated or dropped, the worker
+        // disabled): one catalogue read, no walk.
+        let timeout = until_rescan.min(self.until_timer()).min(guc::poll_interval());
         Next { timeout, fd }
     }
 
@@ -340,7 +344,11 @@ impl Worker {
             }
             Ok((_, watched)) => self.fall_back(
                 mode,
-                format!("{} of {} directories could not be watched", watched.refused, watched.watches + watched.refused),
+                format!(
+                    "{} of {} directories could not be watched",
+                    watched.refused,
+                    watched.watches + watched.refused
+                ),
             ),
             Err(e) => self.fall_back(mode, format!("could not set up change notification: {e}")),
         }
@@ -354,9 +362,15 @@ impl Worker {
         if first {
             let hint = "Raise fs.inotify.max_user_watches (and fs.inotify.max_user_instances) with sysctl, or set cortex_buffer.watch = poll.";
             if mode == WatchMode::Notify {
-                warning!("{}: polling every cortex_buffer.poll_interval instead of watching: {why} (HINT: {hint})", self.name);
+                warning!(
+                    "{}: polling every cortex_buffer.poll_interval instead of watching: {why} (HINT: {hint})",
+                    self.name
+                );
             } else {
-                log!("{}: polling every cortex_buffer.poll_interval instead of watching: {why} (HINT: {hint})", self.name);
+                log!(
+                    "{}: polling every cortex_buffer.poll_interval instead of watching: {why} (HINT: {hint})",
+                    self.name
+                );
             }
         }
     }
@@ -392,7 +406,7 @@ impl Worker {
                 self.run(volume, Scope::Dirs(&dirs), false);
             }
         }
-        Next { timeout: guc::rescan_interval().min(self.until_timer()), fd: None }
+        Next { timeout: guc::rescan_interval().min(self.until_timer()).min(guc::poll_interval()), fd: None }
     }
 
     /// Walks everything this process owns: the whole volume when it is alone; its partition's

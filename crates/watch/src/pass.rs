@@ -554,9 +554,8 @@ pub fn owner(dir: &str, workers: usize) -> usize {
 /// the walk would index).
 pub fn top_dirs(volume: &Volume) -> Result<Vec<String>, CbError> {
     let shown = volume.path().display().to_string();
-    let root = volume
-        .open_dir(std::path::Path::new(""))
-        .map_err(|e| CbError::io("open sessions directory", &shown, &e))?;
+    let root =
+        volume.open_dir(std::path::Path::new("")).map_err(|e| CbError::io("open sessions directory", &shown, &e))?;
     let names = volume.list(&root).map_err(|e| CbError::io("list sessions directory", &shown, &e))?;
     Ok(names.into_iter().filter_map(|n| n.into_string().ok()).collect())
 }
@@ -667,14 +666,14 @@ mod tests {
         root.put("job2/session_20260101T000000Z_pod.jsonl", "");
         let mut cat = MapCatalog::default();
         let mut cache = KnownCache::default();
-        let r1 = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let r1 =
+            run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r1.written, 2);
         assert_eq!(cat.rows[&root.path("job1/session-001.jsonl")].dialect, Some(Dialect::CortexPlane));
         assert_eq!(cat.rows[&root.path("job2/session_20260101T000000Z_pod.jsonl")].dialect, Some(Dialect::CortexSpike));
 
-        let r2 = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let r2 =
+            run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((r2.written, cat.stores, cat.loads), (0, 1, 1), "an idle pass must not touch the catalogue");
         assert_eq!(actions(&r2).iter().map(|a| a.1).collect::<Vec<_>>(), vec!["unchanged", "unchanged"]);
     }
@@ -692,8 +691,8 @@ mod tests {
         fs::remove_file(root.0.join("job/b.jsonl")).unwrap_or_else(|e| panic!("{e}"));
         std::os::unix::fs::symlink("../../../../../../etc/hostname", root.0.join("job/c.jsonl"))
             .unwrap_or_else(|e| panic!("{e}"));
-        let r = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let r =
+            run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             actions(&r),
             vec![("a.jsonl".into(), "changed"), ("b.jsonl".into(), "gone"), ("c.jsonl".into(), "skipped")]
@@ -709,12 +708,11 @@ mod tests {
         root.put("job/a.jsonl", "{}\n");
         let mut cat = MapCatalog { fail_store: true, ..MapCatalog::default() };
         let mut cache = KnownCache::default();
-        let err =
-            run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).err().map(|e| e.to_string());
+        let err = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).err().map(|e| e.to_string());
         assert_eq!(err.as_deref(), Some("disk full"));
         cat.fail_store = false;
-        let r = run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let r =
+            run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((r.written, cat.loads), (1, 2), "the file is retried and the catalogue re-read");
     }
 
