@@ -5,6 +5,10 @@
 -- rewritten any more (last_seen's comment says so).
 \echo Use "ALTER EXTENSION cortex_buffer UPDATE TO '0.8.0'" to load this file. \quit
 
+-- Room on each page for the row updates every indexing makes (HOT updates); rows written from
+-- now on get it.
+ALTER TABLE cortex_buffer.session_file SET (fillfactor = 50);
+
 DROP VIEW cortex_buffer.indexer_status;
 DROP FUNCTION cortex_buffer.indexer_worker();
 CREATE FUNCTION cortex_buffer."indexer_worker"() RETURNS TABLE (

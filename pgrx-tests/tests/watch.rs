@@ -131,7 +131,8 @@ fn a_burst_that_overflows_the_kernel_queue_is_followed_by_a_rescan_and_nothing_i
     // The directory first, and watched, so that every file in it raises events.
     let dir = c.sessions.join("burst");
     fs::create_dir_all(&dir).expect("dir");
-    let watched = wait_for(Duration::from_secs(5), || c.psql("SELECT watches FROM cortex_buffer.indexer_status") == "2");
+    let watched =
+        wait_for(Duration::from_secs(5), || c.psql("SELECT watches FROM cortex_buffer.indexer_status") == "2");
     assert!(watched.is_some(), "{}", c.log_tail());
     kill(pid, "STOP");
     for i in 0..files {

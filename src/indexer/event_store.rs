@@ -214,6 +214,7 @@ fn read_and_insert(
     inserter: &mut Inserter<'_, '_>,
     batch_rows: usize,
     path: &str,
+    inline: bool,
 ) -> Result<Progress, CbError> {
     let limits = inserter.limits(batch_rows);
     let interrupts = || {
@@ -222,8 +223,13 @@ fn read_and_insert(
     // The reading thread steps over holes; the interrupt checks are this thread's (between and
     // while waiting for batches), never the reading thread's.
     let reader = SessionRead::new(file, || {});
-    pipeline::run(reader, progress, rules, limits, |rows: &Rows| inserter.insert(rows), interrupts).map_err(|e| match e
-    {
+    let insert = |rows: &Rows| inserter.insert(rows);
+    let done = if inline {
+        pipeline::run_inline(reader, progress, rules, limits, insert, interrupts)
+    } else {
+        pipeline::run(reader, progress, rules, limits, insert, interrupts)
+    };
+    done.map_err(|e| match e {
         PipelineError::Insert(e) => e,
         PipelineError::Read(e) => io_error("read", path, &e),
         PipelineError::Thread(why) => CbError::internal(why),
@@ -318,11 +324,21 @@ pub fn index_one(file: &FileRef, volume: &Volume, settings: &Settings, now_us: i
         let mut reader = &handle;
         reader.seek(SeekFrom::Start(progress.offset)).map_err(|e| io_error("seek", &file.path, &e))?;
         progress = {
-            let mut inserter = Inserter::new(client, file.file_id, settings.batch_rows)?;
+            // A small read is judged on this thread, with about as many tuple slots as it has
+            // lines (taken as 64 bytes or more; shorter ones only cost another insert call):
+            // most files of a fleet grow a few lines at a time.
+            let to_read = stat.size.saturating_sub(progress.offset).min(file.budget);
+            let inline = to_read <= pipeline::INLINE_MAX_BYTES;
+            let slots = if inline {
+                settings.batch_rows.min(usize::try_from(to_read / 64).unwrap_or(usize::MAX).max(1))
+            } else {
+                settings.batch_rows
+            };
+            let mut inserter = Inserter::new(client, file.file_id, slots)?;
             if let InsertPath::Sql(why) = &inserter.path {
                 debug1!("cortex_buffer: rows of \"{}\" go through SQL: {why}", file.path);
             }
-            read_and_insert(&handle, progress, &rules, &mut inserter, settings.batch_rows, &file.path)?
+            read_and_insert(&handle, progress, &rules, &mut inserter, settings.batch_rows, &file.path, inline)?
         };
 
         let fp_len = fingerprint_len(stat.size).max(if generation == old.generation { old.fingerprint_len } else { 0 });

@@ -255,6 +255,90 @@ impl Sink for ChannelSink<'_> {
     }
 }
 
+/// The sink of [`run_inline`]: batches are inserted as soon as they fill, on this thread.
+struct InlineSink<F> {
+    rows: Rows,
+    limits: Limits,
+    scratch: Scratch,
+    insert: F,
+}
+
+impl<F, E> InlineSink<F>
+where
+    F: FnMut(&Rows) -> Result<(), E>,
+{
+    fn maybe_flush(&mut self) -> Result<(), E> {
+        if self.rows.len() >= self.limits.max_rows || self.rows.bytes() >= self.limits.max_bytes {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), E> {
+        if !self.rows.is_empty() {
+            (self.insert)(&self.rows)?;
+            self.rows.clear();
+        }
+        Ok(())
+    }
+}
+
+impl<F, E> Sink for InlineSink<F>
+where
+    F: FnMut(&Rows) -> Result<(), E>,
+{
+    type Error = E;
+
+    fn event(&mut self, row: EventRow<'_>) -> Result<(), E> {
+        let event = OwnedEvent::build(row, &mut self.rows.arena, &mut self.scratch);
+        self.rows.events.push(event);
+        self.maybe_flush()
+    }
+
+    fn corrupt(&mut self, row: CorruptRow) -> Result<(), E> {
+        self.rows.corrupt_bytes += row.preview.len() + row.reason.len();
+        self.rows.corrupt.push(row);
+        self.maybe_flush()
+    }
+}
+
+/// Files with at most this many new bytes are read on the calling thread ([`run_inline`]):
+/// starting a thread and handing batches across costs more than overlapping so little saves.
+pub const INLINE_MAX_BYTES: u64 = 64 * 1024;
+
+/// Indexes what `file` (positioned at `progress.offset`) holds on the calling thread: the same
+/// judgement and the same batches as [`run`], without the helper thread. For small reads
+/// ([`INLINE_MAX_BYTES`]); `idle` runs between batches.
+pub fn run_inline<R, E>(
+    file: R,
+    progress: Progress,
+    rules: &FileRules<'_>,
+    limits: Limits,
+    insert: impl FnMut(&Rows) -> Result<(), E>,
+    mut idle: impl FnMut(),
+) -> Result<Progress, PipelineError<E>>
+where
+    R: Read + cortex_buffer_core::indexer::lines::HoleSkip,
+{
+    let mut calls = 0usize;
+    let mut insert = insert;
+    let counted = |rows: &Rows| {
+        calls += 1;
+        if calls > 1 {
+            idle();
+        }
+        insert(rows)
+    };
+    let mut sink = InlineSink { rows: Rows::default(), limits, scratch: Scratch::default(), insert: counted };
+    let progress = match index_file(file, progress, rules, &mut sink) {
+        Ok(p) => p,
+        Err(IndexError::Read(e)) => return Err(PipelineError::Read(e)),
+        Err(IndexError::Sink(e)) => return Err(PipelineError::Insert(e)),
+    };
+    sink.flush().map_err(PipelineError::Insert)?;
+    Ok(progress)
+}
+
 /// How much one batch may hold.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -393,6 +477,57 @@ mod tests {
         assert_eq!(p.events_added, 1000);
         assert_eq!(seen.len(), 1000);
         assert!(seen.iter().enumerate().all(|(i, (seq, t))| *seq == Some(i as i64) && t.as_deref() == Some("T")));
+    }
+
+    #[test]
+    fn inline_and_threaded_runs_give_the_same_rows_and_progress() {
+        let data = lines(500) + "{\"type\":\"T\",\"timestamp\":\"t\",\"seq\":\"broken\n{\"unterminated";
+        let collect = |threaded: bool| {
+            let mut seen = Vec::new();
+            let mut record = |rows: &Rows| -> Result<(), ()> {
+                for e in &rows.events {
+                    seen.push((e.offset, e.line_no, rows.text(e, EventColumn::Type).map(str::to_owned)));
+                }
+                for c in &rows.corrupt {
+                    seen.push((count_i64(c.offset), count_i64(c.line_no), Some(c.reason.clone())));
+                }
+                Ok(())
+            };
+            let limits = Limits { max_rows: 9, max_bytes: 1 << 20 };
+            let p = if threaded {
+                run(data.as_bytes(), Progress::default(), &rules(), limits, &mut record, || {})
+            } else {
+                run_inline(data.as_bytes(), Progress::default(), &rules(), limits, &mut record, || {})
+            };
+            (p.unwrap_or_else(|e| panic!("{e:?}")), seen)
+        };
+        let (inline, threaded) = (collect(false), collect(true));
+        assert_eq!(inline.1, threaded.1);
+        assert_eq!(inline.0, threaded.0);
+        assert_eq!(inline.0.events_added, 500);
+    }
+
+    #[test]
+    fn a_failing_inline_insert_is_returned() {
+        let data = lines(100);
+        let mut batches = 0;
+        let r = run_inline(
+            data.as_bytes(),
+            Progress::default(),
+            &rules(),
+            Limits { max_rows: 10, max_bytes: 1 << 20 },
+            |_: &Rows| {
+                batches += 1;
+                if batches == 3 {
+                    Err("refused")
+                } else {
+                    Ok(())
+                }
+            },
+            || {},
+        );
+        assert!(matches!(r, Err(PipelineError::Insert("refused"))));
+        assert_eq!(batches, 3);
     }
 
     #[test]
