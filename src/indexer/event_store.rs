@@ -13,7 +13,7 @@ use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, PgBuiltInOids, PgMemoryContexts, PgOid, Uuid};
 
 use super::direct_insert::{EventTable, InsertPath, RowValues};
-use super::file_row::{claim, delete_rows_from, finish};
+use super::file_row::{claim, claim_many, delete_rows_from, finish, finish_many, Claimed, Finish};
 use super::settings::Settings;
 use crate::pg::jsonb::RawJsonb;
 use crate::pg::spi_util::{prepared, spi};
@@ -53,15 +53,15 @@ fn opt<T>(v: &Option<T>, f: impl FnOnce(&T) -> pg_sys::Datum) -> (pg_sys::Datum,
 
 /// Inserts batches on the backend's thread: straight into the heap and indexes when the table
 /// is the one the extension ships, else through SQL.
-struct Inserter<'c, 'conn> {
-    client: &'c mut SpiClient<'conn>,
+struct Inserter {
     path: InsertPath,
+    /// The file whose rows are being inserted (one inserter serves a whole batch of files).
     file_id: i64,
 }
 
-impl<'c, 'conn> Inserter<'c, 'conn> {
-    fn new(client: &'c mut SpiClient<'conn>, file_id: i64, batch_rows: usize) -> Result<Self, CbError> {
-        Ok(Inserter { path: EventTable::open(batch_rows.max(1))?, client, file_id })
+impl Inserter {
+    fn new(batch_rows: usize) -> Result<Self, CbError> {
+        Ok(Inserter { path: EventTable::open(batch_rows.max(1))?, file_id: 0 })
     }
 
     /// The most rows and bytes to send at a time: what one call inserts.
@@ -76,28 +76,28 @@ impl<'c, 'conn> Inserter<'c, 'conn> {
 
     /// Inserts `rows`; everything allocated for it (datums, arrays, jsonb copies) goes into a
     /// memory context reset afterwards, so memory stays bounded by the batch.
-    fn insert(&mut self, rows: &Rows) -> Result<(), CbError> {
+    fn insert(&mut self, client: &mut SpiClient<'_>, rows: &Rows) -> Result<(), CbError> {
         let mut context = PgMemoryContexts::new("cortex_buffer index batch");
         // SAFETY: the context outlives the closure; nothing allocated in it is used afterwards
         // (the SPI results of these INSERTs are not read).
-        let result = unsafe { context.switch_to(|_| self.insert_in_context(rows)) };
+        let result = unsafe { context.switch_to(|_| self.insert_in_context(client, rows)) };
         // SAFETY: no pointer into the context survives the closure.
         unsafe { context.reset() };
         result
     }
 
-    fn insert_in_context(&mut self, rows: &Rows) -> Result<(), CbError> {
+    fn insert_in_context(&mut self, client: &mut SpiClient<'_>, rows: &Rows) -> Result<(), CbError> {
         if !rows.events.is_empty() {
             let file_id = self.file_id;
             match &mut self.path {
                 InsertPath::Direct(table) => {
                     table.insert(rows.events.len(), |i| event_values(file_id, rows, &rows.events[i]))
                 }
-                InsertPath::Sql(_) => insert_events_sql(self.client, file_id, rows)?,
+                InsertPath::Sql(_) => insert_events_sql(client, file_id, rows)?,
             }
         }
         if !rows.corrupt.is_empty() {
-            insert_corrupt_sql(self.client, self.file_id, &rows.corrupt)?;
+            insert_corrupt_sql(client, self.file_id, &rows.corrupt)?;
         }
         Ok(())
     }
@@ -207,11 +207,13 @@ fn insert_corrupt_sql(client: &mut SpiClient<'_>, file_id: i64, rows: &[CorruptR
 /// Reads and judges the file on the pipeline's helper thread while this thread inserts the
 /// batches it sends, checking for interrupts (cancel, statement timeout, termination) between
 /// batches and while waiting, so a long file never makes the backend deaf to them.
+#[allow(clippy::too_many_arguments)]
 fn read_and_insert(
+    client: &mut SpiClient<'_>,
     file: &File,
     progress: Progress,
     rules: &FileRules<'_>,
-    inserter: &mut Inserter<'_, '_>,
+    inserter: &mut Inserter,
     batch_rows: usize,
     path: &str,
     inline: bool,
@@ -223,7 +225,7 @@ fn read_and_insert(
     // The reading thread steps over holes; the interrupt checks are this thread's (between and
     // while waiting for batches), never the reading thread's.
     let reader = SessionRead::new(file, || {});
-    let insert = |rows: &Rows| inserter.insert(rows);
+    let insert = |rows: &Rows| inserter.insert(client, rows);
     let done = if inline {
         pipeline::run_inline(reader, progress, rules, limits, insert, interrupts)
     } else {
@@ -244,135 +246,231 @@ fn io_error(action: &str, path: &str, e: &std::io::Error) -> CbError {
     CbError::io(action, path, e)
 }
 
-/// Indexes `file` in the current transaction. Errors leave the transaction to be rolled back
-/// by the caller (who then records the failure with [`record_failure`]).
 /// Why a file was skipped when another indexer holds its row.
 pub const BUSY: &str = "being indexed by another session";
 
+/// A claimed file, opened and judged: nothing to do, or what to read.
+enum Prepared {
+    Done(FileOutcome),
+    Read(Box<ToRead>),
+}
+
+struct ToRead {
+    handle: File,
+    stat: FileStat,
+    old: IndexState,
+    progress: Progress,
+    generation: i32,
+    note: Option<String>,
+    reindex: bool,
+}
+
+/// Opens a claimed file (beneath the volume, and only if it is still the file the pass saw) and
+/// decides what indexing it means.
+fn prepare(file: &FileRef, claimed: Claimed, volume: &Volume) -> Result<Prepared, CbError> {
+    if claimed.gone {
+        return Ok(Prepared::Done(FileOutcome::Skipped("gone".into())));
+    }
+    // Opened beneath the sessions directory's handle, and only if it is still the file the pass
+    // saw: a path swapped for a link (or another file) since is not read.
+    let handle = match relative(volume, &file.path).and_then(|rel| volume.open_file(&rel)) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Prepared::Done(FileOutcome::Skipped("removed before it could be read".into())));
+        }
+        Err(e) if cortex_buffer_watch::volume::leaves_volume(&e) => {
+            return Ok(Prepared::Done(FileOutcome::Skipped(
+                "it became a link leading outside the sessions directory".into(),
+            )));
+        }
+        Err(e) => return Err(io_error("open", &file.path, &e)),
+    };
+    let meta = handle.metadata().map_err(|e| io_error("stat", &file.path, &e))?;
+    let stat = FileStat::of(&meta);
+    if (stat.device, stat.inode) != (file.device, file.inode) {
+        return Ok(Prepared::Done(FileOutcome::Skipped(
+            "replaced since it was scanned; looked at again next pass".into(),
+        )));
+    }
+    let old = claimed.state;
+    let fingerprint = if old.generation > 0 && old.fingerprint_len > 0 && stat.size >= old.fingerprint_len {
+        Some(crc_of_prefix(&handle, old.fingerprint_len).map_err(|e| io_error("read", &file.path, &e))?)
+    } else {
+        None
+    };
+    let work = decide(&old, &Now { stat, dialect: file.dialect, fingerprint });
+    let (progress, generation, note) = match &work {
+        Work::Nothing => {
+            return Ok(Prepared::Done(FileOutcome::Indexed {
+                state: IndexState { mtime_us: stat.mtime_us, ..old },
+                events: 0,
+                corrupt: 0,
+                note: None,
+            }));
+        }
+        Work::Append if old.generation > 0 => (
+            Progress {
+                offset: old.offset,
+                lines: old.lines,
+                integrity: claimed.integrity,
+                tail_unterminated: old.tail_unterminated,
+                ..Progress::default()
+            },
+            old.generation,
+            None,
+        ),
+        Work::Append => (Progress::default(), 1, None),
+        Work::Reindex(reason) => {
+            (Progress::default(), old.generation + 1, Some(format!("re-indexed: {}", reason.describe())))
+        }
+    };
+    let reindex = matches!(work, Work::Reindex(_));
+    Ok(Prepared::Read(Box::new(ToRead { handle, stat, old, progress, generation, note, reindex })))
+}
+
+/// Reads a prepared file's new lines into the index; returns what to record and the outcome.
+fn read(
+    client: &mut SpiClient<'_>,
+    inserter: &mut Inserter,
+    file: &FileRef,
+    r: ToRead,
+    settings: &Settings,
+    now_us: i64,
+) -> Result<(Finish, FileOutcome), CbError> {
+    let ToRead { handle, stat, old, mut progress, generation, note, reindex } = r;
+    // A new generation replaces every row of the file. An append needs no DELETE: rows beyond
+    // the committed offset cannot exist, since rows and offset commit together.
+    if reindex {
+        delete_rows_from(client, file.file_id, progress.offset)?;
+    }
+    let settled = now_us.saturating_sub(stat.mtime_us) >= settings.settle_us;
+    let rules = FileRules {
+        dialect: file.dialect,
+        job_dir: &file.job_dir,
+        max_line_bytes: settings.max_line_bytes,
+        max_line_memory: settings.max_line_memory,
+        settled,
+        max_bytes: file.budget,
+    };
+    let mut reader = &handle;
+    reader.seek(SeekFrom::Start(progress.offset)).map_err(|e| io_error("seek", &file.path, &e))?;
+    // A small read is judged on this thread: starting a reader thread costs more than the
+    // overlap saves, and most files of a fleet grow a few lines at a time.
+    let to_read = stat.size.saturating_sub(progress.offset).min(file.budget);
+    let inline = to_read <= pipeline::INLINE_MAX_BYTES;
+    inserter.file_id = file.file_id;
+    if let InsertPath::Sql(why) = &inserter.path {
+        debug1!("cortex_buffer: rows of \"{}\" go through SQL: {why}", file.path);
+    }
+    progress = read_and_insert(client, &handle, progress, &rules, inserter, settings.batch_rows, &file.path, inline)?;
+
+    let fp_len = fingerprint_len(stat.size).max(if generation == old.generation { old.fingerprint_len } else { 0 });
+    let fp_len = fp_len.min(stat.size);
+    let fp = crc_of_prefix(&handle, fp_len).map_err(|e| io_error("read", &file.path, &e))?;
+    let report = progress.integrity.report(settings.max_corruption_ratio, false);
+    let state = IndexState {
+        offset: progress.offset,
+        lines: progress.lines,
+        generation,
+        device: stat.device,
+        inode: stat.inode,
+        mtime_us: stat.mtime_us,
+        fingerprint_len: fp_len,
+        fingerprint: fp,
+        dialect: file.dialect,
+        tail_unterminated: progress.tail_unterminated,
+        tail_pending: progress.tail_pending,
+        quarantined: false,
+    };
+    let outcome = FileOutcome::Indexed {
+        state: state.clone(),
+        events: progress.events_added,
+        corrupt: progress.corrupt_added,
+        note,
+    };
+    let finish = Finish {
+        file_id: file.file_id,
+        old_offset: old.offset,
+        old_generation: old.generation,
+        state,
+        integrity: progress.integrity,
+        trusted: report.trusted,
+    };
+    Ok((finish, outcome))
+}
+
+/// Indexes `file` in the current transaction. Errors leave the transaction to be rolled back
+/// by the caller (who then records the failure with [`record_failure`]).
 pub fn index_one(file: &FileRef, volume: &Volume, settings: &Settings, now_us: i64) -> Result<FileOutcome, CbError> {
     Spi::connect_mut(|client| {
         let Some(claimed) = claim(client, file.file_id)? else {
             return Ok(FileOutcome::Skipped(BUSY.into()));
         };
-        if claimed.gone {
-            return Ok(FileOutcome::Skipped("gone".into()));
-        }
-        // Opened beneath the sessions directory's handle, and only if it is still the file
-        // the pass saw: a path swapped for a link (or another file) since is not read.
-        let handle = match relative(volume, &file.path).and_then(|rel| volume.open_file(&rel)) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(FileOutcome::Skipped("removed before it could be read".into()));
-            }
-            Err(e) if cortex_buffer_watch::volume::leaves_volume(&e) => {
-                return Ok(FileOutcome::Skipped("it became a link leading outside the sessions directory".into()));
-            }
-            Err(e) => return Err(io_error("open", &file.path, &e)),
+        let to_read = match prepare(file, claimed, volume)? {
+            Prepared::Done(outcome) => return Ok(outcome),
+            Prepared::Read(r) => r,
         };
-        let meta = handle.metadata().map_err(|e| io_error("stat", &file.path, &e))?;
-        let stat = FileStat::of(&meta);
-        if (stat.device, stat.inode) != (file.device, file.inode) {
-            return Ok(FileOutcome::Skipped("replaced since it was scanned; looked at again next pass".into()));
-        }
-        let old = claimed.state;
-        let fingerprint = if old.generation > 0 && old.fingerprint_len > 0 && stat.size >= old.fingerprint_len {
-            Some(crc_of_prefix(&handle, old.fingerprint_len).map_err(|e| io_error("read", &file.path, &e))?)
-        } else {
-            None
-        };
-        let work = decide(&old, &Now { stat, dialect: file.dialect, fingerprint });
-        let (mut progress, generation, note) = match &work {
-            Work::Nothing => {
-                return Ok(FileOutcome::Indexed {
-                    state: IndexState { mtime_us: stat.mtime_us, ..old },
-                    events: 0,
-                    corrupt: 0,
-                    note: None,
-                });
-            }
-            Work::Append if old.generation > 0 => (
-                Progress {
-                    offset: old.offset,
-                    lines: old.lines,
-                    integrity: claimed.integrity,
-                    tail_unterminated: old.tail_unterminated,
-                    ..Progress::default()
-                },
-                old.generation,
-                None,
-            ),
-            Work::Append => (Progress::default(), 1, None),
-            Work::Reindex(reason) => {
-                (Progress::default(), old.generation + 1, Some(format!("re-indexed: {}", reason.describe())))
-            }
-        };
-        // A new generation replaces every row of the file. An append needs no DELETE: rows
-        // beyond the committed offset cannot exist, since rows and offset commit together.
-        if matches!(work, Work::Reindex(_)) {
-            delete_rows_from(client, file.file_id, progress.offset)?;
-        }
-
-        let settled = now_us.saturating_sub(stat.mtime_us) >= settings.settle_us;
-        let rules = FileRules {
-            dialect: file.dialect,
-            job_dir: &file.job_dir,
-            max_line_bytes: settings.max_line_bytes,
-            max_line_memory: settings.max_line_memory,
-            settled,
-            max_bytes: file.budget,
-        };
-        let mut reader = &handle;
-        reader.seek(SeekFrom::Start(progress.offset)).map_err(|e| io_error("seek", &file.path, &e))?;
-        progress = {
-            // A small read is judged on this thread, with about as many tuple slots as it has
-            // lines (taken as 64 bytes or more; shorter ones only cost another insert call):
-            // most files of a fleet grow a few lines at a time.
-            let to_read = stat.size.saturating_sub(progress.offset).min(file.budget);
-            let inline = to_read <= pipeline::INLINE_MAX_BYTES;
-            let slots = if inline {
-                settings.batch_rows.min(usize::try_from(to_read / 64).unwrap_or(usize::MAX).max(1))
-            } else {
-                settings.batch_rows
-            };
-            let mut inserter = Inserter::new(client, file.file_id, slots)?;
-            if let InsertPath::Sql(why) = &inserter.path {
-                debug1!("cortex_buffer: rows of \"{}\" go through SQL: {why}", file.path);
-            }
-            read_and_insert(&handle, progress, &rules, &mut inserter, settings.batch_rows, &file.path, inline)?
-        };
-
-        let fp_len = fingerprint_len(stat.size).max(if generation == old.generation { old.fingerprint_len } else { 0 });
-        let fp_len = fp_len.min(stat.size);
-        let fp = crc_of_prefix(&handle, fp_len).map_err(|e| io_error("read", &file.path, &e))?;
-        let report = progress.integrity.report(settings.max_corruption_ratio, false);
-        let new_state = IndexState {
-            offset: progress.offset,
-            lines: progress.lines,
-            generation,
-            device: stat.device,
-            inode: stat.inode,
-            mtime_us: stat.mtime_us,
-            fingerprint_len: fp_len,
-            fingerprint: fp,
-            dialect: file.dialect,
-            tail_unterminated: progress.tail_unterminated,
-            tail_pending: progress.tail_pending,
-            quarantined: false,
-        };
-        let recorded = finish(client, file.file_id, &old, &new_state, &progress.integrity, report.trusted)?;
+        let mut inserter = Inserter::new(settings.batch_rows)?;
+        let (f, outcome) = read(client, &mut inserter, file, *to_read, settings, now_us)?;
+        let recorded = finish(client, f.file_id, &f.old_state(), &f.state, &f.integrity, f.trusted)?;
         if !recorded {
             // The row is locked by us, so this means a bug; never commit rows without offset.
-            return Err(CbError::internal(format!(
-                "offset of {} moved under the lock (expected {} in generation {})",
-                file.path, old.offset, old.generation
-            )));
+            return Err(moved(&file.path, f.old_offset, f.old_generation));
         }
-        Ok(FileOutcome::Indexed {
-            state: new_state,
-            events: progress.events_added,
-            corrupt: progress.corrupt_added,
-            note,
-        })
+        Ok(outcome)
+    })
+}
+
+fn moved(path: &str, offset: u64, generation: i32) -> CbError {
+    CbError::internal(format!("offset of {path} moved under the lock (expected {offset} in generation {generation})"))
+}
+
+/// Indexes `files` in the current transaction with statements shared by all of them: one claim,
+/// one opening of the event table and its indexes, one finish. Any error fails the whole batch
+/// (the caller then rolls it back and indexes its files one by one, each isolated); a file
+/// another indexer holds is skipped. `before_file` sees each file before it is read.
+pub fn index_batch(
+    files: &[FileRef],
+    volume: &Volume,
+    settings: &Settings,
+    now_us: i64,
+    before_file: &mut dyn FnMut(&FileRef),
+) -> Result<Vec<FileOutcome>, CbError> {
+    Spi::connect_mut(|client| {
+        let ids: Vec<i64> = files.iter().map(|f| f.file_id).collect();
+        let mut claimed = claim_many(client, &ids)?;
+        let mut inserter: Option<Inserter> = None;
+        let mut finishes = Vec::new();
+        let mut outcomes = Vec::with_capacity(files.len());
+        for file in files {
+            before_file(file);
+            let Some(c) = claimed.remove(&file.file_id) else {
+                outcomes.push(FileOutcome::Skipped(BUSY.into()));
+                continue;
+            };
+            match prepare(file, c, volume)? {
+                Prepared::Done(outcome) => outcomes.push(outcome),
+                Prepared::Read(r) => {
+                    let ins = match &mut inserter {
+                        Some(i) => i,
+                        None => inserter.insert(Inserter::new(settings.batch_rows)?),
+                    };
+                    let (f, outcome) = read(client, ins, file, *r, settings, now_us)?;
+                    finishes.push(f);
+                    outcomes.push(outcome);
+                }
+            }
+        }
+        drop(inserter);
+        let recorded = finish_many(client, &finishes)?;
+        if recorded.len() != finishes.len() {
+            let missing = finishes.iter().find(|f| !recorded.contains(&f.file_id));
+            let path = missing
+                .and_then(|m| files.iter().find(|f| f.file_id == m.file_id))
+                .map_or("a file", |f| f.path.as_str());
+            return Err(moved(path, missing.map_or(0, |m| m.old_offset), missing.map_or(0, |m| m.old_generation)));
+        }
+        Ok(outcomes)
     })
 }
 

@@ -3,6 +3,8 @@
 //! state, the failure count. Timestamps travel as `timestamptz` values, never as arithmetic in
 //! SQL, and every operator is schema-qualified.
 
+use std::collections::HashMap;
+
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::prelude::*;
 use pgrx::spi::{SpiClient, SpiHeapTupleData};
@@ -61,7 +63,35 @@ pub fn claim(client: &mut SpiClient<'_>, file_id: i64) -> Result<Option<Claimed>
     let stmt = prepared(client, "buffer.claim", || CLAIM_SQL.to_owned(), &[PgOid::BuiltIn(PgBuiltInOids::INT8OID)])?;
     let rows = client.update(&*stmt, Some(1), &[file_id.into()]).map_err(spi)?;
     let Some(row) = rows.into_iter().next() else { return Ok(None) };
-    let r = Named(&row);
+    Ok(Some(claimed_of(&Named(&row))?))
+}
+
+/// Locks the rows of `file_ids` that no other indexer holds, in one statement; returns each
+/// claimed row by file id (the others are busy, or gone from the table).
+pub fn claim_many(client: &mut SpiClient<'_>, file_ids: &[i64]) -> Result<HashMap<i64, Claimed>, CbError> {
+    let stmt = prepared(
+        client,
+        "buffer.claim_many",
+        || {
+            CLAIM_SQL.replace("SELECT indexed_offset,", "SELECT file_id, indexed_offset,").replace(
+                "WHERE file_id OPERATOR(pg_catalog.=) $1",
+                "WHERE file_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])",
+            )
+        },
+        &[PgOid::BuiltIn(PgBuiltInOids::INT8ARRAYOID)],
+    )?;
+    let rows = client.update(&*stmt, None, &[file_ids.to_vec().into()]).map_err(spi)?;
+    let mut claimed = HashMap::with_capacity(file_ids.len());
+    for row in rows {
+        let r = Named(&row);
+        if let Some(id) = r.int8("file_id")? {
+            claimed.insert(id, claimed_of(&r)?);
+        }
+    }
+    Ok(claimed)
+}
+
+fn claimed_of(r: &Named<'_>) -> Result<Claimed, CbError> {
     let state = IndexState {
         offset: r.count("indexed_offset")?,
         lines: r.count("indexed_lines")?,
@@ -95,7 +125,7 @@ pub fn claim(client: &mut SpiClient<'_>, file_id: i64) -> Result<Option<Claimed>
         crash_cut_lines: r.int8("crash_cut_lines")?.unwrap_or(0),
         cut_pending: r.flag("cut_pending")?,
     };
-    Ok(Some(Claimed { state, integrity, gone: r.flag("gone")? }))
+    Ok(Claimed { state, integrity, gone: r.flag("gone")? })
 }
 
 /// The values the finish statement sets, by column.
@@ -158,6 +188,8 @@ pub fn finish(
     trusted: bool,
 ) -> Result<bool, CbError> {
     let values = finish_values(state, integrity, trusted);
+    // The batch finish sets the same columns (checked here: building datums needs a server).
+    debug_assert!(values.iter().map(|(c, _)| *c).eq(FINISH_MANY_COLUMNS.iter().map(|(c, _)| *c)));
     let mut args: Vec<DatumWithOid<'static>> =
         vec![file_id.into(), count_i64(old.offset).into(), old.generation.into()];
     let columns: Vec<&str> = values.iter().map(|(c, _)| *c).collect();
@@ -165,6 +197,149 @@ pub fn finish(
     let types: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
     let stmt = prepared(client, "buffer.finish", || finish_sql(&columns), &types)?;
     Ok(client.update(&*stmt, None, &args).map_err(spi)?.len() == 1)
+}
+
+/// One file's finish in a batch: its claimed offset and generation, and what to record.
+pub struct Finish {
+    pub file_id: i64,
+    pub old_offset: u64,
+    pub old_generation: i32,
+    pub state: IndexState,
+    pub integrity: Integrity,
+    pub trusted: bool,
+}
+
+impl Finish {
+    /// The claimed state [`finish`] fences on.
+    pub fn old_state(&self) -> IndexState {
+        IndexState { offset: self.old_offset, generation: self.old_generation, ..IndexState::default() }
+    }
+}
+
+/// The columns [`finish_many`] sets, in order, with their array types.
+const FINISH_MANY_COLUMNS: [(&str, &str); 29] = [
+    ("indexed_offset", "int8"),
+    ("indexed_lines", "int8"),
+    ("generation", "int4"),
+    ("indexed_device", "int8"),
+    ("indexed_inode", "int8"),
+    ("indexed_mtime", "timestamptz"),
+    ("fingerprint_len", "int4"),
+    ("fingerprint", "int8"),
+    ("indexed_dialect", "text"),
+    ("tail_unterminated", "bool"),
+    ("tail_pending", "bool"),
+    ("total_lines", "int8"),
+    ("valid_lines", "int8"),
+    ("corrupt_lines", "int8"),
+    ("blank_lines", "int8"),
+    ("last_failed_parse", "bool"),
+    ("last_seq", "int8"),
+    ("seq_gaps", "int8"),
+    ("seq_first_missing", "int8"),
+    ("seq_resets", "int8"),
+    ("first_ts", "timestamptz"),
+    ("last_ts", "timestamptz"),
+    ("session_start_seen", "bool"),
+    ("session_end_seen", "bool"),
+    ("schema_version", "text"),
+    ("foreign_job_lines", "int8"),
+    ("crash_cut_lines", "int8"),
+    ("cut_pending", "bool"),
+    ("trusted", "bool"),
+];
+
+/// `UPDATE ... FROM` the unnested arrays: every file of a batch in one statement, each fenced
+/// on its claimed offset and generation as [`finish`] is (`$1` ids, `$2` offsets, `$3`
+/// generations, then one array per column of [`FINISH_MANY_COLUMNS`]).
+fn finish_many_sql() -> String {
+    let unnests: Vec<String> = ["int8", "int8", "int4"]
+        .iter()
+        .chain(FINISH_MANY_COLUMNS.iter().map(|(_, t)| t))
+        .enumerate()
+        .map(|(k, t)| format!("pg_catalog.unnest(${}::pg_catalog.{t}[])", k + 1))
+        .collect();
+    let names: Vec<&str> = FINISH_MANY_COLUMNS.iter().map(|(c, _)| *c).collect();
+    let sets: Vec<String> = names.iter().map(|c| format!("{c} = u.{c}")).collect();
+    format!(
+        "UPDATE cortex_buffer.session_file AS f SET {},
+                indexed_at = pg_catalog.now(), failures = 0, last_error = NULL, last_error_at = NULL,
+                quarantined_at = NULL
+           FROM ROWS FROM ({}) AS u(id, old_offset, old_generation, {})
+          WHERE f.file_id OPERATOR(pg_catalog.=) u.id AND f.indexed_offset OPERATOR(pg_catalog.=) u.old_offset
+            AND f.generation OPERATOR(pg_catalog.=) u.old_generation
+      RETURNING f.file_id",
+        sets.join(", "),
+        unnests.join(", "),
+        names.join(", ")
+    )
+}
+
+/// Records every file's new state in one statement; returns the ids recorded (a file missing
+/// from it no longer held its claimed offset, which under the claim's lock means a bug).
+pub fn finish_many(client: &mut SpiClient<'_>, files: &[Finish]) -> Result<Vec<i64>, CbError> {
+    if files.is_empty() {
+        return Ok(Vec::new());
+    }
+    let i8s =
+        |f: &dyn Fn(&Finish) -> i64| -> DatumWithOid<'static> { files.iter().map(f).collect::<Vec<i64>>().into() };
+    let oi8s = |f: &dyn Fn(&Finish) -> Option<i64>| -> DatumWithOid<'static> {
+        files.iter().map(f).collect::<Vec<Option<i64>>>().into()
+    };
+    let i4s =
+        |f: &dyn Fn(&Finish) -> i32| -> DatumWithOid<'static> { files.iter().map(f).collect::<Vec<i32>>().into() };
+    let bools =
+        |f: &dyn Fn(&Finish) -> bool| -> DatumWithOid<'static> { files.iter().map(f).collect::<Vec<bool>>().into() };
+    let times = |f: &dyn Fn(&Finish) -> Option<i64>| -> DatumWithOid<'static> {
+        files.iter().map(|x| timestamptz(f(x))).collect::<Vec<Option<TimestampWithTimeZone>>>().into()
+    };
+    let texts = |f: &dyn Fn(&Finish) -> Option<String>| -> DatumWithOid<'static> {
+        files.iter().map(f).collect::<Vec<Option<String>>>().into()
+    };
+    let args: Vec<DatumWithOid<'static>> = vec![
+        i8s(&|f| f.file_id),
+        i8s(&|f| count_i64(f.old_offset)),
+        i4s(&|f| f.old_generation),
+        i8s(&|f| count_i64(f.state.offset)),
+        i8s(&|f| count_i64(f.state.lines)),
+        i4s(&|f| f.state.generation),
+        i8s(&|f| bits_i64(f.state.device)),
+        i8s(&|f| bits_i64(f.state.inode)),
+        times(&|f| Some(f.state.mtime_us)),
+        i4s(&|f| i32::try_from(f.state.fingerprint_len).unwrap_or(0)),
+        i8s(&|f| i64::from(f.state.fingerprint)),
+        texts(&|f| f.state.dialect.map(|d| d.label().to_owned())),
+        bools(&|f| f.state.tail_unterminated),
+        bools(&|f| f.state.tail_pending),
+        i8s(&|f| f.integrity.total_lines),
+        i8s(&|f| f.integrity.valid_lines),
+        i8s(&|f| f.integrity.corrupt_lines),
+        i8s(&|f| f.integrity.blank_lines),
+        bools(&|f| f.integrity.last_failed_parse),
+        oi8s(&|f| f.integrity.last_seq),
+        i8s(&|f| f.integrity.seq_gaps),
+        oi8s(&|f| f.integrity.seq_first_missing),
+        i8s(&|f| f.integrity.seq_resets),
+        times(&|f| f.integrity.first_ts_us),
+        times(&|f| f.integrity.last_ts_us),
+        bools(&|f| f.integrity.session_start_seen),
+        bools(&|f| f.integrity.session_end_seen),
+        texts(&|f| f.integrity.schema_version.clone()),
+        i8s(&|f| f.integrity.foreign_job_lines),
+        i8s(&|f| f.integrity.crash_cut_lines),
+        bools(&|f| f.integrity.cut_pending),
+        bools(&|f| f.trusted),
+    ];
+    let types: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
+    let stmt = prepared(client, "buffer.finish_many", finish_many_sql, &types)?;
+    let rows = client.update(&*stmt, None, &args).map_err(spi)?;
+    let mut ids = Vec::with_capacity(files.len());
+    for r in rows {
+        if let Some(id) = r.get::<i64>(1).map_err(spi)? {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
 }
 
 /// Deletes the rows of `file_id` at or after byte `from` (never committed, or replaced by a
@@ -211,6 +386,13 @@ pub fn record_failure(file_id: i64, error: &str, quarantine_after: i32) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_batch_finish_sets_every_column_from_one_array_each() {
+        let sql = finish_many_sql();
+        assert!(sql.contains("pg_catalog.unnest($32::pg_catalog.bool[])") && !sql.contains("$33"));
+        assert!(sql.contains("f.indexed_offset OPERATOR(pg_catalog.=) u.old_offset"));
+    }
 
     #[test]
     fn the_finish_statement_sets_every_column_by_name_and_fences_on_offset_and_generation() {

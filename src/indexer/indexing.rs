@@ -4,9 +4,11 @@
 //! file rolls back alone, is counted (and quarantined after repeated failures), and never stops
 //! the files after it.
 //!
-//! The callers differ only in how the steps are grouped ([`Mode`]): a SQL caller's pass runs in
-//! its own transaction; the worker groups files into batches of one transaction each
-//! ([`BATCH_FILES`], [`BATCH_BYTES`]), so the commit, not each file, is the fixed cost.
+//! Files are indexed in batches ([`BATCH_FILES`], [`BATCH_BYTES`]) whose statements they share
+//! (one claim, one opening of the event table, one finish); a batch that fails is indexed again
+//! file by file. The callers differ only in how batches are grouped into transactions
+//! ([`Mode`]): a SQL caller's pass runs in its own transaction; the worker gives each batch one,
+//! so the commit, not each file, is the fixed cost.
 //! Everything a step does runs as `cortex_buffer_definer`, the role that alone may write the
 //! index.
 
@@ -91,41 +93,57 @@ impl IsolatedIndexer<'_, '_> {
         }
     }
 
-    /// The worker: files in batches, each batch one transaction whose commit makes all of its
-    /// files' rows and offsets durable together; the outcomes are reported only once it has
-    /// committed, so the pass never believes in work a failed commit undid.
+    /// A batch with statements shared by all of its files ([`event_store::index_batch`]), in a
+    /// subtransaction; if anything in it fails, it is rolled back and its files are indexed one
+    /// by one, each in a subtransaction of its own, so the failure is counted against the file
+    /// that caused it and the others still commit.
+    fn batch(&mut self, files: &[FileRef]) -> Vec<FileOutcome> {
+        let (volume, settings, now_us) = (self.volume, &self.settings, self.now_us);
+        let before = &mut *self.before_file;
+        match subtransaction(|| as_definer(|| event_store::index_batch(files, volume, settings, now_us, before))) {
+            Ok(outcomes) if outcomes.len() == files.len() => outcomes,
+            _ => files.iter().map(|f| self.one(f)).collect(),
+        }
+    }
+
+    /// Files in batches ([`BATCH_FILES`], [`BATCH_BYTES`]). The worker gives each batch a
+    /// transaction of its own, whose commit makes all of its files' rows and offsets durable
+    /// together, and reports the outcomes only once it has committed, so the pass never
+    /// believes in work a failed commit undid. A SQL caller's batches share its transaction.
     fn run_batches(&mut self, work: &mut dyn Work) {
         loop {
-            let mut batch: Vec<(FileRef, FileOutcome)> = Vec::new();
+            let mut files: Vec<FileRef> = Vec::new();
+            let mut bytes = 0u64;
             let mut exhausted = false;
-            let committed = guarded(|| {
-                let mut bytes = 0u64;
-                while batch.len() < BATCH_FILES && bytes < BATCH_BYTES && !(self.stop)() {
-                    let Some(file) = work.next() else {
-                        exhausted = true;
-                        break;
-                    };
-                    bytes = bytes.saturating_add(file.pending);
-                    let outcome = self.one(&file);
-                    batch.push((file, outcome));
-                }
-                Ok(())
-            });
-            if let Err(failure) = committed {
-                // A cancel (pg_cancel_backend() on the worker) or a failed commit: the batch's
-                // work is rolled back, which is no file's fault; all are tried again.
-                let why = format!("its batch was rolled back: {failure}");
-                for (_, outcome) in &mut batch {
-                    *outcome = FileOutcome::Skipped(why.clone());
-                }
+            while files.len() < BATCH_FILES && bytes < BATCH_BYTES && !(self.stop)() {
+                let Some(file) = work.next() else {
+                    exhausted = true;
+                    break;
+                };
+                bytes = bytes.saturating_add(file.pending);
+                files.push(file);
             }
-            let empty = batch.is_empty();
-            for (file, outcome) in batch {
+            if files.is_empty() {
+                return;
+            }
+            let outcomes = match self.mode {
+                Mode::Caller => self.batch(&files),
+                Mode::Worker => match guarded(|| Ok(self.batch(&files))) {
+                    Ok(outcomes) => outcomes,
+                    // A cancel (pg_cancel_backend() on the worker) or a failed commit: the
+                    // batch's work is rolled back, which is no file's fault; all are tried again.
+                    Err(failure) => {
+                        let why = format!("its batch was rolled back: {failure}");
+                        files.iter().map(|_| FileOutcome::Skipped(why.clone())).collect()
+                    }
+                },
+            };
+            for (file, outcome) in files.into_iter().zip(outcomes) {
                 if !work.done(file, outcome) {
                     return;
                 }
             }
-            if exhausted || empty || (self.stop)() {
+            if exhausted || (self.stop)() {
                 return;
             }
         }
@@ -134,17 +152,7 @@ impl IsolatedIndexer<'_, '_> {
 
 impl FileIndexer for IsolatedIndexer<'_, '_> {
     fn run(&mut self, work: &mut dyn Work) {
-        match self.mode {
-            Mode::Worker => self.run_batches(work),
-            Mode::Caller => {
-                while let Some(file) = work.next() {
-                    let outcome = self.one(&file);
-                    if !work.done(file, outcome) {
-                        break;
-                    }
-                }
-            }
-        }
+        self.run_batches(work);
     }
 }
 
