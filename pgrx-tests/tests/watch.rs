@@ -173,15 +173,17 @@ fn a_failing_file_in_a_batch_does_not_keep_the_others_from_committing() {
     start_watching(&c);
     let pid = c.worker_pid().expect("worker");
     kill(pid, "STOP");
+    // Forty lines each: the batch is big enough to be read by one thread for all its files.
+    let body: String = (0..40).map(spike).collect();
     for i in 0..20 {
-        c.put(&format!("job/s-{i:02}.jsonl"), &(spike(0) + &spike(1)));
+        c.put(&format!("job/s-{i:02}.jsonl"), &body);
     }
     // Unreadable for the server's user: opening it fails inside the batch.
     let bad = c.sessions.join("job/s-07.jsonl");
     fs::set_permissions(&bad, fs::Permissions::from_mode(0o000)).expect("chmod");
     kill(pid, "CONT");
     let done = wait_for(Duration::from_secs(20), || {
-        c.psql("SELECT count(*) FILTER (WHERE valid_lines = 2) || ' ' || count(*) FILTER (WHERE failures > 0) FROM cortex_buffer.session_file")
+        c.psql("SELECT count(*) FILTER (WHERE valid_lines = 40) || ' ' || count(*) FILTER (WHERE failures > 0) FROM cortex_buffer.session_file")
             == "19 1"
     });
     assert!(
@@ -190,11 +192,11 @@ fn a_failing_file_in_a_batch_does_not_keep_the_others_from_committing() {
         c.psql("SELECT path, valid_lines, failures FROM cortex_buffer.session_file"),
         c.log_tail()
     );
-    assert_eq!(c.psql("SELECT count(*) FROM cortex_buffer.event"), "38");
+    assert_eq!(c.psql("SELECT count(*) FROM cortex_buffer.event"), "760");
     // Readable again: its retry timer brings it back, without a poll.
     fs::set_permissions(&bad, fs::Permissions::from_mode(0o644)).expect("chmod");
     c.set_and_reload("cortex_buffer.poll_interval", "300");
-    let retried = wait_for(Duration::from_secs(20), || c.psql("SELECT count(*) FROM cortex_buffer.event") == "40");
+    let retried = wait_for(Duration::from_secs(20), || c.psql("SELECT count(*) FROM cortex_buffer.event") == "800");
     assert!(retried.is_some(), "{}", c.log_tail());
 }
 

@@ -328,42 +328,43 @@ fn prepare(file: &FileRef, claimed: Claimed, volume: &Volume) -> Result<Prepared
     Ok(Prepared::Read(Box::new(ToRead { handle, stat, old, progress, generation, note, reindex })))
 }
 
-/// Reads a prepared file's new lines into the index; returns what to record and the outcome.
-fn read(
-    client: &mut SpiClient<'_>,
-    inserter: &mut Inserter,
-    file: &FileRef,
-    r: ToRead,
-    settings: &Settings,
-    now_us: i64,
-) -> Result<(Finish, FileOutcome), CbError> {
-    let ToRead { handle, stat, old, mut progress, generation, note, reindex } = r;
-    // A new generation replaces every row of the file. An append needs no DELETE: rows beyond
-    // the committed offset cannot exist, since rows and offset commit together.
-    if reindex {
-        delete_rows_from(client, file.file_id, progress.offset)?;
-    }
-    let settled = now_us.saturating_sub(stat.mtime_us) >= settings.settle_us;
-    let rules = FileRules {
+/// How a prepared file's lines are judged.
+fn rules_of<'f>(file: &'f FileRef, r: &ToRead, settings: &Settings, now_us: i64) -> FileRules<'f> {
+    FileRules {
         dialect: file.dialect,
         job_dir: &file.job_dir,
         max_line_bytes: settings.max_line_bytes,
         max_line_memory: settings.max_line_memory,
-        settled,
+        settled: now_us.saturating_sub(r.stat.mtime_us) >= settings.settle_us,
         max_bytes: file.budget,
-    };
-    let mut reader = &handle;
-    reader.seek(SeekFrom::Start(progress.offset)).map_err(|e| io_error("seek", &file.path, &e))?;
-    // A small read is judged on this thread: starting a reader thread costs more than the
-    // overlap saves, and most files of a fleet grow a few lines at a time.
-    let to_read = stat.size.saturating_sub(progress.offset).min(file.budget);
-    let inline = to_read <= pipeline::INLINE_MAX_BYTES;
-    inserter.file_id = file.file_id;
-    if let InsertPath::Sql(why) = &inserter.path {
-        debug1!("cortex_buffer: rows of \"{}\" go through SQL: {why}", file.path);
     }
-    progress = read_and_insert(client, &handle, progress, &rules, inserter, settings.batch_rows, &file.path, inline)?;
+}
 
+/// Replaces a new generation's rows (an append needs no DELETE: rows beyond the committed
+/// offset cannot exist, since rows and offset commit together) and positions the file at the
+/// offset where reading starts.
+fn begin(client: &mut SpiClient<'_>, file: &FileRef, r: &ToRead) -> Result<(), CbError> {
+    if r.reindex {
+        delete_rows_from(client, file.file_id, r.progress.offset)?;
+    }
+    let mut reader = &r.handle;
+    reader.seek(SeekFrom::Start(r.progress.offset)).map_err(|e| io_error("seek", &file.path, &e))?;
+    Ok(())
+}
+
+/// The bytes a prepared file has to read in this pass.
+fn to_read(file: &FileRef, r: &ToRead) -> u64 {
+    r.stat.size.saturating_sub(r.progress.offset).min(file.budget)
+}
+
+/// What to record once a prepared file's lines are in, and the outcome.
+fn conclude(
+    file: &FileRef,
+    r: ToRead,
+    progress: Progress,
+    settings: &Settings,
+) -> Result<(Finish, FileOutcome), CbError> {
+    let ToRead { handle, stat, old, generation, note, .. } = r;
     let fp_len = fingerprint_len(stat.size).max(if generation == old.generation { old.fingerprint_len } else { 0 });
     let fp_len = fp_len.min(stat.size);
     let fp = crc_of_prefix(&handle, fp_len).map_err(|e| io_error("read", &file.path, &e))?;
@@ -397,6 +398,37 @@ fn read(
         trusted: report.trusted,
     };
     Ok((finish, outcome))
+}
+
+/// Reads a prepared file's new lines into the index; returns what to record and the outcome.
+fn read(
+    client: &mut SpiClient<'_>,
+    inserter: &mut Inserter,
+    file: &FileRef,
+    r: ToRead,
+    settings: &Settings,
+    now_us: i64,
+) -> Result<(Finish, FileOutcome), CbError> {
+    begin(client, file, &r)?;
+    let rules = rules_of(file, &r, settings, now_us);
+    // A small read is judged on this thread: starting a reader thread costs more than the
+    // overlap saves, and most files of a fleet grow a few lines at a time.
+    let inline = to_read(file, &r) <= pipeline::INLINE_MAX_BYTES;
+    inserter.file_id = file.file_id;
+    if let InsertPath::Sql(why) = &inserter.path {
+        debug1!("cortex_buffer: rows of \"{}\" go through SQL: {why}", file.path);
+    }
+    let progress = read_and_insert(
+        client,
+        &r.handle,
+        r.progress.clone(),
+        &rules,
+        inserter,
+        settings.batch_rows,
+        &file.path,
+        inline,
+    )?;
+    conclude(file, r, progress, settings)
 }
 
 /// Indexes `file` in the current transaction. Errors leave the transaction to be rolled back
@@ -439,29 +471,87 @@ pub fn index_batch(
     Spi::connect_mut(|client| {
         let ids: Vec<i64> = files.iter().map(|f| f.file_id).collect();
         let mut claimed = claim_many(client, &ids)?;
-        let mut inserter: Option<Inserter> = None;
-        let mut finishes = Vec::new();
-        let mut outcomes = Vec::with_capacity(files.len());
-        for file in files {
+        // Every file claimed and judged first: what is left is what to read.
+        let mut outcomes: Vec<Option<FileOutcome>> = (0..files.len()).map(|_| None).collect();
+        let mut items: Vec<(usize, ToRead)> = Vec::new();
+        for (k, file) in files.iter().enumerate() {
             before_file(file);
             let Some(c) = claimed.remove(&file.file_id) else {
-                outcomes.push(FileOutcome::Skipped(BUSY.into()));
+                outcomes[k] = Some(FileOutcome::Skipped(BUSY.into()));
                 continue;
             };
             match prepare(file, c, volume)? {
-                Prepared::Done(outcome) => outcomes.push(outcome),
-                Prepared::Read(r) => {
-                    let ins = match &mut inserter {
-                        Some(i) => i,
-                        None => inserter.insert(Inserter::new(settings.batch_rows)?),
-                    };
-                    let (f, outcome) = read(client, ins, file, *r, settings, now_us)?;
-                    finishes.push(f);
-                    outcomes.push(outcome);
+                Prepared::Done(outcome) => outcomes[k] = Some(outcome),
+                Prepared::Read(r) => items.push((k, *r)),
+            }
+        }
+        let mut progress: Vec<Option<Progress>> = vec![None; items.len()];
+        if !items.is_empty() {
+            for (k, r) in &items {
+                begin(client, &files[*k], r)?;
+            }
+            let mut inserter = Inserter::new(settings.batch_rows)?;
+            let limits = inserter.limits(settings.batch_rows);
+            let total: u64 = items.iter().map(|(k, r)| to_read(&files[*k], r)).sum();
+            if items.len() > 1 && total > pipeline::INLINE_MAX_BYTES {
+                // One reading thread for the whole batch: the next file is read and judged while
+                // this thread inserts the last one's rows.
+                let item_ids: Vec<i64> = items.iter().map(|(k, _)| files[*k].file_id).collect();
+                let inputs: Vec<_> = items
+                    .iter()
+                    .map(|(k, r)| {
+                        (
+                            SessionRead::new(&r.handle, || {}),
+                            r.progress.clone(),
+                            rules_of(&files[*k], r, settings, now_us),
+                        )
+                    })
+                    .collect();
+                let insert = |i: usize, rows: &Rows| {
+                    inserter.file_id = item_ids.get(i).copied().unwrap_or(0);
+                    inserter.insert(client, rows)
+                };
+                let done = |i: usize, p: Progress| {
+                    if let Some(slot) = progress.get_mut(i) {
+                        *slot = Some(p);
+                    }
+                    Ok(())
+                };
+                let interrupts = || {
+                    pg_sys::check_for_interrupts!();
+                };
+                pipeline::run_many(inputs, limits, insert, done, interrupts).map_err(|e| match e {
+                    PipelineError::Insert(e) => e,
+                    PipelineError::Read(e) => io_error("read", "a file of the batch", &e),
+                    PipelineError::Thread(why) => CbError::internal(why),
+                })?;
+            } else {
+                for (i, (k, r)) in items.iter().enumerate() {
+                    let file = &files[*k];
+                    inserter.file_id = file.file_id;
+                    let rules = rules_of(file, r, settings, now_us);
+                    let p = read_and_insert(
+                        client,
+                        &r.handle,
+                        r.progress.clone(),
+                        &rules,
+                        &mut inserter,
+                        settings.batch_rows,
+                        &file.path,
+                        true,
+                    )?;
+                    progress[i] = Some(p);
                 }
             }
         }
-        drop(inserter);
+        let mut finishes = Vec::with_capacity(items.len());
+        for ((k, r), p) in items.into_iter().zip(progress) {
+            let file = &files[k];
+            let p = p.ok_or_else(|| CbError::internal(format!("{} was not read to its end", file.path)))?;
+            let (f, outcome) = conclude(file, r, p, settings)?;
+            finishes.push(f);
+            outcomes[k] = Some(outcome);
+        }
         let recorded = finish_many(client, &finishes)?;
         if recorded.len() != finishes.len() {
             let missing = finishes.iter().find(|f| !recorded.contains(&f.file_id));
@@ -470,7 +560,7 @@ pub fn index_batch(
                 .map_or("a file", |f| f.path.as_str());
             return Err(moved(path, missing.map_or(0, |m| m.old_offset), missing.map_or(0, |m| m.old_generation)));
         }
-        Ok(outcomes)
+        Ok(outcomes.into_iter().map(|o| o.unwrap_or_else(|| FileOutcome::Skipped("not reached".into()))).collect())
     })
 }
 

@@ -339,6 +339,123 @@ where
     Ok(progress)
 }
 
+/// What the reading thread of [`run_many`] sends: a batch of the `usize`-th file's rows, or
+/// that file's end and its progress.
+enum Msg {
+    Rows(usize, Rows),
+    Done(usize, Progress),
+}
+
+/// The reading thread's sink in [`run_many`]: as [`ChannelSink`], each batch tagged with its file.
+struct TaggedSink<'g> {
+    tx: SyncSender<Msg>,
+    file: usize,
+    rows: Rows,
+    limits: Limits,
+    gauge: &'g InFlight,
+    scratch: Scratch,
+}
+
+impl TaggedSink<'_> {
+    fn maybe_send(&mut self) -> Result<(), Stopped> {
+        if self.rows.len() >= self.limits.max_rows || self.rows.bytes() >= self.limits.max_bytes {
+            self.send()?;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self) -> Result<(), Stopped> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        if !self.gauge.acquire(self.rows.bytes()) {
+            return Err(Stopped);
+        }
+        self.tx.send(Msg::Rows(self.file, std::mem::take(&mut self.rows))).map_err(|_| Stopped)
+    }
+}
+
+impl Sink for TaggedSink<'_> {
+    type Error = Stopped;
+
+    fn event(&mut self, row: EventRow<'_>) -> Result<(), Stopped> {
+        let event = OwnedEvent::build(row, &mut self.rows.arena, &mut self.scratch);
+        self.rows.events.push(event);
+        self.maybe_send()
+    }
+
+    fn corrupt(&mut self, row: CorruptRow) -> Result<(), Stopped> {
+        self.rows.corrupt_bytes += row.preview.len() + row.reason.len();
+        self.rows.corrupt.push(row);
+        self.maybe_send()
+    }
+}
+
+/// Indexes several files with one reading thread: it judges them one after the other (each
+/// positioned at its progress's offset), so that reading the next overlaps inserting the
+/// last, however small each is. `insert` gets each batch with its file's index, in file order;
+/// `done` gets each file's progress once all its batches were inserted. A failure stops it
+/// all: the caller rolls the batch back.
+pub fn run_many<'r, R, E>(
+    files: Vec<(R, Progress, FileRules<'r>)>,
+    limits: Limits,
+    mut insert: impl FnMut(usize, &Rows) -> Result<(), E>,
+    mut done: impl FnMut(usize, Progress) -> Result<(), E>,
+    mut idle: impl FnMut(),
+) -> Result<(), PipelineError<E>>
+where
+    R: Read + cortex_buffer_core::indexer::lines::HoleSkip + Send,
+{
+    let gauge = InFlight::new(limits.max_bytes.saturating_mul(QUEUE_DEPTH));
+    std::thread::scope(|scope| {
+        let closer = CloseOnDrop(&gauge);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(QUEUE_DEPTH);
+        let gauge = &gauge;
+        let reader = spawn_with_signals_blocked(scope, move || -> Result<(), Option<std::io::Error>> {
+            let mut sink = TaggedSink {
+                tx: tx.clone(),
+                file: 0,
+                rows: Rows::default(),
+                limits,
+                gauge,
+                scratch: Scratch::default(),
+            };
+            for (i, (file, progress, rules)) in files.into_iter().enumerate() {
+                sink.file = i;
+                match index_file(file, progress, &rules, &mut sink) {
+                    Ok(p) => {
+                        sink.send().map_err(|Stopped| None)?;
+                        tx.send(Msg::Done(i, p)).map_err(|_| None)?;
+                    }
+                    Err(IndexError::Read(e)) => return Err(Some(e)),
+                    Err(IndexError::Sink(Stopped)) => return Err(None),
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| PipelineError::Thread(format!("could not start the reading thread: {e}")))?;
+        loop {
+            match rx.recv_timeout(IDLE_CHECK) {
+                Ok(Msg::Rows(i, rows)) => {
+                    idle();
+                    insert(i, &rows).map_err(PipelineError::Insert)?;
+                    gauge.release(rows.bytes());
+                }
+                Ok(Msg::Done(i, progress)) => done(i, progress).map_err(PipelineError::Insert)?,
+                Err(RecvTimeoutError::Timeout) => idle(),
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        drop(closer);
+        match reader.join() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(Some(e))) => Err(PipelineError::Read(e)),
+            Ok(Err(None)) => Err(PipelineError::Thread("the reading thread stopped early".into())),
+            Err(_) => Err(PipelineError::Thread("the reading thread panicked".into())),
+        }
+    })
+}
+
 /// How much one batch may hold.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -505,6 +622,56 @@ mod tests {
         assert_eq!(inline.1, threaded.1);
         assert_eq!(inline.0, threaded.0);
         assert_eq!(inline.0.events_added, 500);
+    }
+
+    #[test]
+    fn many_files_on_one_thread_give_each_file_the_rows_and_progress_it_gives_alone() {
+        let datas: Vec<String> = (0..20).map(|k| lines(k * 7) + if k % 3 == 0 { "{\"cut" } else { "" }).collect();
+        let alone: Vec<(Progress, usize)> = datas
+            .iter()
+            .map(|d| {
+                let mut n = 0;
+                let p = run_inline(
+                    d.as_bytes(),
+                    Progress::default(),
+                    &rules(),
+                    Limits { max_rows: 5, max_bytes: 1 << 20 },
+                    |rows: &Rows| -> Result<(), ()> {
+                        n += rows.len();
+                        Ok(())
+                    },
+                    || {},
+                )
+                .unwrap_or_else(|e| panic!("{e:?}"));
+                (p, n)
+            })
+            .collect();
+        let mut rows_of = vec![0usize; datas.len()];
+        let mut progress_of: Vec<Option<Progress>> = vec![None; datas.len()];
+        let mut last_file = 0;
+        let ended = std::cell::RefCell::new(vec![false; datas.len()]);
+        run_many(
+            datas.iter().map(|d| (d.as_bytes(), Progress::default(), rules())).collect(),
+            Limits { max_rows: 5, max_bytes: 1 << 20 },
+            |i, rows: &Rows| -> Result<(), ()> {
+                assert!(i >= last_file, "files arrive in order");
+                assert!(!ended.borrow()[i], "no rows after a file's end");
+                last_file = i;
+                rows_of[i] += rows.len();
+                Ok(())
+            },
+            |i, p| {
+                ended.borrow_mut()[i] = true;
+                progress_of[i] = Some(p);
+                Ok(())
+            },
+            || {},
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        for (k, (p, n)) in alone.into_iter().enumerate() {
+            assert_eq!(progress_of[k].as_ref(), Some(&p), "file {k}");
+            assert_eq!(rows_of[k], n, "file {k}");
+        }
     }
 
     #[test]
