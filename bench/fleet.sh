@@ -19,6 +19,9 @@
 #    the periodic rescan, every 300 s by default), and in poll mode (1 s poll) over
 #    FLEET_POLL_SECONDS (default 60). Target < 0.5 % of one core in notify mode.
 
+# FLEET_PARTS picks sections (default all): ingest latency load idle.
+PARTS=" ${FLEET_PARTS:-ingest latency load idle} "
+part() { [[ "${PARTS}" == *" $1 "* ]]; }
 LINES="${FLEET_LINES:-100000}"
 NFILES="${FLEET_FILES:-1000}"
 ROUNDS="${FLEET_ROUNDS:-3}"
@@ -86,6 +89,7 @@ SQL
 }
 
 declare -A ratio spreads
+if part ingest; then
 for layout in one 10; do
     corpus="${DATA}/corpus-${layout}"
     per_dir=1
@@ -108,7 +112,10 @@ for workers in 1 2; do
     done
 done
 
+fi
+
 # --- 2. latency and 3. fleet load (one worker, notify) ----------------------------------------
+if part latency || part load; then
 set_workers 1
 bench_psql -c "TRUNCATE cortex_buffer.event, cortex_buffer.corrupt_line, cortex_buffer.session_file" >/dev/null
 rm -rf "${SESSIONS}"; mkdir -p "${SESSIONS}"; chown postgres "${SESSIONS}"
@@ -121,21 +128,27 @@ lag_of() { # $1 = marker
                                   - (payload->>'appended_us')::numeric / 1000 AS ms
                              FROM cortex_buffer.event WHERE payload->>'marker' = '$1') l"
 }
+if part latency; then
 python3 "${GEN}" append "${SESSIONS}" latency 50 "${SAMPLES}" 50
 sleep 2
 lat=$(lag_of latency)
 mode=$(bench_psql -c "SELECT watch_mode FROM cortex_buffer.indexer_status")
 
-pid=$(worker_pids)
+fi
+if part load; then
+read -ra pids <<<"$(worker_pids)"
 python3 "${GEN}" append "${SESSIONS}" load "${LOAD_FILES}" $(( LOAD_FILES * LOAD_SECONDS )) "${LOAD_FILES}" &
 writer=$!
 sleep 1
-c0=$(ticks $pid); s0=$(now_ms)
+c0=$(ticks "${pids[@]}"); s0=$(now_ms)
 wait "$writer"
-c1=$(ticks $pid); s1=$(now_ms)
+c1=$(ticks "${pids[@]}"); s1=$(now_ms)
 sleep 2
 load_lag=$(lag_of load)
 load_cpu=$(pct "$c0" "$c1" "$(awk -v a="$s0" -v b="$s1" 'BEGIN { print (b - a) / 1000 }')")
+
+fi
+fi
 
 # --- 4. idle ---------------------------------------------------------------------------------
 idle() { # $1 = files, $2 = watch mode, $3 = seconds; prints "cpu% passes rescans"
@@ -155,36 +168,46 @@ idle() { # $1 = files, $2 = watch mode, $3 = seconds; prints "cpu% passes rescan
     [ "$n" -ge "$files" ] || die "only ${n} of ${files} idle files indexed"
     sleep 5
     local p a b r0 r1
-    p=$(worker_pids)
+    read -ra p <<<"$(worker_pids)"
     r0=$(bench_psql -c "SELECT coalesce(sum((w->>'rescans')::int), 0) FROM cortex_buffer.indexer_status, jsonb_array_elements(workers) w")
-    a=$(ticks $p); sleep "$secs"; b=$(ticks $p)
+    a=$(ticks "${p[@]}"); sleep "$secs"; b=$(ticks "${p[@]}")
     r1=$(bench_psql -c "SELECT coalesce(sum((w->>'rescans')::int), 0) FROM cortex_buffer.indexer_status, jsonb_array_elements(workers) w")
     echo "$(pct "$a" "$b" "$secs") $(( r1 - r0 ))"
 }
+if part idle; then
 echo "idle: ${IDLE_SECONDS} s windows in notify mode, ${POLL_SECONDS} s in poll mode" >&2
 read -r idle_n10 resc_n10 < <(idle 10000 notify "${IDLE_SECONDS}")
-read -r idle_p10 resc_p10 < <(idle 10000 poll "${POLL_SECONDS}")
+read -r idle_p10 _ < <(idle 10000 poll "${POLL_SECONDS}")
 read -r idle_nbig resc_nbig < <(idle "${IDLE_BIG}" notify "${IDLE_SECONDS}")
-read -r idle_pbig resc_pbig < <(idle "${IDLE_BIG}" poll "${POLL_SECONDS}")
+read -r idle_pbig _ < <(idle "${IDLE_BIG}" poll "${POLL_SECONDS}")
 
-echo
-echo "== many small files: ${LINES} cortex-spike lines, release build, ${durability}; median of ${ROUNDS} rounds =="
-echo "ratio = COPY of the raw lines into a bare jsonb table / the worker indexing them (higher is better)"
-for workers in 1 2; do
-    printf '%d worker(s), %d directories of 1 file:    %.2fx (spread %s)\n' "$workers" "${NFILES}" "${ratio[$workers-one]}" "${spreads[$workers-one]}"
-    printf '%d worker(s), %d directories of 10 files:  %.2fx (spread %s)\n' "$workers" "${NFILES}" "${ratio[$workers-10]}" "${spreads[$workers-10]}"
-done
-awk -v a="${ratio[1-one]}" -v b="${ratio[2-one]}" -v c="${ratio[1-10]}" -v d="${ratio[2-10]}" \
-    'BEGIN { printf "2 workers vs 1: %.2fx (1 file per directory), %.2fx (10 files per directory); target >= 1.3x\n", b / a, d / c }'
-echo
-echo "== append-to-visible latency without index_now(), ${mode} mode, ms: p50 p99 samples =="
-echo "${lat}   (target p50 <= 50)"
-echo
-echo "== fleet load: ${LOAD_FILES} files, one line a second each, ${LOAD_SECONDS} s =="
-echo "lag ms p50 p99 samples: ${load_lag}; worker CPU ${load_cpu}% of one core"
-echo
-echo "== idle worker, one job directory per file =="
-echo "10000 files, notify, ${IDLE_SECONDS} s: ${idle_n10}% of one core (${resc_n10} periodic rescans in the window); target < 0.5"
-echo "${IDLE_BIG} files, notify, ${IDLE_SECONDS} s: ${idle_nbig}% of one core (${resc_nbig} periodic rescans in the window); target < 0.5"
-echo "10000 files, poll (1 s), ${POLL_SECONDS} s: ${idle_p10}% of one core"
-echo "${IDLE_BIG} files, poll (1 s), ${POLL_SECONDS} s: ${idle_pbig}% of one core"
+fi
+if part ingest; then
+    echo
+    echo "== many small files: ${LINES} cortex-spike lines, release build, ${durability}; median of ${ROUNDS} rounds =="
+    echo "ratio = COPY of the raw lines into a bare jsonb table / the worker indexing them (higher is better)"
+    for workers in 1 2; do
+        printf '%d worker(s), %d directories of 1 file:    %.2fx (spread %s)\n' "$workers" "${NFILES}" "${ratio[$workers-one]}" "${spreads[$workers-one]}"
+        printf '%d worker(s), %d directories of 10 files:  %.2fx (spread %s)\n' "$workers" "${NFILES}" "${ratio[$workers-10]}" "${spreads[$workers-10]}"
+    done
+    awk -v a="${ratio[1-one]}" -v b="${ratio[2-one]}" -v c="${ratio[1-10]}" -v d="${ratio[2-10]}" \
+        'BEGIN { printf "2 workers vs 1: %.2fx (1 file per directory), %.2fx (10 files per directory); target >= 1.3x\n", b / a, d / c }'
+fi
+if part latency; then
+    echo
+    echo "== append-to-visible latency without index_now(), ${mode} mode, ms: p50 p99 samples =="
+    echo "${lat}   (target p50 <= 50)"
+fi
+if part load; then
+    echo
+    echo "== fleet load: ${LOAD_FILES} files, one line a second each, ${LOAD_SECONDS} s =="
+    echo "lag ms p50 p99 samples: ${load_lag}; worker CPU ${load_cpu}% of one core"
+fi
+if part idle; then
+    echo
+    echo "== idle worker, one job directory per file =="
+    echo "10000 files, notify, ${IDLE_SECONDS} s: ${idle_n10}% of one core (${resc_n10} periodic rescans in the window); target < 0.5"
+    echo "${IDLE_BIG} files, notify, ${IDLE_SECONDS} s: ${idle_nbig}% of one core (${resc_nbig} periodic rescans in the window); target < 0.5"
+    echo "10000 files, poll (1 s), ${POLL_SECONDS} s: ${idle_p10}% of one core"
+    echo "${IDLE_BIG} files, poll (1 s), ${POLL_SECONDS} s: ${idle_pbig}% of one core"
+fi
