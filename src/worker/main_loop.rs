@@ -53,7 +53,11 @@ pub extern "C-unwind" fn cortex_buffer_worker_main(arg: pg_sys::Datum) {
         database,
         conditions: ConditionLog::default(),
         problems: ProblemLog::default(),
-        cache: KnownCache::default(),
+        cache: {
+            let mut cache = KnownCache::default();
+            cache.set_partition(me, guc::workers());
+            cache
+        },
         watch: Watch::Unset,
         next_rescan: Instant::now(),
     };

@@ -48,6 +48,9 @@ pub struct KnownCache {
     loaded: bool,
     /// Passes so far: where the next one starts in its round of directories.
     passes: usize,
+    /// `(this process, processes)`: only the directories this process owns ([`owner`]) are
+    /// kept from the catalogue, so memory per process is its share of the files.
+    partition: Option<(usize, usize)>,
     /// When each job directory with unfinished work must be looked at again (microseconds
     /// since the epoch): a tail waiting to settle, a failure or a busy file to retry, a share
     /// left for the next pass. What keeps such files from waiting for the next full rescan.
@@ -62,6 +65,11 @@ impl KnownCache {
     pub fn invalidate(&mut self) {
         self.loaded = false;
         self.timers.clear();
+    }
+
+    /// Keeps only the directories process `me` of `workers` owns (from the next load on).
+    pub fn set_partition(&mut self, me: usize, workers: usize) {
+        self.partition = (workers > 1).then_some((me, workers));
     }
 
     /// Forgets the timers (a full walk follows, which sets them again).
@@ -182,6 +190,9 @@ pub fn run_pass<C: Catalog>(
     };
     if !cache.fresh_for(&cache_prefix) {
         cache.entries = catalog.load(&cache_prefix).map_err(PassError::Catalog)?;
+        if let Some((me, workers)) = cache.partition {
+            cache.entries.retain(|_, k| owner(&k.job_dir, workers) == me);
+        }
         cache.root_prefix = cache_prefix.clone();
         cache.loaded = true;
         cache.timers.clear();
@@ -752,6 +763,28 @@ mod tests {
         assert!(counts.iter().all(|c| (800..1200).contains(c)), "{counts:?}");
         assert_eq!(owner("anything", 1), 0);
         assert_eq!(owner("anything", 0), 0);
+    }
+
+    #[test]
+    fn a_partitioned_cache_keeps_only_its_own_directories() {
+        let root = Root::new("partition");
+        for j in 0..40 {
+            root.put(&format!("job-{j}/a.jsonl"), "{}\n");
+        }
+        let mut cat = MapCatalog::default();
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut KnownCache::default(), now_us())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut sizes = Vec::new();
+        for me in 0..2 {
+            let mut cache = KnownCache::default();
+            cache.set_partition(me, 2);
+            run_pass(&root.volume(), Scope::Dirs(&BTreeSet::new()), &mut cat, &mut cache, now_us())
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(cache.dirs().iter().all(|d| owner(d, 2) == me));
+            sizes.push(cache.len());
+        }
+        assert_eq!(sizes.iter().sum::<usize>(), 40);
+        assert!(sizes.iter().all(|n| *n > 5), "{sizes:?}");
     }
 
     #[test]
