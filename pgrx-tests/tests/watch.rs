@@ -144,6 +144,11 @@ fn a_burst_that_overflows_the_kernel_queue_is_followed_by_a_rescan_and_nothing_i
             == files.to_string()
     });
     assert!(all.is_some(), "{}\n{}", c.psql("SELECT row_to_json(s) FROM cortex_buffer.indexer_status s"), c.log_tail());
+    // The walk the lost events call for comes at most every 10 s after the last one.
+    let walked = wait_for(Duration::from_secs(30), || {
+        c.log_count("walking the whole sessions directory: the kernel's event queue overflowed") == 1
+    });
+    assert!(walked.is_some(), "{}", c.log_tail());
     assert_eq!(
         c.log_count("walking the whole sessions directory: the kernel's event queue overflowed"),
         1,

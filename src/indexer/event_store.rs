@@ -13,7 +13,9 @@ use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, PgBuiltInOids, PgMemoryContexts, PgOid, Uuid};
 
 use super::direct_insert::{EventTable, InsertPath, RowValues};
-use super::file_row::{claim, claim_many, delete_rows_from, finish, finish_many, Claimed, Finish};
+use super::file_row::{
+    claim, claim_many, delete_rows_from, existing_rows, finish, finish_many, row_exists, Claimed, Finish,
+};
 use super::settings::Settings;
 use crate::pg::jsonb::RawJsonb;
 use crate::pg::spi_util::{prepared, spi};
@@ -247,7 +249,9 @@ fn io_error(action: &str, path: &str, e: &std::io::Error) -> CbError {
 }
 
 /// Why a file was skipped when another indexer holds its row.
-pub const BUSY: &str = "being indexed by another session";
+pub use cortex_buffer_watch::pass::BUSY;
+/// Why a file was skipped when its row is gone or now records another path.
+pub use cortex_buffer_watch::pass::STALE;
 
 /// A claimed file, opened and judged: nothing to do, or what to read.
 enum Prepared {
@@ -436,8 +440,11 @@ fn read(
 pub fn index_one(file: &FileRef, volume: &Volume, settings: &Settings, now_us: i64) -> Result<FileOutcome, CbError> {
     Spi::connect_mut(|client| {
         let Some(claimed) = claim(client, file.file_id)? else {
-            return Ok(FileOutcome::Skipped(BUSY.into()));
+            return Ok(FileOutcome::Skipped(if row_exists(client, file.file_id)? { BUSY } else { STALE }.into()));
         };
+        if claimed.path != file.path {
+            return Ok(FileOutcome::Skipped(STALE.into()));
+        }
         let to_read = match prepare(file, claimed, volume)? {
             Prepared::Done(outcome) => return Ok(outcome),
             Prepared::Read(r) => r,
@@ -471,15 +478,24 @@ pub fn index_batch(
     Spi::connect_mut(|client| {
         let ids: Vec<i64> = files.iter().map(|f| f.file_id).collect();
         let mut claimed = claim_many(client, &ids)?;
+        // A row not claimed is held by another indexer, or no longer there (or no longer this
+        // path's: the catalogue was re-created): the pass must then read the catalogue again.
+        let unclaimed: Vec<i64> = ids.iter().copied().filter(|id| !claimed.contains_key(id)).collect();
+        let present = existing_rows(client, &unclaimed)?;
         // Every file claimed and judged first: what is left is what to read.
         let mut outcomes: Vec<Option<FileOutcome>> = (0..files.len()).map(|_| None).collect();
         let mut items: Vec<(usize, ToRead)> = Vec::new();
         for (k, file) in files.iter().enumerate() {
             before_file(file);
             let Some(c) = claimed.remove(&file.file_id) else {
-                outcomes[k] = Some(FileOutcome::Skipped(BUSY.into()));
+                let why = if present.contains(&file.file_id) { BUSY } else { STALE };
+                outcomes[k] = Some(FileOutcome::Skipped(why.into()));
                 continue;
             };
+            if c.path != file.path {
+                outcomes[k] = Some(FileOutcome::Skipped(STALE.into()));
+                continue;
+            }
             match prepare(file, c, volume)? {
                 Prepared::Done(outcome) => outcomes[k] = Some(outcome),
                 Prepared::Read(r) => items.push((k, *r)),
@@ -508,7 +524,9 @@ pub fn index_batch(
                     })
                     .collect();
                 let insert = |i: usize, rows: &Rows| {
-                    inserter.file_id = item_ids.get(i).copied().unwrap_or(0);
+                    inserter.file_id = item_ids.get(i).copied().ok_or_else(|| {
+                        CbError::internal(format!("rows for file {i} of a batch of {}", item_ids.len()))
+                    })?;
                     inserter.insert(client, rows)
                 };
                 let done = |i: usize, p: Progress| {
@@ -538,7 +556,7 @@ pub fn index_batch(
                         &mut inserter,
                         settings.batch_rows,
                         &file.path,
-                        true,
+                        to_read(file, r) <= pipeline::INLINE_MAX_BYTES,
                     )?;
                     progress[i] = Some(p);
                 }

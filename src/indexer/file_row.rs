@@ -21,13 +21,15 @@ use crate::pg::time::{timestamptz, unix_us};
 
 /// The claimed row: the index state and the integrity accumulated so far.
 pub struct Claimed {
+    /// The path the row records (a cached file id must still be this path's).
+    pub path: String,
     pub state: IndexState,
     pub integrity: Integrity,
     pub gone: bool,
 }
 
 const CLAIM_SQL: &str = "
-    SELECT indexed_offset, indexed_lines, generation, indexed_device, indexed_inode, indexed_mtime,
+    SELECT path, indexed_offset, indexed_lines, generation, indexed_device, indexed_inode, indexed_mtime,
            fingerprint_len, fingerprint, indexed_dialect, tail_unterminated, tail_pending,
            quarantined_at IS NOT NULL AS quarantined,
            total_lines, valid_lines, corrupt_lines, blank_lines, last_failed_parse,
@@ -69,17 +71,7 @@ pub fn claim(client: &mut SpiClient<'_>, file_id: i64) -> Result<Option<Claimed>
 /// Locks the rows of `file_ids` that no other indexer holds, in one statement; returns each
 /// claimed row by file id (the others are busy, or gone from the table).
 pub fn claim_many(client: &mut SpiClient<'_>, file_ids: &[i64]) -> Result<HashMap<i64, Claimed>, CbError> {
-    let stmt = prepared(
-        client,
-        "buffer.claim_many",
-        || {
-            CLAIM_SQL.replace("SELECT indexed_offset,", "SELECT file_id, indexed_offset,").replace(
-                "WHERE file_id OPERATOR(pg_catalog.=) $1",
-                "WHERE file_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])",
-            )
-        },
-        &[PgOid::BuiltIn(PgBuiltInOids::INT8ARRAYOID)],
-    )?;
+    let stmt = prepared(client, "buffer.claim_many", claim_many_sql, &[PgOid::BuiltIn(PgBuiltInOids::INT8ARRAYOID)])?;
     let rows = client.update(&*stmt, None, &[file_ids.to_vec().into()]).map_err(spi)?;
     let mut claimed = HashMap::with_capacity(file_ids.len());
     for row in rows {
@@ -89,6 +81,14 @@ pub fn claim_many(client: &mut SpiClient<'_>, file_ids: &[i64]) -> Result<HashMa
         }
     }
     Ok(claimed)
+}
+
+/// [`CLAIM_SQL`] over an array of file ids, returning each row's id.
+fn claim_many_sql() -> String {
+    CLAIM_SQL.replace("SELECT path, indexed_offset,", "SELECT file_id, path, indexed_offset,").replace(
+        "WHERE file_id OPERATOR(pg_catalog.=) $1",
+        "WHERE file_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])",
+    )
 }
 
 fn claimed_of(r: &Named<'_>) -> Result<Claimed, CbError> {
@@ -125,7 +125,7 @@ fn claimed_of(r: &Named<'_>) -> Result<Claimed, CbError> {
         crash_cut_lines: r.int8("crash_cut_lines")?.unwrap_or(0),
         cut_pending: r.flag("cut_pending")?,
     };
-    Ok(Claimed { state, integrity, gone: r.flag("gone")? })
+    Ok(Claimed { path: r.get::<String>("path")?.unwrap_or_default(), state, integrity, gone: r.flag("gone")? })
 }
 
 /// The values the finish statement sets, by column.
@@ -197,6 +197,35 @@ pub fn finish(
     let types: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
     let stmt = prepared(client, "buffer.finish", || finish_sql(&columns), &types)?;
     Ok(client.update(&*stmt, None, &args).map_err(spi)?.len() == 1)
+}
+
+/// Whether `file_id`'s row exists (held by someone else, when a claim found nothing).
+pub fn row_exists(client: &mut SpiClient<'_>, file_id: i64) -> Result<bool, CbError> {
+    Ok(!existing_rows(client, &[file_id])?.is_empty())
+}
+
+/// Which of `file_ids` have a row, without locking any.
+pub fn existing_rows(client: &mut SpiClient<'_>, file_ids: &[i64]) -> Result<Vec<i64>, CbError> {
+    if file_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let stmt = prepared(
+        client,
+        "buffer.existing_rows",
+        || {
+            "SELECT file_id FROM cortex_buffer.session_file
+              WHERE file_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])"
+                .to_owned()
+        },
+        &[PgOid::BuiltIn(PgBuiltInOids::INT8ARRAYOID)],
+    )?;
+    let mut ids = Vec::new();
+    for row in client.update(&*stmt, None, &[file_ids.to_vec().into()]).map_err(spi)? {
+        if let Some(id) = row.get::<i64>(1).map_err(spi)? {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
 }
 
 /// One file's finish in a batch: its claimed offset and generation, and what to record.
@@ -386,6 +415,14 @@ pub fn record_failure(file_id: i64, error: &str, quarantine_after: i32) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_batch_claim_is_the_single_claim_over_an_array() {
+        let sql = claim_many_sql();
+        assert!(sql.contains("SELECT file_id, path, indexed_offset,"));
+        assert!(sql.contains("file_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])"));
+        assert!(sql.contains("FOR UPDATE SKIP LOCKED"));
+    }
 
     #[test]
     fn the_batch_finish_sets_every_column_from_one_array_each() {

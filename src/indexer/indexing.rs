@@ -12,6 +12,8 @@
 //! Everything a step does runs as `cortex_buffer_definer`, the role that alone may write the
 //! index.
 
+use pgrx::debug1;
+
 use super::catalog_store;
 use super::event_store;
 use super::settings::Settings;
@@ -60,7 +62,7 @@ impl Catalog for IsolatedCatalog {
 /// A worker's batch: this many files, or this many new bytes, share one transaction (each file
 /// in a subtransaction of it). Bounds what a crash or a rollback redoes, how long a batch holds
 /// its files' row locks, and the memory its outcomes take.
-pub const BATCH_FILES: usize = 256;
+pub const BATCH_FILES: usize = 64;
 pub const BATCH_BYTES: u64 = 64 << 20;
 
 /// Indexes each file isolated as the mode says; a failure is recorded in a step of its own.
@@ -102,7 +104,12 @@ impl IsolatedIndexer<'_, '_> {
         let before = &mut *self.before_file;
         match subtransaction(|| as_definer(|| event_store::index_batch(files, volume, settings, now_us, before))) {
             Ok(outcomes) if outcomes.len() == files.len() => outcomes,
-            _ => files.iter().map(|f| self.one(f)).collect(),
+            failed => {
+                if let Err(e) = failed {
+                    debug1!("cortex_buffer: a batch of {} files failed, indexing them one by one: {e}", files.len());
+                }
+                files.iter().map(|f| self.one(f)).collect()
+            }
         }
     }
 

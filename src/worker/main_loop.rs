@@ -29,6 +29,13 @@ use cortex_buffer_watch::scan::resolve_root;
 use cortex_buffer_watch::volume::Volume;
 use cortex_buffer_watch::watcher::{Rescan, Watcher};
 
+/// How long worker 1 gathers the kernel's reports after the first before it looks (see
+/// `index`): bounds the passes per second under a fleet's load, at this much latency.
+const COALESCE: Duration = Duration::from_millis(10);
+
+/// Walks that lost events call for come at most this often.
+const OVERFLOW_WALK_EVERY: Duration = Duration::from_secs(10);
+
 /// The library's version; the installed extension must match it.
 const LIBRARY_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -60,6 +67,10 @@ pub extern "C-unwind" fn cortex_buffer_worker_main(arg: pg_sys::Datum) {
         },
         watch: Watch::Unset,
         next_rescan: Instant::now(),
+        last_walk: None,
+        deferred_walk: None,
+        volume: None,
+        checked_at: None,
     };
     loop {
         if BackgroundWorker::sighup_received() {
@@ -198,6 +209,14 @@ struct Worker {
     watch: Watch,
     /// When the next walk of the whole volume is due (worker 1 in notify mode).
     next_rescan: Instant,
+    /// When the last walk of everything this process owns started.
+    last_walk: Option<Instant>,
+    /// Why a walk was put off (lost events soon after the last walk).
+    deferred_walk: Option<Rescan>,
+    /// The sessions directory's handle, kept between readiness checks.
+    volume: Option<Volume>,
+    /// When readiness was last checked.
+    checked_at: Option<Instant>,
 }
 
 impl Worker {
@@ -219,6 +238,8 @@ impl Worker {
         // sessions_dir or watch may have changed: set everything up again.
         self.cache.invalidate();
         self.watch = Watch::Unset;
+        self.volume = None;
+        self.checked_at = None;
     }
 
     fn step(&mut self) -> Next {
@@ -227,11 +248,29 @@ impl Worker {
                 self.wait(wait);
                 Next { timeout: guc::poll_interval(), fd: None }
             }
-            Ok(volume) => self.index(volume),
+            Ok(volume) => {
+                let next = self.index(&volume);
+                // Kept (unless a wait dropped what it holds) for the steps until readiness is
+                // checked again.
+                if self.checked_at.is_some() {
+                    self.volume = Some(volume);
+                }
+                next
+            }
         }
     }
 
-    fn readiness(&self) -> Result<Volume, Wait> {
+    /// What a step needs before it indexes: enabled, out of recovery, the extension at this
+    /// library's version, and the sessions directory. Checked at most every poll_interval: a
+    /// busy volume wakes the worker far more often, and each check is a transaction and a look
+    /// at the directory. Between checks the volume's handle is reused (a reload or a wait drops
+    /// it); when the check comes, a directory with the same identity keeps its handle, so the
+    /// root's (possibly huge) listing is not read again.
+    fn readiness(&mut self) -> Result<Volume, Wait> {
+        let fresh = self.checked_at.is_some_and(|at| at.elapsed() < guc::poll_interval());
+        if let (true, Some(volume)) = (fresh, self.volume.take()) {
+            return Ok(volume);
+        }
         let enabled = guc::worker_enabled();
         // SAFETY: plain read of shared recovery state.
         let in_recovery = enabled && unsafe { pg_sys::RecoveryInProgress() };
@@ -242,6 +281,12 @@ impl Worker {
         };
         if let Some(wait) = assess(enabled, in_recovery, installed.as_deref(), LIBRARY_VERSION, &self.database) {
             return Err(wait);
+        }
+        self.checked_at = Some(Instant::now());
+        if let Some(volume) = self.volume.take() {
+            if same_directory(&volume, &guc::sessions_dir()) {
+                return Ok(volume);
+            }
         }
         resolve_root(&guc::sessions_dir()).map_err(|e| Wait::SessionsDir { reason: describe(&e) })
     }
@@ -259,48 +304,69 @@ impl Worker {
         // Whatever made us wait may also have changed the catalogue (extension re-created...).
         self.cache.invalidate();
         self.watch = Watch::Unset;
+        self.volume = None;
+        self.checked_at = None;
     }
 
-    fn index(&mut self, volume: Volume) -> Next {
+    fn index(&mut self, volume: &Volume) -> Next {
         if let Some(previous) = self.conditions.clear() {
             log!("{} resumed indexing {} (was {})", self.name, volume.path().display(), previous.activity());
         }
         shared::set_phase(Phase::Active);
         let requested = shared::take_rescan_request();
         if self.me > 0 {
-            return self.index_handed(&volume, requested);
+            return self.index_handed(volume, requested);
         }
         let mode = guc::watch_mode();
         if mode == WatchMode::Poll {
             self.watch = Watch::Poll { fallback: None };
             shared::set_watching(Watching::Poll, 0);
         } else {
-            self.set_up_watch(&volume, mode);
+            self.set_up_watch(volume, mode);
         }
         let Watch::Notify(watcher) = &mut self.watch else {
             // Polling: every step walks everything.
-            self.rescan(&volume);
+            self.rescan(volume);
             return Next { timeout: guc::poll_interval(), fd: None };
         };
-        let changes = watcher.read(&volume);
+        let mut changes = watcher.read(volume);
+        if !changes.dirs.is_empty() && changes.rescan.is_none() {
+            // More changes usually follow the first (an agent writes a line, then another; a
+            // fleet writes everywhere at once): gather them for a moment, so that one pass and
+            // one transaction take them all instead of one each.
+            std::thread::sleep(COALESCE);
+            let more = watcher.read(volume);
+            changes.dirs.extend(more.dirs);
+            changes.rescan = more.rescan;
+        }
         shared::set_watching(Watching::Notify, watcher.watches());
         let exhausted = changes.rescan == Some(Rescan::WatchesExhausted);
         let fd = watcher.fd();
+        // Lost events call for a walk, but not more often than every OVERFLOW_WALK_EVERY: an agent
+        // that floods the queue must not make the worker walk the fleet back to back. Meanwhile
+        // the directories it did hear of are looked at as usual.
+        let recent_walk = self.last_walk.is_some_and(|at| at.elapsed() < OVERFLOW_WALK_EVERY);
+        if changes.rescan == Some(Rescan::Overflow) && recent_walk {
+            let soon = self.last_walk.map_or_else(Instant::now, |at| at + OVERFLOW_WALK_EVERY);
+            self.next_rescan = self.next_rescan.min(soon);
+            self.deferred_walk = Some(Rescan::Overflow);
+            changes.rescan = None;
+        }
         if requested || changes.rescan.is_some() || Instant::now() >= self.next_rescan {
-            if let Some(why) = changes.rescan {
+            if let Some(why) = changes.rescan.or(self.deferred_walk.take()) {
                 log!("{}: walking the whole sessions directory: {}", self.name, why.describe());
             }
             if exhausted {
                 self.fall_back(mode, "the kernel's limit on watches was reached".into());
             } else if let Watch::Notify(watcher) = &mut self.watch {
                 // New directories missed while events were lost get their watches now.
-                match watcher.watch_volume(&volume) {
+                match watcher.watch_volume(volume) {
                     Ok(w) if w.refused == 0 => shared::set_watching(Watching::Notify, w.watches),
                     Ok(w) => self.fall_back(mode, format!("{} directories could not be watched", w.refused)),
                     Err(e) => self.fall_back(mode, format!("could not watch the sessions directory: {e}")),
                 }
             }
-            self.rescan(&volume);
+            self.rescan(volume);
             self.next_rescan = Instant::now() + guc::rescan_interval();
         } else {
             let mut dirs = changes.dirs;
@@ -309,7 +375,7 @@ impl Worker {
             }
             dirs.extend(self.cache.due(now_us()));
             if !dirs.is_empty() {
-                self.run(&volume, Scope::Dirs(&dirs), false);
+                self.run(volume, Scope::Dirs(&dirs), false);
             }
         }
         let until_rescan = self.next_rescan.saturating_duration_since(Instant::now());
@@ -417,6 +483,7 @@ impl Worker {
     /// directories (on disk, or known to the catalogue) otherwise, asking the others to walk
     /// theirs when it is worker 1.
     fn rescan(&mut self, volume: &Volume) {
+        self.last_walk = Some(Instant::now());
         if self.workers <= 1 {
             self.run(volume, Scope::Volume, true);
             return;
@@ -521,6 +588,10 @@ impl Worker {
             Err(PassError::Root(e)) => self.wait(Wait::SessionsDir { reason: describe(&e) }),
             Err(PassError::Catalog(f)) => self.wait(Wait::Catalog { reason: f.to_string() }),
         }
+        if !self.cache.loaded() {
+            // The catalogue changed under the cache (a row gone or re-used): walk everything.
+            self.next_rescan = Instant::now();
+        }
     }
 }
 
@@ -529,6 +600,14 @@ fn describe(e: &CbError) -> String {
         Some(h) => format!("{} ({h})", e.message),
         None => e.message.clone(),
     }
+}
+
+/// Whether `dir` still names the directory `volume` holds (same device and inode).
+fn same_directory(volume: &Volume, dir: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let held = volume.stat(std::path::Path::new("")).ok().map(|m| (m.dev(), m.ino()));
+    let named = std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()));
+    held.is_some() && held == named
 }
 
 fn installed_version() -> Result<Option<String>, CbError> {

@@ -288,6 +288,16 @@ pub fn hand(worker: usize, dirs: &[&str]) {
         let Some(q) = queues.queues.get_mut(worker) else { return };
         for dir in dirs {
             let bytes = dir.as_bytes();
+            // A directory already waiting in the queue needs no second entry.
+            let queued = q
+                .lens
+                .iter()
+                .zip(q.names.iter())
+                .take(q.len)
+                .any(|(len, name)| name.get(..usize::from(*len)).is_some_and(|n| n == bytes));
+            if queued {
+                continue;
+            }
             match (q.names.get_mut(q.len), q.lens.get_mut(q.len), u8::try_from(bytes.len())) {
                 (Some(name), Some(len), Ok(n)) if bytes.len() <= NAME_BYTES => {
                     if let Some(dst) = name.get_mut(..bytes.len()) {

@@ -339,6 +339,12 @@ pub struct FileRef {
     pub pending: u64,
 }
 
+/// Why a file was skipped when another indexer holds its row.
+pub const BUSY: &str = "being indexed by another session";
+/// Why a file was skipped when its catalogue row is gone or records another path: the
+/// catalogue changed under the cache (re-created, or rows removed), which must be read again.
+pub const STALE: &str = "its catalogue row is gone or records another path; the catalogue is read again";
+
 /// What indexing one file did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileOutcome {
@@ -433,9 +439,16 @@ pub fn index_pass<I: FileIndexer + ?Sized>(
         outcomes: Vec::new(),
         left_for_later: BTreeSet::new(),
         retry: BTreeSet::new(),
+        capped: BTreeSet::new(),
+        stale: false,
     };
     indexer.run(&mut work);
-    let PassWork { outcomes, left_for_later, retry, .. } = work;
+    let PassWork { outcomes, left_for_later, retry, stale, .. } = work;
+    if stale {
+        // Read the catalogue again at the next pass (a full walk follows a reload).
+        cache.invalidate();
+        return outcomes;
+    }
 
     // Timers for the directories looked at.
     let looked_at: Vec<String> = match dirs {
@@ -489,6 +502,11 @@ struct PassWork<'c, K: FnMut(&str, &FileOutcome) -> bool> {
     left_for_later: BTreeSet<String>,
     /// Files that failed or were skipped: to be tried again after a while.
     retry: BTreeSet<String>,
+    /// Files handed out with less than their new bytes (their directory's share): the rest is
+    /// for the next pass, at once.
+    capped: BTreeSet<String>,
+    /// A file's row was gone or re-used: the catalogue must be read again.
+    stale: bool,
 }
 
 impl<K: FnMut(&str, &FileOutcome) -> bool> Work for PassWork<'_, K> {
@@ -504,6 +522,9 @@ impl<K: FnMut(&str, &FileOutcome) -> bool> Work for PassWork<'_, K> {
                     continue;
                 }
                 file.budget = share - used;
+                if file.pending > file.budget {
+                    self.capped.insert(file.path.clone());
+                }
                 file.pending = file.pending.min(file.budget);
                 // Counted when handed out, so that files of one directory in one batch share it.
                 *self.spent.entry(file.job_dir.clone()).or_insert(0) += file.pending.max(1);
@@ -516,12 +537,18 @@ impl<K: FnMut(&str, &FileOutcome) -> bool> Work for PassWork<'_, K> {
     fn done(&mut self, file: FileRef, outcome: FileOutcome) -> bool {
         if let Some(k) = self.entries.get_mut(&file.path) {
             match &outcome {
-                FileOutcome::Indexed { state, .. } => k.index = state.clone(),
+                FileOutcome::Indexed { state, .. } => {
+                    k.index = state.clone();
+                    if self.capped.contains(&file.path) {
+                        self.left_for_later.insert(file.path.clone());
+                    }
+                }
                 FileOutcome::Failed { quarantined, .. } => {
                     k.index.quarantined = *quarantined;
                     self.retry.insert(file.path.clone());
                 }
-                FileOutcome::Skipped(_) => {
+                FileOutcome::Skipped(why) => {
+                    self.stale |= why == STALE;
                     self.retry.insert(file.path.clone());
                 }
             }
@@ -886,6 +913,17 @@ mod tests {
         let mut ix = indexer(HashMap::new());
         let out = index_pass(&mut cache, &mut ix, now, 0, 1_000_000, Some(6), None, |_, _| true);
         assert_eq!(out.len(), 1, "the first file spent the directory's share");
+        assert_eq!(cache.next_timer(), Some(now));
+
+        // A file cut short by the share comes back at once too, not after the retry delay.
+        let root = Root::new("share-cut");
+        root.put("job/big.jsonl", "{}\n{}\n{}\n{}\n");
+        let mut cat = MapCatalog::default();
+        let mut cache = KnownCache::default();
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now).unwrap_or_else(|e| panic!("{e}"));
+        let mut ix = indexer(HashMap::new());
+        let out = index_pass(&mut cache, &mut ix, now, 0, 1_000_000, Some(6), None, |_, _| true);
+        assert_eq!(out.len(), 1);
         assert_eq!(cache.next_timer(), Some(now));
     }
 

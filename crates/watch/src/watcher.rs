@@ -259,12 +259,20 @@ impl Watcher {
             changes.need_rescan(Rescan::RootChanged);
             return;
         }
+        if event.mask & libc::IN_MOVE_SELF != 0 {
+            // A watched directory moved: wherever it went, it is no longer where it was watched
+            // (a move within the volume is reported, and watched again, at its new place).
+            self.unwatch_under(&dir);
+        }
         let entry = match &event.name {
             Some(name) => dir.join(name),
             None => dir.clone(),
         };
         let mut parts = entry.components().filter_map(|c| c.as_os_str().to_str());
         let Some(first) = parts.next() else { return };
+        if event.mask & libc::IN_ISDIR != 0 && event.mask & libc::IN_MOVED_FROM != 0 {
+            self.unwatch_under(&entry);
+        }
         if event.mask & libc::IN_ISDIR != 0 && event.mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
             // A new directory: watch it (and what it already holds) if the rule descends into it.
             let names: Vec<&str> = entry.components().filter_map(|c| c.as_os_str().to_str()).collect();
@@ -282,6 +290,22 @@ fn root_identity(volume: &Volume) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     let meta = volume.stat(Path::new("")).ok()?;
     Some((meta.dev(), meta.ino()))
+}
+
+impl Watcher {
+    /// Removes the watches on `dir` and on the directories under it: moved out of their place,
+    /// they must not keep reporting (or holding watches) under their old names.
+    fn unwatch_under(&mut self, dir: &Path) {
+        if dir.as_os_str().is_empty() {
+            return;
+        }
+        let gone: Vec<i32> = self.dirs.iter().filter(|(_, p)| p.starts_with(dir)).map(|(wd, _)| *wd).collect();
+        for wd in gone {
+            // SAFETY: a watch descriptor of this inotify instance; a stale one just fails.
+            unsafe { libc::inotify_rm_watch(self.fd.as_raw_fd(), wd) };
+            self.dirs.remove(&wd);
+        }
+    }
 }
 
 /// One event as the kernel queued it.
@@ -385,6 +409,23 @@ mod tests {
         fs::remove_dir_all(root.0.join("j2")).unwrap_or_else(|e| panic!("{e}"));
         let c = w.read(&volume);
         assert_eq!((dirs(&c), c.rescan, w.watches()), (vec!["j2"], None, 2));
+    }
+
+    #[test]
+    fn a_directory_moved_out_of_the_volume_is_no_longer_watched_and_one_moved_in_is() {
+        let root = Root::new("moved");
+        let outside = Root::new("moved-outside");
+        fs::create_dir_all(root.0.join("job-a")).unwrap_or_else(|e| panic!("{e}"));
+        let volume = root.volume();
+        let mut w = Watcher::new().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(w.watch_volume(&volume).unwrap_or_else(|e| panic!("{e}")).watches, 2);
+        fs::rename(root.0.join("job-a"), outside.0.join("job-a")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(dirs(&w.read(&volume)), vec!["job-a"]);
+        assert_eq!(w.watches(), 1, "its watch is gone");
+        fs::write(outside.0.join("job-a/x.jsonl"), b"{}\n").unwrap_or_else(|e| panic!("{e}"));
+        assert!(w.read(&volume).is_empty(), "what happens outside is not reported");
+        fs::rename(outside.0.join("job-a"), root.0.join("job-b")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((dirs(&w.read(&volume)), w.watches()), (vec!["job-b"], 2));
     }
 
     #[test]
