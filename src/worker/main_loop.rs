@@ -268,8 +268,10 @@ impl Worker {
     /// root's (possibly huge) listing is not read again.
     fn readiness(&mut self) -> Result<Volume, Wait> {
         let fresh = self.checked_at.is_some_and(|at| at.elapsed() < guc::poll_interval());
-        if let (true, Some(volume)) = (fresh, self.volume.take()) {
-            return Ok(volume);
+        if fresh {
+            if let Some(volume) = self.volume.take() {
+                return Ok(volume);
+            }
         }
         let enabled = guc::worker_enabled();
         // SAFETY: plain read of shared recovery state.
