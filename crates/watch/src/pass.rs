@@ -562,9 +562,11 @@ impl<K: FnMut(&str, &FileOutcome) -> bool> Work for PassWork<'_, K> {
     }
 }
 
-/// Indexes one file at a time with a function: what tests and simple callers need.
+/// Indexes one file at a time with a function (the tests' indexer).
+#[cfg(test)]
 pub struct EachFile<F: FnMut(&FileRef) -> FileOutcome>(pub F);
 
+#[cfg(test)]
 impl<F: FnMut(&FileRef) -> FileOutcome> FileIndexer for EachFile<F> {
     fn run(&mut self, work: &mut dyn Work) {
         while let Some(file) = work.next() {
