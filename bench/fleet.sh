@@ -41,6 +41,16 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 ms_of() { sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1; }
 now_ms() { date +%s%3N; }
 hz=$(getconf CLK_TCK)
+# Turns the workers off and waits until each says so (a pass under way finishes first), so that
+# what follows (TRUNCATE) never meets a worker's transaction.
+disable_workers() {
+    bench_psql -c "ALTER SYSTEM SET cortex_buffer.worker_enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
+    bench_psql -c "DO \$\$ BEGIN
+                     FOR i IN 1..3000 LOOP
+                       EXIT WHEN NOT EXISTS (SELECT FROM cortex_buffer.indexer_worker() WHERE worker_state <> 'disabled');
+                       PERFORM pg_catalog.pg_sleep(0.01);
+                     END LOOP; END \$\$" >/dev/null
+}
 restart() { pg "${BIN}/pg_ctl" restart -w -D "${PGDATA}" -l "${RUN}/postgres.log" >/dev/null; }
 worker_pids() { bench_psql -c "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE backend_type = 'cortex_buffer indexer'"; }
 # CPU ticks (user + system) of the given pids.
@@ -61,19 +71,22 @@ set_workers() {
 }
 ingest_round() { # $1 = layout dir; prints "index_ms copy_ms"
     local corpus="$1"
-    bench_psql -c "ALTER SYSTEM SET cortex_buffer.worker_enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
-    sleep 0.5
+    disable_workers
     bench_psql -c "TRUNCATE cortex_buffer.event, cortex_buffer.corrupt_line, cortex_buffer.session_file, raw_lines" >/dev/null
     rm -rf "${SESSIONS}"
     cp -a "${corpus}" "${SESSIONS}"
     bench_psql -c "ALTER SYSTEM SET cortex_buffer.sessions_dir = '${SESSIONS}'" -c "CHECKPOINT" >/dev/null
-    local t0 t1 n
+    local t0 t1 n e0
+    # The workers' own count of events indexed (shared memory, counted when a pass ends): what
+    # the waiting session looks at, since summing session_file every 10 ms would take CPU from
+    # the very workers it times. The rows are counted once they are done.
+    e0=$(bench_psql -c "SELECT coalesce(sum(events_indexed), 0) FROM cortex_buffer.indexer_worker()")
     t0=$(now_ms)
     bench_psql -c "ALTER SYSTEM SET cortex_buffer.worker_enabled = on" -c "SELECT pg_reload_conf()" >/dev/null
     # One session waits, looking every 10 ms (a new psql per look would take CPU from the worker).
     bench_psql -c "DO \$\$ BEGIN
                      FOR i IN 1..90000 LOOP
-                       EXIT WHEN (SELECT coalesce(sum(valid_lines), 0) FROM cortex_buffer.session_file) >= ${LINES};
+                       EXIT WHEN (SELECT coalesce(sum(events_indexed), 0) FROM cortex_buffer.indexer_worker()) >= ${e0} + ${LINES};
                        PERFORM pg_catalog.pg_sleep(0.01);
                      END LOOP; END \$\$" >/dev/null
     t1=$(now_ms)
@@ -155,7 +168,7 @@ fi
 # --- 4. idle ---------------------------------------------------------------------------------
 idle() { # $1 = files, $2 = watch mode, $3 = seconds; prints "cpu% passes rescans"
     local files="$1" mode="$2" secs="$3" tree="${DATA}/idle-$1"
-    bench_psql -c "ALTER SYSTEM SET cortex_buffer.worker_enabled = off" -c "SELECT pg_reload_conf()" >/dev/null
+    disable_workers
     bench_psql -c "TRUNCATE cortex_buffer.event, cortex_buffer.corrupt_line, cortex_buffer.session_file" >/dev/null
     [ -d "$tree" ] || { python3 "${GEN}" idle "$tree" "$files"; chown -R postgres "$tree"; }
     bench_psql -c "ALTER SYSTEM SET cortex_buffer.sessions_dir = '${tree}'" -c "ALTER SYSTEM SET cortex_buffer.watch = '${mode}'" \

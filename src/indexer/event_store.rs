@@ -89,17 +89,72 @@ impl Inserter {
     }
 
     fn insert_in_context(&mut self, client: &mut SpiClient<'_>, rows: &Rows) -> Result<(), CbError> {
-        if !rows.events.is_empty() {
-            let file_id = self.file_id;
-            match &mut self.path {
-                InsertPath::Direct(table) => {
-                    table.insert(rows.events.len(), |i| event_values(file_id, rows, &rows.events[i]))
+        let file_id = self.file_id;
+        self.insert_range(client, rows, file_id, 0..rows.events.len(), &rows.corrupt)
+    }
+
+    /// Inserts a batch of several files' rows ([`Rows::parts`]), file `i` of the batch being
+    /// `file_ids[i]`: the events of all of them in one go on the direct path.
+    fn insert_parts(&mut self, client: &mut SpiClient<'_>, rows: &Rows, file_ids: &[i64]) -> Result<(), CbError> {
+        let id_of = |file: usize| {
+            file_ids
+                .get(file)
+                .copied()
+                .ok_or_else(|| CbError::internal(format!("rows for file {file} of a batch of {}", file_ids.len())))
+        };
+        let mut context = PgMemoryContexts::new("cortex_buffer index batch");
+        // SAFETY: as in `insert`: nothing allocated in the context outlives the closure.
+        let result = unsafe {
+            context.switch_to(|_| -> Result<(), CbError> {
+                if let InsertPath::Direct(table) = &mut self.path {
+                    // Each event's file, from the parts, which cover the events in order.
+                    let mut ids = Vec::with_capacity(rows.events.len());
+                    for part in &rows.parts {
+                        let id = id_of(part.file)?;
+                        ids.extend(part.events.clone().map(|_| id));
+                    }
+                    if ids.len() != rows.events.len() {
+                        return Err(CbError::internal("a batch's parts do not cover its events"));
+                    }
+                    if !ids.is_empty() {
+                        table.insert(rows.events.len(), |i| event_values(ids[i], rows, &rows.events[i]));
+                    }
+                    for part in rows.parts.iter().filter(|p| !p.corrupt.is_empty()) {
+                        let corrupt = rows.corrupt.get(part.corrupt.clone()).unwrap_or_default();
+                        insert_corrupt_sql(client, id_of(part.file)?, corrupt)?;
+                    }
+                    return Ok(());
                 }
-                InsertPath::Sql(_) => insert_events_sql(client, file_id, rows)?,
+                for part in &rows.parts {
+                    let corrupt = rows.corrupt.get(part.corrupt.clone()).unwrap_or_default();
+                    self.insert_range(client, rows, id_of(part.file)?, part.events.clone(), corrupt)?;
+                }
+                Ok(())
+            })
+        };
+        // SAFETY: no pointer into the context survives the closure.
+        unsafe { context.reset() };
+        result
+    }
+
+    /// Inserts the events `events` of `rows` and the corrupt lines `corrupt`, all of one file.
+    fn insert_range(
+        &mut self,
+        client: &mut SpiClient<'_>,
+        rows: &Rows,
+        file_id: i64,
+        events: std::ops::Range<usize>,
+        corrupt: &[CorruptRow],
+    ) -> Result<(), CbError> {
+        if !events.is_empty() {
+            let slice = rows.events.get(events.clone()).unwrap_or_default();
+            match &mut self.path {
+                InsertPath::Direct(table) => table.insert(slice.len(), |i| event_values(file_id, rows, &slice[i])),
+                InsertPath::Sql(_) => insert_events_sql(client, file_id, rows, slice)?,
             }
         }
-        if !rows.corrupt.is_empty() {
-            insert_corrupt_sql(client, self.file_id, &rows.corrupt)?;
+        if !corrupt.is_empty() {
+            insert_corrupt_sql(client, file_id, corrupt)?;
         }
         Ok(())
     }
@@ -144,9 +199,9 @@ fn int8_of(c: &cortex_buffer_core::indexer::normalize::Columns, col: EventColumn
     }
 }
 
-/// One column of a batch as the SQL path's array parameter (`$1` is the file id).
-fn column_arg(col: EventColumn, file_id: i64, rows: &Rows) -> DatumWithOid<'static> {
-    let events = &rows.events;
+/// One column of `events` (rows of `rows`) as the SQL path's array parameter (`$1` is the file
+/// id).
+fn column_arg(col: EventColumn, file_id: i64, rows: &Rows, events: &[OwnedEvent]) -> DatumWithOid<'static> {
     match (col.sql_type(), col) {
         (SqlType::Text, _) => {
             events.iter().map(|e| rows.text(e, col).map(str::to_owned)).collect::<Vec<Option<String>>>().into()
@@ -170,7 +225,12 @@ fn column_arg(col: EventColumn, file_id: i64, rows: &Rows) -> DatumWithOid<'stat
 }
 
 /// The SQL path: one INSERT of unnested arrays ([`insert_sql`]).
-fn insert_events_sql(client: &mut SpiClient<'_>, file_id: i64, rows: &Rows) -> Result<(), CbError> {
+fn insert_events_sql(
+    client: &mut SpiClient<'_>,
+    file_id: i64,
+    rows: &Rows,
+    events: &[OwnedEvent],
+) -> Result<(), CbError> {
     let types: Vec<PgOid> = EventColumn::ALL
         .iter()
         .map(|c| {
@@ -180,7 +240,8 @@ fn insert_events_sql(client: &mut SpiClient<'_>, file_id: i64, rows: &Rows) -> R
         })
         .collect();
     let stmt = prepared(client, "buffer.insert_events", insert_sql, &types)?;
-    let args: Vec<DatumWithOid<'static>> = EventColumn::ALL.iter().map(|c| column_arg(*c, file_id, rows)).collect();
+    let args: Vec<DatumWithOid<'static>> =
+        EventColumn::ALL.iter().map(|c| column_arg(*c, file_id, rows, events)).collect();
     client.update(&*stmt, None, &args).map_err(spi)?;
     Ok(())
 }
@@ -523,12 +584,7 @@ pub fn index_batch(
                         )
                     })
                     .collect();
-                let insert = |i: usize, rows: &Rows| {
-                    inserter.file_id = item_ids.get(i).copied().ok_or_else(|| {
-                        CbError::internal(format!("rows for file {i} of a batch of {}", item_ids.len()))
-                    })?;
-                    inserter.insert(client, rows)
-                };
+                let insert = |rows: &Rows| inserter.insert_parts(client, rows, &item_ids);
                 let done = |i: usize, p: Progress| {
                     if let Some(slot) = progress.get_mut(i) {
                         *slot = Some(p);

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use pgrx::datum::{DatumWithOid, TimestampWithTimeZone};
 use pgrx::prelude::*;
-use pgrx::spi::{SpiClient, SpiHeapTupleData};
+use pgrx::spi::{SpiClient, SpiHeapTupleData, SpiTupleTable};
 use pgrx::{PgBuiltInOids, PgOid};
 
 use crate::pg::spi_util::{prepared, spi};
@@ -39,12 +39,35 @@ const CLAIM_SQL: &str = "
       FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) $1
        FOR UPDATE SKIP LOCKED";
 
+/// The ordinal of each column of a result, by name: looked up once per statement, not once per
+/// value (a name lookup scans the row's columns).
+struct Ordinals(HashMap<String, usize>);
+
+impl Ordinals {
+    fn of(table: &SpiTupleTable<'_>) -> Result<Ordinals, CbError> {
+        let columns = table.columns().map_err(spi)?;
+        let mut by_name = HashMap::with_capacity(columns);
+        for ordinal in 1..=columns {
+            by_name.insert(table.column_name(ordinal).map_err(spi)?, ordinal);
+        }
+        Ok(Ordinals(by_name))
+    }
+}
+
 /// A row read by column name.
-struct Named<'r>(&'r SpiHeapTupleData<'r>);
+struct Named<'r> {
+    row: &'r SpiHeapTupleData<'r>,
+    ordinals: &'r Ordinals,
+}
 
 impl Named<'_> {
     fn get<T: IntoDatum + FromDatum>(&self, name: &str) -> Result<Option<T>, CbError> {
-        self.0.get_by_name::<T, _>(name).map_err(spi)
+        let Ordinals(by_name) = self.ordinals;
+        let ordinal = by_name
+            .get(name)
+            .copied()
+            .ok_or_else(|| CbError::internal(format!("the claim's result has no column {name}")))?;
+        self.row.get::<T>(ordinal).map_err(spi)
     }
     fn int8(&self, name: &str) -> Result<Option<i64>, CbError> {
         self.get::<i64>(name)
@@ -64,8 +87,12 @@ impl Named<'_> {
 pub fn claim(client: &mut SpiClient<'_>, file_id: i64) -> Result<Option<Claimed>, CbError> {
     let stmt = prepared(client, "buffer.claim", || CLAIM_SQL.to_owned(), &[PgOid::BuiltIn(PgBuiltInOids::INT8OID)])?;
     let rows = client.update(&*stmt, Some(1), &[file_id.into()]).map_err(spi)?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let ordinals = Ordinals::of(&rows)?;
     let Some(row) = rows.into_iter().next() else { return Ok(None) };
-    Ok(Some(claimed_of(&Named(&row))?))
+    Ok(Some(claimed_of(&Named { row: &row, ordinals: &ordinals })?))
 }
 
 /// Locks the rows of `file_ids` that no other indexer holds, in one statement; returns each
@@ -74,8 +101,12 @@ pub fn claim_many(client: &mut SpiClient<'_>, file_ids: &[i64]) -> Result<HashMa
     let stmt = prepared(client, "buffer.claim_many", claim_many_sql, &[PgOid::BuiltIn(PgBuiltInOids::INT8ARRAYOID)])?;
     let rows = client.update(&*stmt, None, &[file_ids.to_vec().into()]).map_err(spi)?;
     let mut claimed = HashMap::with_capacity(file_ids.len());
+    if rows.is_empty() {
+        return Ok(claimed);
+    }
+    let ordinals = Ordinals::of(&rows)?;
     for row in rows {
-        let r = Named(&row);
+        let r = Named { row: &row, ordinals: &ordinals };
         if let Some(id) = r.int8("file_id")? {
             claimed.insert(id, claimed_of(&r)?);
         }

@@ -11,7 +11,7 @@ use super::settings::Settings;
 use crate::pg::privilege::as_definer;
 use crate::pg::raise::notice;
 use crate::pg::spi_util::spi;
-use cortex_buffer_core::indexer::dialect::{detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
+use cortex_buffer_core::indexer::dialect::{detect, Dialect};
 use cortex_buffer_core::indexer::discovery::{classify, Layout};
 use cortex_buffer_core::indexer::index_file::{
     index_file, CorruptRow, EventRow, FileRules, IndexError, Progress, Sink,
@@ -19,7 +19,7 @@ use cortex_buffer_core::indexer::index_file::{
 use cortex_buffer_core::indexer::integrity::Severity;
 use cortex_buffer_core::indexer::timestamp::POSTGRES_EPOCH_OFFSET_US;
 use cortex_buffer_watch::pass::now_us;
-use cortex_buffer_watch::scan::{read_head, FileStat};
+use cortex_buffer_watch::scan::{first_object_of, FileStat};
 use cortex_buffer_watch::volume::SessionRead;
 
 /// Counts only: `file_integrity()` stores nothing.
@@ -119,8 +119,8 @@ fn file_integrity(
     };
     let (layout, job_dir) = layout_of(target.rel());
     let file_name = Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let dialect = recorded_dialect(&recorded_as).or_else(|| match read_head(&file, DETECTION_PREFIX_BYTES) {
-        Ok((prefix, whole)) => detect(&file_name, layout, first_object(&prefix, whole).as_ref()),
+    let dialect = recorded_dialect(&recorded_as).or_else(|| match first_object_of(&file) {
+        Ok(first) => detect(&file_name, layout, first.as_ref()),
         Err(_) => None,
     });
     let stat = match file.metadata() {

@@ -25,7 +25,7 @@ use crate::pg::xact::guarded;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::readiness::{assess, ConditionLog, ProblemLog, Wait};
 use cortex_buffer_watch::pass::{now_us, owner, top_dirs, FileOutcome, FileRef, KnownCache, PassError, Scope};
-use cortex_buffer_watch::scan::resolve_root;
+use cortex_buffer_watch::scan::{resolve_root, DirSeen};
 use cortex_buffer_watch::volume::Volume;
 use cortex_buffer_watch::watcher::{Rescan, Watcher};
 
@@ -355,20 +355,39 @@ impl Worker {
             changes.rescan = None;
         }
         if requested || changes.rescan.is_some() || Instant::now() >= self.next_rescan {
-            if let Some(why) = changes.rescan.or(self.deferred_walk.take()) {
+            let why = changes.rescan.or(self.deferred_walk.take());
+            if let Some(why) = why {
                 log!("{}: walking the whole sessions directory: {}", self.name, why.describe());
             }
+            let events_lost = why.is_some();
+            // Worker 1 alone walks the whole volume, and that walk says which directories lack
+            // a watch (new ones missed while events were lost): they get one afterwards,
+            // without listing anything twice. With several workers its walk covers only its
+            // own directories, so it sets the watches on everything first.
+            let several = self.workers > 1;
             if exhausted {
                 self.fall_back(mode, "the kernel's limit on watches was reached".into());
-            } else if let Watch::Notify(watcher) = &mut self.watch {
-                // New directories missed while events were lost get their watches now.
+            } else if let (true, Watch::Notify(watcher)) = (several, &mut self.watch) {
                 match watcher.watch_volume(volume) {
                     Ok(w) if w.refused == 0 => shared::set_watching(Watching::Notify, w.watches),
                     Ok(w) => self.fall_back(mode, format!("{} directories could not be watched", w.refused)),
                     Err(e) => self.fall_back(mode, format!("could not watch the sessions directory: {e}")),
                 }
             }
-            self.rescan(volume);
+            let seen = self.rescan(volume);
+            if let (false, Watch::Notify(watcher)) = (several, &mut self.watch) {
+                let (added, w) = watcher.watch_missing(volume, &seen, events_lost);
+                if w.refused == 0 {
+                    shared::set_watching(Watching::Notify, w.watches);
+                    // What changed in them between the walk and their watch is looked at now.
+                    let now = now_us();
+                    for dir in added {
+                        self.cache.look_again(&dir, now);
+                    }
+                } else {
+                    self.fall_back(mode, format!("{} directories could not be watched", w.refused));
+                }
+            }
             self.next_rescan = Instant::now() + guc::rescan_interval();
         } else {
             let mut dirs = changes.dirs;
@@ -484,11 +503,11 @@ impl Worker {
     /// Walks everything this process owns: the whole volume when it is alone; its partition's
     /// directories (on disk, or known to the catalogue) otherwise, asking the others to walk
     /// theirs when it is worker 1.
-    fn rescan(&mut self, volume: &Volume) {
+    /// Returns the directories its walk descended into.
+    fn rescan(&mut self, volume: &Volume) -> Vec<DirSeen> {
         self.last_walk = Some(Instant::now());
         if self.workers <= 1 {
-            self.run(volume, Scope::Volume, true);
-            return;
+            return self.run(volume, Scope::Volume, true);
         }
         if self.me == 0 {
             for w in 1..self.workers {
@@ -503,12 +522,12 @@ impl Worker {
             Ok(names) => names.into_iter().collect(),
             Err(e) => {
                 self.wait(Wait::SessionsDir { reason: describe(&e) });
-                return;
+                return Vec::new();
             }
         };
         dirs.extend(self.cache.dirs());
         dirs.retain(|d| owner(d, self.workers) == self.me);
-        self.run(volume, Scope::Dirs(&dirs), true);
+        self.run(volume, Scope::Dirs(&dirs), true)
     }
 
     fn until_timer(&self) -> Duration {
@@ -518,8 +537,9 @@ impl Worker {
         }
     }
 
-    /// One pass over `scope`, reported in `pg_stat_activity` and the shared slot.
-    fn run(&mut self, volume: &Volume, scope: Scope<'_>, rescan: bool) {
+    /// One pass over `scope`, reported in `pg_stat_activity` and the shared slot; returns the
+    /// directories its walk descended into.
+    fn run(&mut self, volume: &Volume, scope: Scope<'_>, rescan: bool) -> Vec<DirSeen> {
         let root = volume.path().to_path_buf();
         let what = match scope {
             Scope::Dirs(d) if !rescan => format!("indexing {} changed directories of {}", d.len(), root.display()),
@@ -553,6 +573,7 @@ impl Worker {
             !shutdown_requested()
         };
         let problems = &mut self.problems;
+        let mut seen = Vec::new();
         match indexing::pass(
             volume,
             scope,
@@ -567,7 +588,8 @@ impl Worker {
                 for p in problems.fresh(&pass.report.problems) {
                     log!("{}: skipping \"{}\": {}", self.name, p.path, p.reason);
                 }
-                let report = pass.report;
+                let mut report = pass.report;
+                seen = std::mem::take(&mut report.dirs);
                 shared::record_pass(now, started.elapsed(), events, rescan, self.cache.len());
                 if report.written > 0 || report.gone > 0 {
                     debug1!(
@@ -594,6 +616,7 @@ impl Worker {
             // The catalogue changed under the cache (a row gone or re-used): walk everything.
             self.next_rescan = Instant::now();
         }
+        seen
     }
 }
 

@@ -6,12 +6,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cortex_buffer_core::error::CbError;
-use cortex_buffer_core::indexer::dialect::{self, detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
+use cortex_buffer_core::indexer::dialect::{self, detect, Dialect};
 use cortex_buffer_core::indexer::index_plan::{worth_a_look, IndexState};
 use cortex_buffer_core::indexer::normalize::uuid_bytes;
 use cortex_buffer_core::indexer::reconcile::{plan, under, Action, Known};
 
-use super::scan::{read_prefix, relative, scan_dir, scan_root, FileStat, Found, Problem};
+use super::scan::{first_object_of, open_scanned, relative, scan_dir, scan_root, DirSeen, FileStat, Found, Problem};
 use super::volume::Volume;
 
 /// A row to insert or update in `session_file`.
@@ -70,6 +70,13 @@ impl KnownCache {
     /// Keeps only the directories process `me` of `workers` owns (from the next load on).
     pub fn set_partition(&mut self, me: usize, workers: usize) {
         self.partition = (workers > 1).then_some((me, workers));
+    }
+
+    /// Asks for job directory `dir` to be looked at again at `at_us` (or sooner, if it already
+    /// has an earlier timer).
+    pub fn look_again(&mut self, dir: &str, at_us: i64) {
+        let t = self.timers.entry(dir.to_owned()).or_insert(at_us);
+        *t = (*t).min(at_us);
     }
 
     /// Forgets the timers (a full walk follows, which sets them again).
@@ -138,6 +145,8 @@ pub struct PassReport {
     pub problems: Vec<Problem>,
     pub written: usize,
     pub gone: usize,
+    /// The directories the pass's walk descended into (for the watcher).
+    pub dirs: Vec<DirSeen>,
 }
 
 impl PassReport {
@@ -209,6 +218,7 @@ pub fn run_pass<C: Catalog>(
     let mut missing = Vec::new();
     for (scan, prefix) in walks {
         report.problems.extend(scan.problems);
+        report.dirs.extend(scan.dirs);
         let plan = plan(scan.files, &cache.entries, &prefix);
         decisions.extend(plan.decisions);
         missing.extend(plan.missing);
@@ -308,10 +318,11 @@ pub fn run_pass<C: Catalog>(
 }
 
 fn detect_dialect(volume: &Volume, found: &Found, problems: &mut Vec<Problem>) -> Option<Dialect> {
-    let prefix =
-        relative(volume, &found.path).and_then(|rel| read_prefix(volume, &rel, &found.stat, DETECTION_PREFIX_BYTES));
-    match prefix {
-        Ok((prefix, whole)) => detect(&found.file_name, found.layout, first_object(&prefix, whole).as_ref()),
+    let first = relative(volume, &found.path)
+        .and_then(|rel| open_scanned(volume, &rel, &found.stat))
+        .and_then(|file| first_object_of(&file));
+    match first {
+        Ok(first) => detect(&found.file_name, found.layout, first.as_ref()),
         Err(e) => {
             problems.push(Problem {
                 path: found.path.clone(),

@@ -109,6 +109,21 @@ pub struct Rows {
     /// vector grows while the batch fills).
     pub arena: Vec<u8>,
     corrupt_bytes: usize,
+    /// In a batch of [`run_many`], whose rows are which: one part per file, in file order,
+    /// covering every row. Empty in a batch of one file ([`run`], [`run_inline`]).
+    pub parts: Vec<Part>,
+}
+
+/// The rows of one file in a batch of [`run_many`], which may hold the rows of many small
+/// files: where they are, and, when they are the file's last, its progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    /// The file's index in the input.
+    pub file: usize,
+    pub events: std::ops::Range<usize>,
+    pub corrupt: std::ops::Range<usize>,
+    /// Set when the file ends in this batch: its progress, once these rows are in.
+    pub done: Option<Progress>,
 }
 
 impl Rows {
@@ -130,6 +145,19 @@ impl Rows {
         self.corrupt.clear();
         self.arena.clear();
         self.corrupt_bytes = 0;
+        self.parts.clear();
+    }
+
+    /// The part of `file` that rows are added to: the last one, or a new one when the last is
+    /// another file's or ended.
+    fn part_of(&mut self, file: usize) -> &mut Part {
+        let open = self.parts.last().is_some_and(|p| p.file == file && p.done.is_none());
+        if !open {
+            let (e, c) = (self.events.len(), self.corrupt.len());
+            self.parts.push(Part { file, events: e..e, corrupt: c..c, done: None });
+        }
+        let last = self.parts.len() - 1;
+        &mut self.parts[last]
     }
 
     /// The whole varlena of `e`'s column `col` (header included), if it is not NULL.
@@ -339,16 +367,13 @@ where
     Ok(progress)
 }
 
-/// What the reading thread of [`run_many`] sends: a batch of the `usize`-th file's rows, or
-/// that file's end and its progress.
-enum Msg {
-    Rows(usize, Rows),
-    Done(usize, Progress),
-}
-
-/// The reading thread's sink in [`run_many`]: as [`ChannelSink`], each batch tagged with its file.
+/// The reading thread's sink in [`run_many`]: the rows of one file after the other go into
+/// the same batch, each file's in a [`Part`] of it, and a batch is sent when it is full, so many
+/// small files share one hand-over (and one insert) instead of paying one each.
 struct TaggedSink<'g> {
-    tx: SyncSender<Msg>,
+    tx: SyncSender<Rows>,
+    /// Batches the inserting side has finished with.
+    returned: Receiver<Rows>,
     file: usize,
     rows: Rows,
     limits: Limits,
@@ -365,13 +390,21 @@ impl TaggedSink<'_> {
     }
 
     fn send(&mut self) -> Result<(), Stopped> {
-        if self.rows.is_empty() {
+        if self.rows.parts.is_empty() {
             return Ok(());
         }
         if !self.gauge.acquire(self.rows.bytes()) {
             return Err(Stopped);
         }
-        self.tx.send(Msg::Rows(self.file, std::mem::take(&mut self.rows))).map_err(|_| Stopped)
+        let mut next = self.returned.try_recv().unwrap_or_default();
+        next.clear();
+        self.tx.send(std::mem::replace(&mut self.rows, next)).map_err(|_| Stopped)
+    }
+
+    /// The current file ended with `progress`: its last part says so.
+    fn end(&mut self, progress: Progress) -> Result<(), Stopped> {
+        self.rows.part_of(self.file).done = Some(progress);
+        self.maybe_send()
     }
 }
 
@@ -380,26 +413,36 @@ impl Sink for TaggedSink<'_> {
 
     fn event(&mut self, row: EventRow<'_>) -> Result<(), Stopped> {
         let event = OwnedEvent::build(row, &mut self.rows.arena, &mut self.scratch);
+        self.rows.part_of(self.file);
         self.rows.events.push(event);
+        let n = self.rows.events.len();
+        if let Some(p) = self.rows.parts.last_mut() {
+            p.events.end = n;
+        }
         self.maybe_send()
     }
 
     fn corrupt(&mut self, row: CorruptRow) -> Result<(), Stopped> {
         self.rows.corrupt_bytes += row.preview.len() + row.reason.len();
+        self.rows.part_of(self.file);
         self.rows.corrupt.push(row);
+        let n = self.rows.corrupt.len();
+        if let Some(p) = self.rows.parts.last_mut() {
+            p.corrupt.end = n;
+        }
         self.maybe_send()
     }
 }
 
 /// Indexes several files with one reading thread: it judges them one after the other (each
 /// positioned at its progress's offset), so that reading the next overlaps inserting the
-/// last, however small each is. `insert` gets each batch with its file's index, in file order;
-/// `done` gets each file's progress once all its batches were inserted. A failure stops it
-/// all: the caller rolls the batch back.
+/// last, however small each is. A batch may hold the rows of several files, each in a
+/// [`Part`]: `insert` gets each batch, in file order; `done` gets each file's progress once all
+/// its rows were inserted. A failure stops it all: the caller rolls the batch back.
 pub fn run_many<'r, R, E>(
     files: Vec<(R, Progress, FileRules<'r>)>,
     limits: Limits,
-    mut insert: impl FnMut(usize, &Rows) -> Result<(), E>,
+    mut insert: impl FnMut(&Rows) -> Result<(), E>,
     mut done: impl FnMut(usize, Progress) -> Result<(), E>,
     mut idle: impl FnMut(),
 ) -> Result<(), PipelineError<E>>
@@ -409,39 +452,41 @@ where
     let gauge = InFlight::new(limits.max_bytes.saturating_mul(QUEUE_DEPTH));
     std::thread::scope(|scope| {
         let closer = CloseOnDrop(&gauge);
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(QUEUE_DEPTH);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Rows>(QUEUE_DEPTH);
+        let (give_back, returned) = std::sync::mpsc::sync_channel::<Rows>(QUEUE_DEPTH);
         let gauge = &gauge;
         let reader = spawn_with_signals_blocked(scope, move || -> Result<(), Option<std::io::Error>> {
-            let mut sink = TaggedSink {
-                tx: tx.clone(),
-                file: 0,
-                rows: Rows::default(),
-                limits,
-                gauge,
-                scratch: Scratch::default(),
-            };
+            let mut sink =
+                TaggedSink { tx, returned, file: 0, rows: Rows::default(), limits, gauge, scratch: Scratch::default() };
             for (i, (file, progress, rules)) in files.into_iter().enumerate() {
                 sink.file = i;
                 match index_file(file, progress, &rules, &mut sink) {
-                    Ok(p) => {
-                        sink.send().map_err(|Stopped| None)?;
-                        tx.send(Msg::Done(i, p)).map_err(|_| None)?;
-                    }
+                    Ok(p) => sink.end(p).map_err(|Stopped| None)?,
                     Err(IndexError::Read(e)) => return Err(Some(e)),
                     Err(IndexError::Sink(Stopped)) => return Err(None),
                 }
             }
-            Ok(())
+            sink.send().map_err(|Stopped| None)
         })
         .map_err(|e| PipelineError::Thread(format!("could not start the reading thread: {e}")))?;
         loop {
             match rx.recv_timeout(IDLE_CHECK) {
-                Ok(Msg::Rows(i, rows)) => {
+                Ok(mut rows) => {
                     idle();
-                    insert(i, &rows).map_err(PipelineError::Insert)?;
+                    if !rows.is_empty() {
+                        insert(&rows).map_err(PipelineError::Insert)?;
+                    }
                     gauge.release(rows.bytes());
+                    for part in rows.parts.iter_mut() {
+                        if let Some(progress) = part.done.take() {
+                            done(part.file, progress).map_err(PipelineError::Insert)?;
+                        }
+                    }
+                    // Full (the reader has spares) or gone: this batch is simply freed.
+                    if rows.arena.capacity() <= RECYCLE_MAX_BYTES {
+                        let _ = give_back.try_send(rows);
+                    }
                 }
-                Ok(Msg::Done(i, progress)) => done(i, progress).map_err(PipelineError::Insert)?,
                 Err(RecvTimeoutError::Timeout) => idle(),
                 Err(RecvTimeoutError::Disconnected) => break,
             }
@@ -649,15 +694,25 @@ mod tests {
         let mut rows_of = vec![0usize; datas.len()];
         let mut progress_of: Vec<Option<Progress>> = vec![None; datas.len()];
         let mut last_file = 0;
+        let mut batches = 0;
         let ended = std::cell::RefCell::new(vec![false; datas.len()]);
         run_many(
             datas.iter().map(|d| (d.as_bytes(), Progress::default(), rules())).collect(),
             Limits { max_rows: 5, max_bytes: 1 << 20 },
-            |i, rows: &Rows| -> Result<(), ()> {
-                assert!(i >= last_file, "files arrive in order");
-                assert!(!ended.borrow()[i], "no rows after a file's end");
-                last_file = i;
-                rows_of[i] += rows.len();
+            |rows: &Rows| -> Result<(), ()> {
+                batches += 1;
+                assert!(rows.len() <= 5 + 1, "a batch holds at most its limit (and a file's end)");
+                let (mut e, mut c) = (0, 0);
+                for part in &rows.parts {
+                    let i = part.file;
+                    assert!(i >= last_file, "files arrive in order");
+                    assert!(!ended.borrow()[i], "no rows after a file's end");
+                    assert_eq!((part.events.start, part.corrupt.start), (e, c), "parts cover the batch in order");
+                    (e, c) = (part.events.end, part.corrupt.end);
+                    last_file = i;
+                    rows_of[i] += part.events.len() + part.corrupt.len();
+                }
+                assert_eq!((e, c), (rows.events.len(), rows.corrupt.len()), "every row is in a part");
                 Ok(())
             },
             |i, p| {
@@ -668,10 +723,12 @@ mod tests {
             || {},
         )
         .unwrap_or_else(|e| panic!("{e:?}"));
+        let total: usize = alone.iter().map(|(_, n)| n).sum();
         for (k, (p, n)) in alone.into_iter().enumerate() {
             assert_eq!(progress_of[k].as_ref(), Some(&p), "file {k}");
             assert_eq!(rows_of[k], n, "file {k}");
         }
+        assert!(batches <= total / 5 + 2, "small files share batches: {batches} for {total} rows");
     }
 
     #[test]

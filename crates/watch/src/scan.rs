@@ -4,22 +4,35 @@
 //! entry is reported as a [`Problem`] and the walk goes on; only an unusable root is an error.
 
 use std::ffi::OsString;
-use std::fs::{File, Metadata};
+use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::indexer::dialect::{first_object, FirstObject, DETECTION_PREFIX_BYTES};
 use cortex_buffer_core::indexer::discovery::{classify, descend_into};
 pub use cortex_buffer_core::indexer::discovery::{FileStat, Found, Problem};
 
-use crate::volume::{is_same_file, leaves_volume, Volume};
+use crate::volume::{is_same_file, leaves_volume, Entry, Kind, Volume};
 
 #[derive(Debug, Default)]
 pub struct Scan {
     pub files: Vec<Found>,
     pub problems: Vec<Problem>,
+    /// Every directory the walk descended into (the volume itself excluded), with its identity:
+    /// what the watcher compares with the directories it watches.
+    pub dirs: Vec<DirSeen>,
+}
+
+/// A directory a walk descended into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirSeen {
+    /// Relative to the volume.
+    pub rel: PathBuf,
+    pub device: u64,
+    pub inode: u64,
 }
 
 /// Checks that `dir` can serve as a sessions root and opens it (by its canonical path).
@@ -86,13 +99,18 @@ pub fn scan_dir(volume: &Volume, dir_name: &str) -> Scan {
     if dir_name.is_empty() || dir_name == "." || dir_name == ".." || dir_name.contains('/') {
         return scan;
     }
-    let rel = Path::new(dir_name);
-    let is_dir = volume.stat(rel).is_ok_and(|m| m.is_dir());
-    if !is_dir {
+    let name = std::ffi::OsStr::new(dir_name);
+    // A first-level directory is never a link (see Volume): anything else has no files.
+    let Ok(entry) = volume.stat_at(volume.root(), name) else { return scan };
+    if entry.kind != Kind::Dir {
         return scan;
     }
-    match volume.open_dir(rel).and_then(|fd| volume.list(&fd).map(|names| (fd, names))) {
-        Ok((fd, names)) => walk(volume, rel, &fd, &[dir_name], sorted(names), &mut scan),
+    let rel = Path::new(dir_name);
+    match volume.open_subdir(volume.root(), name).and_then(|fd| volume.list(&fd).map(|names| (fd, names))) {
+        Ok((fd, names)) => {
+            scan.dirs.push(DirSeen { rel: rel.to_path_buf(), device: entry.stat.device, inode: entry.stat.inode });
+            walk(volume, rel, &fd, &[dir_name], sorted(names), &mut scan);
+        }
         Err(e) => scan.problems.push(problem(&volume.path().join(rel), format!("could not open directory: {e}"))),
     }
     scan.files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -104,29 +122,48 @@ fn sorted(mut names: Vec<OsString>) -> Vec<OsString> {
     names
 }
 
+/// Walks the entries `names` of the directory `dir` (at `dir_rel`, below `parents`). Each entry
+/// the discovery rule could select is looked at with one `fstatat` in `dir`, which was itself
+/// opened beneath the volume; a subdirectory that is no link is opened from `dir` with
+/// `O_NOFOLLOW`. Only links are resolved from the volume's handle, beneath their first-level
+/// directory, so they are followed exactly as far as [`Volume`] allows. Entries the rule never
+/// selects are not looked at at all.
 fn walk(volume: &Volume, dir_rel: &Path, dir: &OwnedFd, parents: &[&str], names: Vec<OsString>, scan: &mut Scan) {
     let depth = parents.len() + 1;
     for os_name in names {
-        let rel = dir_rel.join(&os_name);
-        let path = volume.path().join(&rel);
-        let Some(name) = os_name.to_str().map(str::to_owned) else {
+        let Some(name) = os_name.to_str() else {
             // Only report names the rule could have selected; others are not ours to judge.
             let lossy = os_name.to_string_lossy().into_owned();
             if depth == 1 || lossy.ends_with(".jsonl") {
-                scan.problems.push(problem(&path, "name is not valid UTF-8; skipped".into()));
+                scan.problems.push(problem(
+                    &volume.path().join(dir_rel.join(&os_name)),
+                    "name is not valid UTF-8; skipped".into(),
+                ));
             }
             continue;
         };
-        let Some(meta) = entry_metadata(volume, dir, &os_name, &rel, &path, scan) else { continue };
+        let mut components: Vec<&str> = parents.to_vec();
+        components.push(name);
+        let descend = descend_into(depth, name, parents);
+        let layout = classify(&components);
+        if !descend && layout.is_none() {
+            continue;
+        }
+        let rel = dir_rel.join(&os_name);
+        let path = volume.path().join(&rel);
+        let Some((entry, link)) = entry_of(volume, dir, &os_name, &rel, &path, scan) else { continue };
 
-        if meta.is_dir() {
-            if descend_into(depth, &name, parents) {
-                let listed = volume.open_dir(&rel).and_then(|fd| volume.list(&fd).map(|names| (fd, names)));
-                match listed {
+        if entry.kind == Kind::Dir {
+            if descend {
+                let opened = if link { volume.open_dir(&rel) } else { volume.open_subdir(dir, &os_name) };
+                match opened.and_then(|fd| volume.list(&fd).map(|names| (fd, names))) {
                     Ok((fd, children)) => {
-                        let mut next: Vec<&str> = parents.to_vec();
-                        next.push(&name);
-                        walk(volume, &rel, &fd, &next, sorted(children), scan);
+                        scan.dirs.push(DirSeen {
+                            rel: rel.clone(),
+                            device: entry.stat.device,
+                            inode: entry.stat.inode,
+                        });
+                        walk(volume, &rel, &fd, &components, sorted(children), scan);
                     }
                     Err(e) => scan.problems.push(problem(&path, format!("could not open directory: {e}"))),
                 }
@@ -134,49 +171,54 @@ fn walk(volume: &Volume, dir_rel: &Path, dir: &OwnedFd, parents: &[&str], names:
             continue;
         }
 
-        let mut components: Vec<&str> = parents.to_vec();
-        components.push(&name);
-        let Some(layout) = classify(&components) else { continue };
-        if !meta.is_file() {
-            scan.problems.push(problem(&path, format!("not a regular file ({}); skipped", kind(&meta))));
+        let Some(layout) = layout else { continue };
+        if entry.kind != Kind::File {
+            scan.problems.push(problem(&path, format!("not a regular file ({}); skipped", entry.kind.describe())));
             continue;
         }
         let Some(path_str) = path.to_str() else { continue };
         scan.files.push(Found {
             path: path_str.to_owned(),
             job_dir: components[0].to_owned(),
-            file_name: name.clone(),
+            file_name: name.to_owned(),
             layout,
-            stat: FileStat::of(&meta),
+            stat: entry.stat,
         });
     }
 }
 
-/// What an entry is, following a symbolic link only while it stays inside the volume.
-fn entry_metadata(
+/// What an entry is, and whether it was reached through a link: a link is followed only while
+/// it stays inside its first-level directory.
+fn entry_of(
     volume: &Volume,
     dir: &OwnedFd,
     name: &std::ffi::OsStr,
     rel: &Path,
     path: &Path,
     scan: &mut Scan,
-) -> Option<Metadata> {
-    match volume.stat(rel) {
-        Ok(m) => Some(m),
-        Err(e) if leaves_volume(&e) => {
-            scan.problems.push(problem(
-                path,
-                "symbolic link leads outside the sessions directory or out of its job's directory (or is absolute, or loops); skipped".into(),
-            ));
-            None
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            // A dangling link is worth a word; a file removed since the listing is simply gone.
-            if volume.is_symlink(dir, name) {
-                scan.problems.push(problem(path, "dangling symbolic link; skipped".into()));
+) -> Option<(Entry, bool)> {
+    match volume.stat_at(dir, name) {
+        Ok(entry) if entry.kind != Kind::Symlink => Some((entry, false)),
+        Ok(_) => match volume.stat(rel) {
+            Ok(m) => Some((Entry::of_metadata(&m), true)),
+            Err(e) if leaves_volume(&e) => {
+                scan.problems.push(problem(
+                    path,
+                    "symbolic link leads outside the sessions directory or out of its job's directory (or is absolute, or loops); skipped".into(),
+                ));
+                None
             }
-            None
-        }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                scan.problems.push(problem(path, "dangling symbolic link; skipped".into()));
+                None
+            }
+            Err(e) => {
+                scan.problems.push(problem(path, format!("could not stat: {e}")));
+                None
+            }
+        },
+        // Removed since the listing: simply gone.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => {
             scan.problems.push(problem(path, format!("could not stat: {e}")));
             None
@@ -184,36 +226,46 @@ fn entry_metadata(
     }
 }
 
-fn kind(meta: &Metadata) -> &'static str {
-    let t = meta.file_type();
-    if t.is_dir() {
-        "directory"
-    } else if t.is_fifo() {
-        "FIFO"
-    } else if t.is_socket() {
-        "socket"
-    } else if t.is_block_device() {
-        "block device"
-    } else if t.is_char_device() {
-        "character device"
-    } else {
-        "special file"
-    }
-}
-
 fn problem(path: &Path, reason: String) -> Problem {
     Problem { path: path.display().to_string(), reason }
+}
+
+/// Opens the regular file `rel`, only if it is still the file the scan saw (`stat`'s device
+/// and inode).
+pub fn open_scanned(volume: &Volume, rel: &Path, stat: &FileStat) -> io::Result<File> {
+    let file = volume.open_file(rel)?;
+    if !is_same_file(&file, stat.device, stat.inode)? {
+        return Err(io::Error::other("replaced since it was scanned"));
+    }
+    Ok(file)
 }
 
 /// Reads at most `max` bytes from the start of the regular file `rel`, only if it is still
 /// the file the scan saw (`stat`'s device and inode); the flag tells whether that was the
 /// whole file.
 pub fn read_prefix(volume: &Volume, rel: &Path, stat: &FileStat, max: usize) -> io::Result<(Vec<u8>, bool)> {
-    let file = volume.open_file(rel)?;
-    if !is_same_file(&file, stat.device, stat.inode)? {
-        return Err(io::Error::other("replaced since it was scanned"));
+    read_head(&open_scanned(volume, rel, stat)?, max)
+}
+
+/// How much of a file dialect detection reads first; more (up to
+/// [`DETECTION_PREFIX_BYTES`]) only when no line in it is an object.
+const DETECTION_FIRST_READ: usize = 16 * 1024;
+
+/// The first line of an open file that is a JSON object (see [`first_object`]), looked for in
+/// its first [`DETECTION_PREFIX_BYTES`]. Reads little for the usual file, whose first line is
+/// one: the first 16 KiB, and the rest of the prefix only when they hold no object. Finds what a
+/// search of the whole prefix finds: lines come in order, and a complete line in the short read
+/// is a complete line in the long one.
+pub fn first_object_of(file: &File) -> io::Result<Option<FirstObject>> {
+    let (prefix, whole) = read_head(file, DETECTION_FIRST_READ)?;
+    if let Some(found) = first_object(&prefix, whole) {
+        return Ok(Some(found));
     }
-    read_head(&file, max)
+    if whole {
+        return Ok(None);
+    }
+    let (prefix, whole) = read_head(file, DETECTION_PREFIX_BYTES)?;
+    Ok(first_object(&prefix, whole))
 }
 
 /// At most `max` bytes from the start of an open file, read with `pread` so that the file's

@@ -223,43 +223,198 @@ impl Volume {
         }
     }
 
-    /// The names in a directory opened with [`open_dir`](Self::open_dir), without `.` and `..`.
+    /// The names in a directory opened with [`open_dir`](Self::open_dir) (or
+    /// [`open_subdir`](Self::open_subdir)), without `.` and `..`, always from the start.
+    /// Read straight from the kernel (`getdents64`), with no `DIR` stream to allocate: a walk
+    /// of a fleet's volume lists one directory per job.
     pub fn list(&self, dir: &OwnedFd) -> io::Result<Vec<OsString>> {
-        // fdopendir takes ownership of the descriptor it is given: hand it a duplicate.
-        let dup = dir.try_clone()?;
-        // SAFETY: `dup` is a valid directory descriptor whose ownership passes to the DIR.
-        let stream = unsafe { libc::fdopendir(dup.as_raw_fd()) };
-        if stream.is_null() {
+        // Whoever read the descriptor before, the listing starts at the beginning.
+        // SAFETY: lseek on a descriptor we hold.
+        if unsafe { libc::lseek(dir.as_raw_fd(), 0, libc::SEEK_SET) } < 0 {
             return Err(io::Error::last_os_error());
         }
-        std::mem::forget(dup);
-        // A duplicate shares its offset with `dir`: always list from the start.
-        // SAFETY: a valid DIR.
-        unsafe { libc::rewinddir(stream) };
+        let mut buf = DirentBuf([0u8; DIRENT_BUF]);
         let mut names = Vec::new();
-        let mut result = Ok(());
         loop {
-            // SAFETY: errno is thread-local; reset it to tell the end from an error.
-            unsafe { *libc::__errno_location() = 0 };
-            // SAFETY: `stream` is a valid DIR until closedir below.
-            let entry = unsafe { libc::readdir(stream) };
-            if entry.is_null() {
+            // SAFETY: a valid directory descriptor and a buffer of the length passed, aligned
+            // for the `linux_dirent64` records the kernel writes into it.
+            let n = unsafe { libc::syscall(libc::SYS_getdents64, dir.as_raw_fd(), buf.0.as_mut_ptr(), buf.0.len()) };
+            if n < 0 {
                 let e = io::Error::last_os_error();
-                if e.raw_os_error().unwrap_or(0) != 0 {
-                    result = Err(e);
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
                 }
-                break;
+                return Err(e);
             }
-            // SAFETY: d_name is a NUL-terminated array inside the entry readdir returned.
-            let name = unsafe { std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()) }.to_bytes();
-            if name != b"." && name != b".." {
-                names.push(OsString::from_vec(name.to_vec()));
+            let filled = usize::try_from(n).unwrap_or(0);
+            if filled == 0 {
+                return Ok(names);
+            }
+            for name in dirent_names(buf.0.get(..filled).unwrap_or_default()) {
+                if name != b"." && name != b".." {
+                    names.push(OsString::from_vec(name.to_vec()));
+                }
             }
         }
-        // SAFETY: closes the stream (and the duplicate descriptor it owns) exactly once.
-        unsafe { libc::closedir(stream) };
-        result.map(|()| names)
     }
+
+    /// What the entry `name` of `dir` (a directory opened beneath the volume) is, without
+    /// following it if it is a link: one `fstatat`. A name without a `/`, looked up in a
+    /// directory that is itself beneath the volume, cannot lead anywhere else; only a link
+    /// needs resolving, by [`stat`](Self::stat).
+    pub fn stat_at(&self, dir: &OwnedFd, name: &OsStr) -> io::Result<Entry> {
+        let c = single_name(name)?;
+        // SAFETY: `stat` is plain data filled by the kernel; valid fd and NUL-terminated name.
+        let st = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            check(libc::fstatat(dir.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW))?;
+            st
+        };
+        Ok(Entry::of_stat(&st))
+    }
+
+    /// Opens the subdirectory `name` of `dir` (a directory opened beneath the volume) for
+    /// listing; a link in its place is refused (`O_NOFOLLOW`), so this opens exactly a
+    /// directory [`stat_at`](Self::stat_at) found not to be a link. Links are opened by
+    /// [`open_dir`](Self::open_dir), which resolves them beneath their first-level directory.
+    pub fn open_subdir(&self, dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
+        let c = single_name(name)?;
+        // SAFETY: valid fd and NUL-terminated name.
+        let fd = check(unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        })?;
+        Ok(owned(fd))
+    }
+
+    /// The volume's own directory, for [`stat_at`](Self::stat_at) and
+    /// [`open_subdir`](Self::open_subdir) of its first-level entries.
+    pub fn root(&self) -> &OwnedFd {
+        &self.root
+    }
+}
+
+/// What a directory entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Fifo,
+    Socket,
+    BlockDevice,
+    CharDevice,
+    Other,
+}
+
+impl Kind {
+    fn of_mode(mode: libc::mode_t) -> Kind {
+        match mode & libc::S_IFMT {
+            libc::S_IFREG => Kind::File,
+            libc::S_IFDIR => Kind::Dir,
+            libc::S_IFLNK => Kind::Symlink,
+            libc::S_IFIFO => Kind::Fifo,
+            libc::S_IFSOCK => Kind::Socket,
+            libc::S_IFBLK => Kind::BlockDevice,
+            libc::S_IFCHR => Kind::CharDevice,
+            _ => Kind::Other,
+        }
+    }
+
+    /// A word for a log line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Kind::File => "regular file",
+            Kind::Dir => "directory",
+            Kind::Symlink => "symbolic link",
+            Kind::Fifo => "FIFO",
+            Kind::Socket => "socket",
+            Kind::BlockDevice => "block device",
+            Kind::CharDevice => "character device",
+            Kind::Other => "special file",
+        }
+    }
+}
+
+/// A directory entry's kind and identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: Kind,
+    pub stat: cortex_buffer_core::indexer::discovery::FileStat,
+}
+
+impl Entry {
+    fn of_stat(st: &libc::stat) -> Entry {
+        let mtime_us = st.st_mtime.saturating_mul(1_000_000).saturating_add(st.st_mtime_nsec / 1_000);
+        Entry {
+            kind: Kind::of_mode(st.st_mode),
+            stat: cortex_buffer_core::indexer::discovery::FileStat {
+                size: u64::try_from(st.st_size).unwrap_or(0),
+                mtime_us,
+                device: st.st_dev,
+                inode: st.st_ino,
+            },
+        }
+    }
+
+    /// The entry a link leads to, as [`Volume::stat`] found it.
+    pub fn of_metadata(meta: &Metadata) -> Entry {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        let kind = if t.is_file() {
+            Kind::File
+        } else if t.is_dir() {
+            Kind::Dir
+        } else if t.is_symlink() {
+            Kind::Symlink
+        } else if t.is_fifo() {
+            Kind::Fifo
+        } else if t.is_socket() {
+            Kind::Socket
+        } else if t.is_block_device() {
+            Kind::BlockDevice
+        } else if t.is_char_device() {
+            Kind::CharDevice
+        } else {
+            Kind::Other
+        };
+        Entry { kind, stat: cortex_buffer_core::indexer::discovery::FileStat::of(meta) }
+    }
+}
+
+/// Room for a few hundred directory entries per `getdents64` call.
+const DIRENT_BUF: usize = 16 * 1024;
+
+/// The buffer `getdents64` fills, aligned for its records.
+#[repr(C, align(8))]
+struct DirentBuf([u8; DIRENT_BUF]);
+
+/// The names in a buffer of `linux_dirent64` records (`d_ino` u64, `d_off` i64, `d_reclen` u16,
+/// `d_type` u8, then the NUL-terminated name, padded to `d_reclen`). A malformed record ends
+/// the parse rather than being read past.
+fn dirent_names(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    const NAME_AT: usize = 19;
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        let record = buf.get(at..)?;
+        let reclen = usize::from(u16::from_ne_bytes([*record.get(16)?, *record.get(17)?]));
+        let body = record.get(NAME_AT..reclen)?;
+        at = at.checked_add(reclen)?;
+        let end = memchr::memchr(0, body).unwrap_or(body.len());
+        body.get(..end)
+    })
+}
+
+/// A single path component as a C string: no `/`, no NUL, not empty, not `.` or `..`.
+fn single_name(name: &OsStr) -> io::Result<CString> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 /// The error for anything but a regular file where a session file is expected.
@@ -271,8 +426,13 @@ pub fn not_regular() -> io::Error {
 /// (`/proc/self/fd/N` reopens exactly that inode, whatever now sits at its path). Anything but a
 /// regular file is refused before it is opened.
 pub fn reopen_regular(handle: OwnedFd) -> io::Result<File> {
-    let meta = File::from(handle.try_clone()?).metadata()?;
-    if !meta.is_file() {
+    // SAFETY: `stat` is plain data filled by the kernel; `fstat` works on an O_PATH descriptor.
+    let st = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        check(libc::fstat(handle.as_raw_fd(), &mut st))?;
+        st
+    };
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return Err(not_regular());
     }
     let proc_path = CString::new(format!("/proc/self/fd/{}", handle.as_raw_fd())).map_err(|_| not_regular())?;
@@ -283,7 +443,7 @@ pub fn reopen_regular(handle: OwnedFd) -> io::Result<File> {
     // Without /proc the open fails above; with it, this is the same inode by construction,
     // checked anyway.
     let again = file.metadata()?;
-    if !again.is_file() || (again.dev(), again.ino()) != (meta.dev(), meta.ino()) {
+    if !again.is_file() || (again.dev(), again.ino()) != (st.st_dev, st.st_ino) {
         return Err(not_regular());
     }
     Ok(file)
@@ -468,6 +628,52 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
         assert!(v.open_file(Path::new("job/pipe.jsonl")).is_err(), "a FIFO is refused without blocking");
         assert!(v.open_file(Path::new("job")).is_err());
+    }
+
+    #[test]
+    fn directory_records_are_parsed_and_a_malformed_one_ends_the_parse() {
+        let record = |name: &[u8], reclen: u16| {
+            let mut r = vec![0u8; 19];
+            r[16..18].copy_from_slice(&reclen.to_ne_bytes());
+            r.extend_from_slice(name);
+            r.resize(usize::from(reclen).max(r.len()), 0);
+            r
+        };
+        let mut buf = record(b"a.jsonl\0", 32);
+        buf.extend(record(b"job\0", 24));
+        let names: Vec<&[u8]> = dirent_names(&buf).collect();
+        assert_eq!(names, vec![&b"a.jsonl"[..], &b"job"[..]]);
+        // A record length of 0, one shorter than its header, or one past the end: no more
+        // names, and nothing read past the buffer.
+        for bad in [0u16, 10, 400] {
+            let mut b = record(b"x\0", 24);
+            let mut next = record(b"y\0", 24);
+            next[16..18].copy_from_slice(&bad.to_ne_bytes());
+            b.extend(next);
+            assert_eq!(dirent_names(&b).count(), 1, "reclen {bad}");
+        }
+        assert_eq!(dirent_names(&buf[..7]).count(), 0);
+    }
+
+    #[test]
+    fn entries_are_looked_at_without_following_links_and_subdirectories_open_only_when_not_links() {
+        let t = Tmp::new("entries");
+        let v = Volume::open(&t.0.join("root")).unwrap_or_else(|e| panic!("{e}"));
+        symlink("in.jsonl", t.0.join("root/job/alias.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        symlink(t.0.join("outside"), t.0.join("root/job/out")).unwrap_or_else(|e| panic!("{e}"));
+        let job = v.open_subdir(v.root(), OsStr::new("job")).unwrap_or_else(|e| panic!("{e}"));
+        let kind = |name: &str| v.stat_at(&job, OsStr::new(name)).map(|e| e.kind).ok();
+        assert_eq!(kind("in.jsonl"), Some(Kind::File));
+        assert_eq!(kind("alias.jsonl"), Some(Kind::Symlink));
+        assert_eq!(kind("out"), Some(Kind::Symlink));
+        assert_eq!(kind("missing"), None);
+        let size = v.stat_at(&job, OsStr::new("in.jsonl")).map(|e| e.stat.size).ok();
+        assert_eq!(size, Some(7));
+        assert!(v.open_subdir(&job, OsStr::new("out")).is_err(), "a link is never opened as a subdirectory");
+        for name in ["", ".", "..", "a/b"] {
+            assert!(v.stat_at(&job, OsStr::new(name)).is_err(), "{name:?}");
+            assert!(v.open_subdir(&job, OsStr::new(name)).is_err(), "{name:?}");
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use cortex_buffer_core::indexer::discovery::descend_into;
 
+use crate::scan::DirSeen;
 use crate::volume::Volume;
 
 /// What a directory's watch reports: entries created, written, removed or renamed, and the
@@ -94,6 +95,10 @@ pub struct Watcher {
     fd: OwnedFd,
     /// Watch descriptor to the directory it watches, relative to the volume ("" is the root).
     dirs: HashMap<i32, PathBuf>,
+    /// The other way round, with the identity (device, inode) of the directory watched there:
+    /// a walk that finds the same directory at the same place adds nothing. An entry whose
+    /// watch descriptor no longer maps back to its path is stale and counts as unwatched.
+    by_path: HashMap<PathBuf, (i32, u64, u64)>,
     /// Set once `inotify_add_watch` failed for lack of watches; cleared by a full re-watch
     /// that succeeds.
     exhausted: bool,
@@ -121,7 +126,13 @@ impl Watcher {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `fd` is a fresh descriptor nobody else owns.
-        Ok(Watcher { fd: unsafe { OwnedFd::from_raw_fd(fd) }, dirs: HashMap::new(), exhausted: false, root: None })
+        Ok(Watcher {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            dirs: HashMap::new(),
+            by_path: HashMap::new(),
+            exhausted: false,
+            root: None,
+        })
     }
 
     /// The descriptor to wait on: readable when events are queued.
@@ -145,14 +156,14 @@ impl Watcher {
     }
 
     /// Watches the root and every directory under it that the discovery rule descends into.
-    /// Directories already watched keep their watch (the kernel returns the same descriptor).
-    /// An error means the root itself could not be watched.
+    /// Directories already watched at the same place keep their watch, and are not asked for
+    /// again. An error means the root itself could not be watched.
     pub fn watch_volume(&mut self, volume: &Volume) -> io::Result<Watched> {
         self.exhausted = false;
         let mut refused = 0;
-        self.add(volume, Path::new(""))?;
-        self.root = root_identity(volume);
         let root = volume.open_dir(Path::new(""))?;
+        self.add(Path::new(""), &root)?;
+        self.root = root_identity(volume);
         for name in volume.list(&root)? {
             let Some(name) = name.to_str() else { continue };
             if descend_into(1, name, &[]) {
@@ -162,10 +173,62 @@ impl Watcher {
         Ok(Watched { watches: self.dirs.len(), refused })
     }
 
+    /// Watches the directories a walk of the volume descended into (`seen`) that have no watch
+    /// at their place, or whose watch is on another directory, without listing anything: a
+    /// periodic walk costs one walk, not two. Returns the first-level directories that got a
+    /// watch, which must be looked at again (their files may have changed between the walk and
+    /// the watch).
+    ///
+    /// With `events_lost` (the queue overflowed), every directory is asked for again: a
+    /// directory removed and re-created may get its predecessor's inode number, and the event
+    /// that said its watch was gone may be among those lost. The kernel answers with the watch
+    /// a directory already has, or a new one.
+    pub fn watch_missing(
+        &mut self,
+        volume: &Volume,
+        seen: &[DirSeen],
+        events_lost: bool,
+    ) -> (BTreeSet<String>, Watched) {
+        self.exhausted = false;
+        let mut added = BTreeSet::new();
+        let mut refused = 0;
+        for d in seen {
+            if !events_lost && self.watching(&d.rel, d.device, d.inode) {
+                continue;
+            }
+            let Ok(fd) = volume.open_dir(&d.rel) else { continue };
+            let before = self.by_path.get(&d.rel).map(|(wd, _, _)| *wd);
+            let result = if events_lost { self.add_again(&d.rel, &fd) } else { self.add(&d.rel, &fd) };
+            match result {
+                Ok(()) if before.is_some() && before == self.by_path.get(&d.rel).map(|(wd, _, _)| *wd) => {}
+                Ok(()) => {
+                    if let Some(first) = d.rel.components().next().and_then(|c| c.as_os_str().to_str()) {
+                        added.insert(first.to_owned());
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                    self.exhausted = true;
+                    refused += 1;
+                }
+                // Gone or replaced since the walk: the kernel's events, or the next walk, say.
+                Err(_) => {}
+            }
+        }
+        (added, Watched { watches: self.dirs.len(), refused })
+    }
+
+    /// Whether the directory with this identity is watched at `rel`.
+    fn watching(&self, rel: &Path, device: u64, inode: u64) -> bool {
+        self.by_path.get(rel).is_some_and(|(wd, dev, ino)| {
+            (*dev, *ino) == (device, inode) && self.dirs.get(wd).is_some_and(|p| p.as_path() == rel)
+        })
+    }
+
     /// Watches `rel` (a directory at depth `parents.len() + 1`) and the directories under it
     /// that the rule descends into; returns how many were refused for lack of watches.
     fn watch_tree(&mut self, volume: &Volume, rel: &Path, parents: &[&str]) -> usize {
-        match self.add(volume, rel) {
+        let Ok(fd) = volume.open_dir(rel) else { return 0 };
+        match self.add(rel, &fd) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
                 self.exhausted = true;
@@ -178,7 +241,6 @@ impl Watcher {
         let mut below: Vec<&str> = parents.to_vec();
         below.push(name);
         let depth = below.len() + 1;
-        let Ok(fd) = volume.open_dir(rel) else { return 0 };
         let Ok(names) = volume.list(&fd) else { return 0 };
         let mut refused = 0;
         for child in names {
@@ -193,10 +255,22 @@ impl Watcher {
         refused
     }
 
-    /// Adds a watch on the directory `rel`, opened beneath the volume: the kernel resolves
-    /// `/proc/self/fd/N` to the very directory that descriptor holds.
-    fn add(&mut self, volume: &Volume, rel: &Path) -> io::Result<()> {
-        let dir = volume.open_dir(rel)?;
+    /// Adds a watch on the directory `rel`, which `dir` holds open beneath the volume: the
+    /// kernel resolves `/proc/self/fd/N` to the very directory that descriptor holds. A
+    /// directory already watched at that place is left as it is.
+    fn add(&mut self, rel: &Path, dir: &OwnedFd) -> io::Result<()> {
+        let meta = std::fs::File::from(dir.try_clone()?).metadata()?;
+        use std::os::unix::fs::MetadataExt;
+        if self.watching(rel, meta.dev(), meta.ino()) {
+            return Ok(());
+        }
+        self.add_again(rel, dir)
+    }
+
+    /// Asks the kernel for a watch on `dir` whatever the maps say (see [`add`](Self::add)).
+    fn add_again(&mut self, rel: &Path, dir: &OwnedFd) -> io::Result<()> {
+        let meta = std::fs::File::from(dir.try_clone()?).metadata()?;
+        use std::os::unix::fs::MetadataExt;
         let proc_path = CString::new(format!("/proc/self/fd/{}", dir.as_raw_fd()))
             .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         // SAFETY: valid inotify descriptor and NUL-terminated path; `dir` outlives the call.
@@ -205,6 +279,7 @@ impl Watcher {
             return Err(io::Error::last_os_error());
         }
         self.dirs.insert(wd, rel.to_path_buf());
+        self.by_path.insert(rel.to_path_buf(), (wd, meta.dev(), meta.ino()));
         Ok(())
     }
 
@@ -249,7 +324,7 @@ impl Watcher {
         let Some(dir) = self.dirs.get(&event.wd).cloned() else { return };
         if event.mask & libc::IN_IGNORED != 0 {
             // The watch is gone (its directory was removed): forget it.
-            self.dirs.remove(&event.wd);
+            self.forget(event.wd);
             if dir.as_os_str().is_empty() {
                 changes.need_rescan(Rescan::RootChanged);
             }
@@ -303,7 +378,16 @@ impl Watcher {
         for wd in gone {
             // SAFETY: a watch descriptor of this inotify instance; a stale one just fails.
             unsafe { libc::inotify_rm_watch(self.fd.as_raw_fd(), wd) };
-            self.dirs.remove(&wd);
+            self.forget(wd);
+        }
+    }
+
+    /// Forgets watch `wd` (its path's entry with it, when it is that watch's).
+    fn forget(&mut self, wd: i32) {
+        if let Some(path) = self.dirs.remove(&wd) {
+            if self.by_path.get(&path).is_some_and(|(w, _, _)| *w == wd) {
+                self.by_path.remove(&path);
+            }
         }
     }
 }
@@ -481,6 +565,50 @@ mod tests {
         fs::create_dir(&root.0).unwrap_or_else(|e| panic!("{e}"));
         assert!(!w.watches_root_of(&root.volume()));
         fs::remove_dir_all(&moved).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
+    fn after_a_walk_only_directories_without_a_watch_at_their_place_get_one() {
+        let root = Root::new("missing");
+        for d in ["j1", "j2"] {
+            fs::create_dir_all(root.0.join(d)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let volume = root.volume();
+        let mut w = Watcher::new().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(w.watch_volume(&volume).unwrap_or_else(|e| panic!("{e}")).watches, 3);
+        // Nothing changed: a walk adds nothing and asks for no second look.
+        let scan = crate::scan::scan_root(&volume).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(scan.dirs.len(), 2);
+        let (added, watched) = w.watch_missing(&volume, &scan.dirs, false);
+        assert_eq!((added.len(), watched), (0, Watched { watches: 3, refused: 0 }));
+        let (added, watched) = w.watch_missing(&volume, &scan.dirs, true);
+        assert_eq!((added.len(), watched), (0, Watched { watches: 3, refused: 0 }), "asked again: the same watches");
+        assert_eq!(
+            w.watch_volume(&volume).unwrap_or_else(|e| panic!("{e}")).watches,
+            3,
+            "a second full walk keeps the same watches"
+        );
+
+        // A new directory whose event was not read yet gets its watch from the walk.
+        fs::create_dir(root.0.join("j3")).unwrap_or_else(|e| panic!("{e}"));
+        let scan = crate::scan::scan_root(&volume).unwrap_or_else(|e| panic!("{e}"));
+        let (added, _) = w.watch_missing(&volume, &scan.dirs, false);
+        assert_eq!(added.iter().map(String::as_str).collect::<Vec<_>>(), vec!["j3"]);
+        // Events lost: one replaced under the same name (perhaps with its predecessor's inode
+        // number) is watched again when the walk follows an overflow.
+        fs::remove_dir(root.0.join("j2")).unwrap_or_else(|e| panic!("{e}"));
+        fs::create_dir(root.0.join("j2")).unwrap_or_else(|e| panic!("{e}"));
+        let scan = crate::scan::scan_root(&volume).unwrap_or_else(|e| panic!("{e}"));
+        let (added, _) = w.watch_missing(&volume, &scan.dirs, true);
+        assert_eq!(added.iter().map(String::as_str).collect::<Vec<_>>(), vec!["j2"]);
+        // The new watches report what happens in them.
+        let _ = w.read(&volume);
+        fs::write(root.0.join("j2/a.jsonl"), b"{}\n").unwrap_or_else(|e| panic!("{e}"));
+        fs::write(root.0.join("j3/a.jsonl"), b"{}\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(dirs(&w.read(&volume)), vec!["j2", "j3"]);
+        assert_eq!(w.watches(), 4, "the removed directory's watch is gone: root, j1, j2, j3");
+        let scan = crate::scan::scan_root(&volume).unwrap_or_else(|e| panic!("{e}"));
+        assert!(w.watch_missing(&volume, &scan.dirs, false).0.is_empty());
     }
 
     #[test]

@@ -160,18 +160,24 @@ fn from_content(obj: &FirstObject) -> Option<Dialect> {
 /// about a line. Only newline-terminated lines are considered unless `prefix_is_whole_file`,
 /// in which case an unterminated tail counts too.
 pub fn first_object(prefix: &[u8], prefix_is_whole_file: bool) -> Option<FirstObject> {
-    let mut lines: Vec<&[u8]> = prefix.split(|b| *b == b'\n').collect();
-    // The piece after the last newline is incomplete unless the file ends there.
-    if !prefix_is_whole_file || lines.last().is_some_and(|l| l.is_empty()) {
-        lines.pop();
-    }
-    lines.into_iter().find_map(|line| {
-        let text = decode(line);
-        match judge(&text, Rules::Object) {
-            Verdict::Event(p) => Some(FirstObject::of(&p)),
-            _ => None,
+    // Lines are taken one at a time and the search stops at the first object: a file's first
+    // line is usually one, and the rest of the prefix is never looked at.
+    let mut rest = prefix;
+    loop {
+        let (line, after, last) = match memchr::memchr(b'\n', rest) {
+            Some(at) => (rest.get(..at)?, rest.get(at + 1..)?, false),
+            // The piece after the last newline is incomplete unless the file ends there.
+            None if prefix_is_whole_file && !rest.is_empty() => (rest, &[][..], true),
+            None => return None,
+        };
+        if let Verdict::Event(p) = judge(&decode(line), Rules::Object) {
+            return Some(FirstObject::of(&p));
         }
-    })
+        if last {
+            return None;
+        }
+        rest = after;
+    }
 }
 
 #[cfg(test)]
