@@ -47,7 +47,7 @@ DECLARE
     role_name text;
 BEGIN
     FOREACH role_name IN ARRAY ARRAY['cortex_buffer_definer', 'cortex_buffer_agent_call', 'cortex_buffer_agent',
-                                     'cortex_buffer_control_plane', 'cortex_buffer_operator'] LOOP
+                                     'cortex_buffer_control_plane', 'cortex_buffer_operator', 'cortex_buffer_pusher'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) role_name) THEN
             EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', role_name);
         END IF;

@@ -55,6 +55,9 @@ GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.cras
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
 -- The job-token secret: the definer role alone reads it (and makes it, on first use).
 GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
+-- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file TO cortex_buffer_definer;
+GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
 -- job_events runs as the definer role (its owner) and asks authorize_job first.
 GRANT EXECUTE ON FUNCTION cortex_buffer.authorize_job(uuid) TO cortex_buffer_definer;
 
@@ -84,7 +87,9 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
     cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
-    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
+    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval)
   FROM PUBLIC;
 
 -- Prices are reference data: everyone may read them (llm_cost() runs with the caller's
@@ -120,7 +125,8 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid),
     cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid), cortex_buffer.job_timeline(uuid),
     cortex_buffer.job_usage_from_buffer(uuid), cortex_buffer.log_entries(text, text, integer, bigint, bigint),
-    cortex_buffer.check_log_snapshot(text, bigint, bigint, text), cortex_buffer.authorize_job(uuid)
+    cortex_buffer.check_log_snapshot(text, bigint, bigint, text), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.await_pushed(uuid, text, bigint, interval)
   TO cortex_buffer_agent;
 
 -- The control plane: dispatching, reaping, retry decisions, breaker admission.
@@ -131,7 +137,8 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.circuit_state(uuid), cortex_buffer.index_now(), cortex_buffer.recovery_plan(uuid, uuid, boolean),
     cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text),
     cortex_buffer.agent_state(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
-    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
+    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.await_pushed(uuid, text, bigint, interval)
   TO cortex_buffer_control_plane;
 GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
 GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
@@ -159,3 +166,17 @@ GRANT SELECT ON
     cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
   TO cortex_buffer_operator;
 GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_operator;
+
+-- Push ingestion's mapping is the operator's to edit; the control plane may grant and revoke a
+-- pod's source its job at dispatch.
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.pushed_file TO cortex_buffer_operator;
+GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.push_source TO cortex_buffer_control_plane;
+
+-- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else. Every
+-- statement it causes runs as the definer role once its source and job check out.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.pushed_offsets(text)
+  TO cortex_buffer_pusher;

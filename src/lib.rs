@@ -5,7 +5,7 @@
 //! worker. Everything that decides, parses or computes is in `cortex_buffer_core`
 //! (`crates/core`, pure), and everything that touches the sessions volume is in
 //! `cortex_buffer_watch` (`crates/watch`). One module per capability (`checkpoint`,
-//! `liveness`, `spend`, `indexer`, `recovery`, with `job` for the bound job table), each with
+//! `liveness`, `spend`, `indexer`, `push`, `recovery`, with `job` for the bound job table), each with
 //! its SQL functions in `sql`; `pg` holds the shared plumbing (errors, settings, transactions,
 //! jsonb access) and knows no capability; `worker` is the background worker process.
 
@@ -18,6 +18,7 @@ pub mod indexer;
 pub mod job;
 pub mod liveness;
 pub mod pg;
+pub mod push;
 pub mod recovery;
 pub mod spend;
 mod upgrade;
@@ -45,6 +46,7 @@ pub extern "C-unwind" fn _PG_init() {
     // SAFETY: reading a flag Postgres sets while it loads shared_preload_libraries.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         worker::register();
+        push::rate::init();
     }
 }
 

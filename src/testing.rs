@@ -71,6 +71,13 @@ pub fn one(sql: &str) -> String {
     Spi::get_one::<String>(sql).unwrap_or_else(|e| panic!("{sql}: {e}")).unwrap_or_default()
 }
 
+/// Runs `sql` in a subtransaction; returns the SQLSTATE, HINT and DETAIL of its error, if any.
+pub fn error_of(sql: &str) -> Option<(String, Option<String>, Option<String>)> {
+    subtransaction(|| Spi::run(sql).map_err(|e| CbError::internal(e.to_string())))
+        .err()
+        .map(|f| (f.sqlstate(), f.hint().map(str::to_owned), f.detail().map(str::to_owned)))
+}
+
 /// Runs `sql` in a subtransaction; returns the SQLSTATE ("00000" on success) and the HINT.
 pub fn sqlstate_of(sql: &str) -> (String, Option<String>) {
     match subtransaction(|| Spi::run(sql).map_err(|e| CbError::internal(e.to_string()))) {

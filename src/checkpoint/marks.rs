@@ -24,6 +24,7 @@ use cortex_buffer_core::indexer::discovery::Layout;
 use cortex_buffer_core::int::{bits_i64, bits_u64};
 use cortex_buffer_core::json::writer::JsonWriter;
 use cortex_buffer_core::recovery::choose::{Mark, MarkFile};
+use cortex_buffer_core::recovery::keys::relative_to_job_dir;
 use cortex_buffer_watch::scan::{resolve_root, scan_dir};
 
 const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
@@ -73,10 +74,42 @@ fn job_files(job: Uuid) -> Option<Vec<MarkFile>> {
                 device: f.stat.device,
                 inode: f.stat.inode,
                 size: i64::try_from(f.stat.size).unwrap_or(i64::MAX),
+                unseen: 0,
             })
             .collect(),
     )
 }
+
+/// The job's pushed files as the server holds them now: each at what the server has of it
+/// (committed and held), with the bytes its shipper had reported beyond that (`unseen`), as the
+/// definer role (pushed_file is the definer's alone).
+fn pushed_files(job: Uuid) -> Result<Vec<MarkFile>, CbError> {
+    as_definer(|| {
+        Spi::connect(|client| {
+            let stmt = prepared_read(client, "checkpoint.mark.pushed", || PUSHED_SQL.to_owned(), &[UUID])?;
+            let rows = client.select(&*stmt, None, &[job.into()]).map_err(spi)?;
+            let mut files = Vec::new();
+            for r in rows {
+                let path: String = r.get(1).map_err(spi)?.unwrap_or_default();
+                let job_dir: String = r.get(2).map_err(spi)?.unwrap_or_default();
+                files.push(MarkFile {
+                    rel_path: relative_to_job_dir(&path, &job_dir).to_owned(),
+                    device: bits_u64(r.get::<i64>(3).map_err(spi)?.unwrap_or(0)),
+                    inode: bits_u64(r.get::<i64>(4).map_err(spi)?.unwrap_or(0)),
+                    size: r.get::<i64>(5).map_err(spi)?.unwrap_or(0),
+                    unseen: r.get::<i64>(6).map_err(spi)?.unwrap_or(0),
+                });
+            }
+            Ok(files)
+        })
+    })
+}
+
+const PUSHED_SQL: &str = "
+    SELECT f.path, f.job_dir, f.device, f.inode, f.indexed_offset OPERATOR(pg_catalog.+) p.held_len,
+           GREATEST(coalesce(p.reported_size, 0) OPERATOR(pg_catalog.-) (f.indexed_offset OPERATOR(pg_catalog.+) p.held_len), 0)
+      FROM cortex_buffer.pushed_file p JOIN cortex_buffer.session_file f ON f.file_id OPERATOR(pg_catalog.=) p.file_id
+     WHERE p.job_id OPERATOR(pg_catalog.=) $1";
 
 fn files_json(files: &[MarkFile]) -> String {
     let mut w = JsonWriter::new();
@@ -87,6 +120,9 @@ fn files_json(files: &[MarkFile]) -> String {
         w.field_int("device", bits_i64(f.device));
         w.field_int("inode", bits_i64(f.inode));
         w.field_int("size", f.size);
+        if f.unseen > 0 {
+            w.field_int("unseen", f.unseen);
+        }
         w.end_object();
     }
     w.end_array();
@@ -106,7 +142,13 @@ const RECORD_SQL: &str = "WITH ins AS (
 
 /// Records the mark of checkpoint `crc` of `job`, as the definer role.
 pub fn record(job: Uuid, crc: u32, checkpoint_id: Option<[u8; 16]>, source: &str) -> Result<(), CbError> {
-    let files = job_files(job);
+    let mut files = job_files(job);
+    // Files pushed from other nodes are marked at what the server has of them. A job whose
+    // files all come by push is seen whole even where the server has no sessions directory.
+    let pushed = pushed_files(job)?;
+    if !pushed.is_empty() {
+        files.get_or_insert_with(Vec::new).extend(pushed);
+    }
     let visible = files.is_some();
     let json = files_json(files.as_deref().unwrap_or(&[]));
     as_definer(|| {
@@ -136,7 +178,8 @@ const LOOKUP_SQL: &str = "SELECT recorded_at, dir_visible,
             (SELECT pg_catalog.array_agg(f->>'file') FROM pg_catalog.jsonb_array_elements(files) f),
             (SELECT pg_catalog.array_agg((f->>'device')::pg_catalog.int8) FROM pg_catalog.jsonb_array_elements(files) f),
             (SELECT pg_catalog.array_agg((f->>'inode')::pg_catalog.int8) FROM pg_catalog.jsonb_array_elements(files) f),
-            (SELECT pg_catalog.array_agg((f->>'size')::pg_catalog.int8) FROM pg_catalog.jsonb_array_elements(files) f)
+            (SELECT pg_catalog.array_agg((f->>'size')::pg_catalog.int8) FROM pg_catalog.jsonb_array_elements(files) f),
+            (SELECT pg_catalog.array_agg(coalesce((f->>'unseen')::pg_catalog.int8, 0)) FROM pg_catalog.jsonb_array_elements(files) f)
        FROM cortex_buffer.checkpoint_mark
       WHERE job_id OPERATOR(pg_catalog.=) $1 AND crc OPERATOR(pg_catalog.=) $2
       ORDER BY mark_id DESC LIMIT 1";
@@ -160,13 +203,21 @@ pub fn lookup(client: &SpiClient<'_>, job: Uuid, crc: u32) -> Result<Option<Reco
     let devices: Vec<Option<i64>> = row.get(4).map_err(spi)?.unwrap_or_default();
     let inodes: Vec<Option<i64>> = row.get(5).map_err(spi)?.unwrap_or_default();
     let sizes: Vec<Option<i64>> = row.get(6).map_err(spi)?.unwrap_or_default();
+    let unseen: Vec<Option<i64>> = row.get(7).map_err(spi)?.unwrap_or_default();
     let files = names
         .into_iter()
         .zip(devices)
         .zip(inodes)
         .zip(sizes)
-        .filter_map(|(((name, device), inode), size)| {
-            Some(MarkFile { rel_path: name?, device: bits_u64(device?), inode: bits_u64(inode?), size: size? })
+        .zip(unseen)
+        .filter_map(|((((name, device), inode), size), unseen)| {
+            Some(MarkFile {
+                rel_path: name?,
+                device: bits_u64(device?),
+                inode: bits_u64(inode?),
+                size: size?,
+                unseen: unseen.unwrap_or(0),
+            })
         })
         .collect();
     Ok(Some(Recorded { recorded_at_us, visible, mark: Mark { recorded_at_us, files } }))

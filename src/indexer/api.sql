@@ -21,11 +21,11 @@ BEGIN
      WHERE f.job_id OPERATOR(pg_catalog.=) job
        AND (e.job_id IS NULL OR e.job_id OPERATOR(pg_catalog.=) f.job_id)
        AND (since IS NULL OR e.ts OPERATOR(pg_catalog.>=) since)
-     ORDER BY f.session_ordinal NULLS FIRST, f.path COLLATE "C", e.byte_offset;
+     ORDER BY f.session_ordinal NULLS FIRST, f.first_seen, f.path COLLATE "C", e.byte_offset;
 END
 $$;
 ALTER FUNCTION cortex_buffer.job_events(uuid, timestamptz) OWNER TO cortex_buffer_definer;
 COMMENT ON FUNCTION cortex_buffer.job_events(uuid, timestamptz) IS
-'A job''s events (optionally those at or after since), in order: session files by (session_ordinal, path), then byte offset; lines naming another job than their directory''s are left out. Uses session_file''s job index and event''s primary key. Fleet roles read any job''s; an agent session its own job''s (authorize_job). Runs as cortex_buffer_definer.';
+'A job''s events (optionally those at or after since), in order: session files by (session_ordinal, first_seen, path), then byte offset; lines naming another job than their directory''s are left out. Uses session_file''s job index and event''s primary key. Fleet roles read any job''s; an agent session its own job''s (authorize_job). Runs as cortex_buffer_definer.';
 COMMENT ON FUNCTION cortex_buffer.clear_quarantine(text) IS
 'Lets the indexer try a quarantined session file again: clears session_file.quarantined_at, failures and last_error. True when the file was quarantined, false when it was not. index_sessions() and the per-job lookups retry it at once; the worker within cortex_buffer''s catalogue refresh (a minute). Path: session_file.path, or relative to sessions_dir.';

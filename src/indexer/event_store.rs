@@ -639,3 +639,31 @@ pub fn index_batch(
 }
 
 pub use super::file_row::record_failure;
+
+/// Indexes what `reader` holds as file `file_id`'s lines from `progress` on, on this thread, with
+/// the tailer's judge and inserts: push ingestion's path (`append_session_bytes`), whose bytes
+/// come from a chunk instead of a file. The caller holds the file's row and records the result.
+pub fn index_stream<R>(
+    client: &mut SpiClient<'_>,
+    file_id: i64,
+    reader: R,
+    progress: Progress,
+    rules: &FileRules<'_>,
+    settings: &Settings,
+) -> Result<Progress, CbError>
+where
+    R: std::io::Read + cortex_buffer_core::indexer::lines::HoleSkip,
+{
+    let mut inserter = Inserter::new(settings.batch_rows)?;
+    inserter.file_id = file_id;
+    let limits = inserter.limits(settings.batch_rows);
+    let interrupts = || {
+        pg_sys::check_for_interrupts!();
+    };
+    pipeline::run_inline(reader, progress, rules, limits, |rows: &Rows| inserter.insert(client, rows), interrupts)
+        .map_err(|e| match e {
+            PipelineError::Insert(e) => e,
+            PipelineError::Read(e) => CbError::internal(format!("reading a pushed chunk: {e}")),
+            PipelineError::Thread(why) => CbError::internal(why),
+        })
+}

@@ -10,7 +10,7 @@ pub mod catch_up;
 mod direct_insert;
 pub mod event_store;
 pub mod file_access;
-mod file_row;
+pub(crate) mod file_row;
 #[cfg(any(test, feature = "pg_test"))]
 mod index_pg_tests;
 pub mod indexing;

@@ -4,7 +4,7 @@
 CREATE SEQUENCE cortex_buffer.session_file_seq;
 CREATE TABLE cortex_buffer.session_file (
     file_id            bigint PRIMARY KEY DEFAULT pg_catalog.nextval('cortex_buffer.session_file_seq'::pg_catalog.regclass),
-    path               text NOT NULL UNIQUE CHECK (path OPERATOR(pg_catalog.~~) '/%'),
+    path               text NOT NULL UNIQUE CHECK (path OPERATOR(pg_catalog.~~) '/%' OR path OPERATOR(pg_catalog.~~) 'push:/%'),
     job_dir            text NOT NULL,
     dialect            text CHECK (dialect OPERATOR(pg_catalog.=) ANY (ARRAY['cortex-spike', 'cortex-plane', 'claude-code', 'wink-log'])),
     size_bytes         bigint NOT NULL CHECK (size_bytes OPERATOR(pg_catalog.>=) 0),
@@ -73,7 +73,7 @@ COMMENT ON SEQUENCE cortex_buffer.session_file_seq IS 'Ids of session_file rows.
 COMMENT ON TABLE cortex_buffer.session_file IS
 'One row per session file the discovery rule selects under cortex_buffer.sessions_dir (kept after the file is deleted, with gone_at set). Written by the background worker and index_sessions().';
 COMMENT ON COLUMN cortex_buffer.session_file.file_id IS 'Surrogate key referenced by the event tables.';
-COMMENT ON COLUMN cortex_buffer.session_file.path IS 'Absolute path: the canonical sessions_dir joined with the components below it.';
+COMMENT ON COLUMN cortex_buffer.session_file.path IS 'Absolute path: the canonical sessions_dir joined with the components below it; for a pushed file (append_session_bytes), push:/<relpath>, with #n after the first file pushed under that relpath.';
 COMMENT ON COLUMN cortex_buffer.session_file.job_dir IS 'First directory below sessions_dir: the job id (cortex dialects) or the Claude Code project directory.';
 COMMENT ON COLUMN cortex_buffer.session_file.dialect IS 'cortex-spike, cortex-plane, claude-code or wink-log, from the file''s first parseable line, else its name; NULL until either tells.';
 COMMENT ON COLUMN cortex_buffer.session_file.size_bytes IS 'File size at the last pass that recorded a change.';

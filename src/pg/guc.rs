@@ -29,6 +29,8 @@ pub static JOB_TOKEN: GucSetting<Option<CString>> = GucSetting::<Option<CString>
 pub static WATCH: GucSetting<WatchMode> = GucSetting::<WatchMode>::new(WatchMode::Auto);
 pub static RESCAN_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(300);
 pub static WORKERS: GucSetting<i32> = GucSetting::<i32>::new(1);
+pub static PUSH_MAX_CHUNK_KB: GucSetting<i32> = GucSetting::<i32>::new(4096);
+pub static PUSH_RATE_LIMIT_KB: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
 
 /// How the worker learns that session files changed (`cortex_buffer.watch`).
 #[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
@@ -271,6 +273,27 @@ pub fn define() {
         GucContext::Sighup,
         GucFlags::UNIT_KB,
     );
+    // Push ingestion's limits (append_session_bytes).
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.push_max_chunk",
+        c"The largest chunk append_session_bytes() accepts.",
+        c"A longer chunk is refused (54000); the shipper sends at most this much per call. A line longer than a chunk is held across chunks up to cortex_buffer.max_line_bytes.",
+        &PUSH_MAX_CHUNK_KB,
+        1,
+        1024 * 1024,
+        GucContext::Suset,
+        GucFlags::UNIT_KB,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.push_rate_limit",
+        c"The most chunk bytes one push source may send per second (0: no limit).",
+        c"Counted per source in shared memory over one-second windows, replays included; a push over it is refused with 53400 and retried by the shipper. Needs the library in shared_preload_libraries.",
+        &PUSH_RATE_LIMIT_KB,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_KB,
+    );
     // The pod's capability: per session, set by the pod itself; not in SHOW ALL or the sample
     // file (it is a secret of this session's job).
     GucRegistry::define_string_guc(
@@ -385,6 +408,16 @@ pub fn catch_up() -> bool {
 /// `catch_up_wait`.
 pub fn catch_up_wait() -> std::time::Duration {
     std::time::Duration::from_millis(u64::try_from(CATCH_UP_WAIT_MS.get()).unwrap_or(2000))
+}
+
+/// `push_max_chunk` in bytes.
+pub fn push_max_chunk() -> usize {
+    usize::try_from(PUSH_MAX_CHUNK_KB.get()).unwrap_or(4096).max(1) * 1024
+}
+
+/// `push_rate_limit` in bytes per second; 0 for none.
+pub fn push_rate_limit() -> u64 {
+    u64::try_from(PUSH_RATE_LIMIT_KB.get()).unwrap_or(0) * 1024
 }
 
 /// `pass_dir_bytes` in bytes.

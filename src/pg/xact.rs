@@ -16,7 +16,7 @@ pub enum TxnFailure {
     /// The body returned an error of ours; the transaction was rolled back.
     Refused(CbError),
     /// Postgres (or a panic) raised an error; the transaction was rolled back.
-    Raised { sqlstate: String, message: String, hint: Option<String> },
+    Raised { sqlstate: String, message: String, hint: Option<String>, detail: Option<String> },
 }
 
 impl std::fmt::Display for TxnFailure {
@@ -36,6 +36,7 @@ fn describe(err: CaughtError) -> TxnFailure {
         sqlstate: sqlstate_text(report.sql_error_code() as i32),
         message: report.message().to_owned(),
         hint: report.hint().map(str::to_owned),
+        detail: report.detail().map(str::to_owned),
     }
 }
 
@@ -52,6 +53,13 @@ impl TxnFailure {
         match self {
             TxnFailure::Refused(e) => e.hint.as_deref(),
             TxnFailure::Raised { hint, .. } => hint.as_deref(),
+        }
+    }
+
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            TxnFailure::Refused(e) => e.detail.as_deref(),
+            TxnFailure::Raised { detail, .. } => detail.as_deref(),
         }
     }
 }

@@ -135,6 +135,7 @@ pub fn session_file(row: &SpiHeapTupleData<'_>) -> Result<(SessionFile, i64), Cb
         mtime_us: unix_us(row.get(24).map_err(spi)?),
         last_ts_us: unix_us(row.get(25).map_err(spi)?),
         crash_cut_lines: g(26)?,
+        pushed: None,
     };
     Ok((file, g(21)?))
 }
@@ -144,12 +145,13 @@ pub fn job_files_sql() -> String {
         "SELECT {FILE_COLUMNS} FROM cortex_buffer.session_file
           WHERE job_id OPERATOR(pg_catalog.=) $1
             AND (dialect IS NULL OR dialect OPERATOR(pg_catalog.=) ANY ('{{cortex-spike,cortex-plane}}'::pg_catalog.text[]))
-          ORDER BY session_ordinal NULLS FIRST, path COLLATE \"C\""
+          ORDER BY session_ordinal NULLS FIRST, first_seen, path COLLATE \"C\""
     )
 }
 
 /// The job's session files of the cortex dialects (or not identified yet), in
-/// `(session_ordinal, path)` order.
+/// `(session_ordinal, first_seen, path)` order: files of the same ordinal (a pod rescheduled to
+/// another node starts at session-001 again, and pushes it) in the order they appeared.
 pub fn job_files(client: &SpiClient<'_>, job: Uuid) -> Result<Vec<SessionFile>, CbError> {
     let stmt = prepared_read(client, "recovery.job_files", job_files_sql, &[UUID])?;
     let rows = client.select(&*stmt, None, &[job.into()]).map_err(spi)?;

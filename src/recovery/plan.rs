@@ -200,6 +200,31 @@ pub fn job_plan(job: Uuid, checkpoint_id: Option<Uuid>, match_checkpoint: bool) 
                 if fresh.stale.is_some() {
                     measure_now(&mut files);
                 }
+                // Files pushed from other nodes: what their shippers last said. Bytes a shipper
+                // reported and has not pushed make the plan stale: it never resumes silently
+                // past bytes it has not seen.
+                let reports = crate::push::store::reports(job)?;
+                let mut fresh = fresh.clone();
+                let all_pushed = !files.is_empty() && files.iter().all(|f| reports.contains_key(&f.file_id));
+                if all_pushed && cortex_buffer_watch::scan::resolve_root(&guc::sessions_dir()).is_err() {
+                    // Every file of the job comes by push and the server has no sessions directory
+                    // to look in (a push-only deployment): nothing local is behind; the pushed
+                    // files' own reports say whether the plan is stale.
+                    fresh = Freshness { caught_up: true, stale: None };
+                }
+                for f in files.iter_mut() {
+                    f.pushed = reports.get(&f.file_id).cloned();
+                    if let Some(p) = &f.pushed {
+                        f.size_bytes = f.size_bytes.max(p.reported_size.unwrap_or(0));
+                        let unpushed = p.unpushed(f.indexed_offset);
+                        if unpushed > 0 && fresh.stale.is_none() {
+                            fresh.stale = Some(format!(
+                                "{} bytes of {} that its shipper ({}) reported have not been pushed yet",
+                                unpushed, f.rel_path, p.source
+                            ));
+                        }
+                    }
+                }
                 let skew = guc::recovery_clock_skew_us();
                 let e = Expectation {
                     match_checkpoint,
@@ -207,7 +232,9 @@ pub fn job_plan(job: Uuid, checkpoint_id: Option<Uuid>, match_checkpoint: bool) 
                     has_checkpoint: matches!(p1.source, Source::Current | Source::History),
                     checkpoint_time_us,
                     clock_skew_us: skew,
-                    mark: mark.filter(|m| m.visible).map(|m| m.mark),
+                    // A pushed file whose shipper had reported more than the server had when the
+                    // mark was taken has no high-water mark there: the mark is not used.
+                    mark: mark.filter(|m| m.visible && m.mark.files.iter().all(|f| f.unseen == 0)).map(|m| m.mark),
                     read_margin_us: read_margin(&files, skew),
                 };
                 let mut probe = IndexProbe { client, file_ids: files.iter().map(|f| f.file_id).collect() };

@@ -40,6 +40,8 @@ pub enum SqlState {
     NumericValueOutOfRange,
     /// 42704: a model without a price.
     UndefinedObject,
+    /// 53400: a configured rate limit is reached (a push source over `push_rate_limit`).
+    ConfigurationLimitExceeded,
     /// XX001: no stored checkpoint passes its CRC.
     DataCorrupted,
     /// XX000: a bug; should never be seen.
@@ -64,6 +66,7 @@ impl SqlState {
             SqlState::InvalidTableDefinition => "42P16",
             SqlState::NumericValueOutOfRange => "22003",
             SqlState::UndefinedObject => "42704",
+            SqlState::ConfigurationLimitExceeded => "53400",
             SqlState::DataCorrupted => "XX001",
             SqlState::Internal => "XX000",
         }
@@ -141,6 +144,7 @@ impl CbError {
             }
             SqlState::NumericValueOutOfRange => "Counts must be at most 2^53 - 1.",
             SqlState::UndefinedObject => "Check the name.",
+            SqlState::ConfigurationLimitExceeded => "Try again in a moment, or raise the limit (docs/operations.md, Settings).",
             SqlState::DataCorrupted => "Fail the job: its stored state cannot be trusted.",
             SqlState::Internal => "This is a bug in cortex_buffer; please report it with the statement that raised it.",
         }

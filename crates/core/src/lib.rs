@@ -6,7 +6,7 @@
 //! Modules keep the layout of the capabilities they serve: `json` (JavaScript-compatible JSON,
 //! binary jsonb), `indexer` (session-file lines, dialects, integrity, what to index),
 //! `checkpoint` (canonical JSON CRC, identity and fencing rules), `liveness` (retry and breaker
-//! rules), `recovery` (the decision tree, pairing, keys, agent state),
+//! rules), `push` (pushed chunks against what the server holds), `recovery` (the decision tree, pairing, keys, agent state),
 //! `spend` (exact decimals, usage spellings, prices, budgets), `job` (the bound table's
 //! column contract), `readiness` (when the worker may index), `error` (errors with SQLSTATE
 //! and HINT).
@@ -18,6 +18,7 @@ pub mod int;
 pub mod job;
 pub mod json;
 pub mod liveness;
+pub mod push;
 pub mod readiness;
 pub mod recovery;
 pub mod spend;

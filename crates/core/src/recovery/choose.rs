@@ -1,8 +1,8 @@
 //! Phase 2 of recovery (Spike #31 §Question 6): which session files, from where, a plan reads,
 //! or why it reads none. Pure: the shell answers the few index lookups through [`Probe`].
 //!
-//! The decision tree, from the job's latest session file (files in `(session_ordinal, path)`
-//! order, numbers compared as numbers):
+//! The decision tree, from the job's latest session file (files in
+//! `(session_ordinal, first_seen, path)` order, numbers compared as numbers):
 //!
 //! 1. No session files: `checkpoint_only`, `no_session_files`.
 //! 2. Search backwards, through the latest file and then earlier ones, for the last marker
@@ -75,6 +75,27 @@ pub struct SessionFile {
     pub trusted: bool,
     pub gone: bool,
     pub quarantined: bool,
+    /// For a file pushed from another node: what its shipper last said (the server cannot look
+    /// at the file itself).
+    pub pushed: Option<PushedReport>,
+}
+
+/// What the server knows of a pushed file beyond its index: its shipper's last report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushedReport {
+    pub source: String,
+    /// The file's size as the shipper last reported it, and when (server clock).
+    pub reported_size: Option<i64>,
+    pub reported_at_us: Option<i64>,
+    /// Bytes after the committed offset the server holds (an unterminated tail).
+    pub held_bytes: i64,
+}
+
+impl PushedReport {
+    /// Bytes the shipper reported that the server does not have: not pushed yet.
+    pub fn unpushed(&self, indexed_offset: i64) -> i64 {
+        self.reported_size.map_or(0, |r| (r - indexed_offset - self.held_bytes).max(0))
+    }
 }
 
 impl SessionFile {
@@ -377,6 +398,9 @@ pub struct MarkFile {
     pub device: u64,
     pub inode: u64,
     pub size: i64,
+    /// For a pushed file: bytes its shipper had reported that the server did not have yet when
+    /// the mark was taken (0 for a tailed file). Such a size is no high-water mark.
+    pub unseen: i64,
 }
 
 /// The job's session files when the checkpoint was stored.
@@ -929,9 +953,9 @@ pub mod tests {
         let mark = Mark {
             recorded_at_us: 5,
             files: vec![
-                MarkFile { rel_path: "session-001.jsonl".into(), device: 1, inode: 10, size: 60 },
+                MarkFile { rel_path: "session-001.jsonl".into(), device: 1, inode: 10, size: 60, unseen: 0 },
                 // replaced since: another inode at the same path
-                MarkFile { rel_path: "session-002.jsonl".into(), device: 1, inode: 99, size: 40 },
+                MarkFile { rel_path: "session-002.jsonl".into(), device: 1, inode: 99, size: 40, unseen: 0 },
             ],
         };
         let mut e = expect(Some(C1));

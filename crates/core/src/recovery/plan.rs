@@ -141,6 +141,16 @@ fn write_session(w: &mut JsonWriter, f: &SessionFile, read_from: Option<i64>) {
     w.field_int("unindexed_bytes", f.unindexed_bytes());
     w.field_bool("gone", f.gone);
     w.field_bool("quarantined", f.quarantined);
+    if let Some(p) = &f.pushed {
+        // A pushed file: the server cannot look at it; this is what its shipper last said.
+        w.key("pushed").begin_object();
+        w.field_str("source", &p.source);
+        w.field_opt_int("reported_size", p.reported_size);
+        ts(w, "reported_at", p.reported_at_us);
+        w.field_int("held_bytes", p.held_bytes);
+        w.field_int("unpushed_bytes", p.unpushed(f.indexed_offset));
+        w.end_object();
+    }
     w.end_object();
 }
 

@@ -1,0 +1,281 @@
+//! Push against the tailer: however a file is cut into chunks, resent, repeated or pushed with
+//! gaps, the rows and the progress are the tailer's for the same bytes.
+
+use super::*;
+use crate::indexer::dialect::Dialect;
+use crate::indexer::index_file::tests::Collect;
+use crate::indexer::index_file::{index_file, FileRules, Progress};
+
+const E: &str = r#"{"type":"TOOL_START","timestamp":"2026-01-01T00:00:00Z","job_id":"j","seq":1,"tool_name":"é"}"#;
+
+fn rules(settled: bool, max_line_bytes: usize) -> FileRules<'static> {
+    FileRules {
+        dialect: Some(Dialect::CortexSpike),
+        job_dir: "job",
+        max_line_bytes,
+        max_line_memory: 64 << 20,
+        settled,
+        max_bytes: u64::MAX,
+    }
+}
+
+/// The tailer: the whole file, settled.
+fn tailed(data: &[u8], max_line: usize) -> (Progress, Collect) {
+    let mut sink = Collect::default();
+    let p = index_file(data, Progress::default(), &rules(true, max_line), &mut sink)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    (p, sink)
+}
+
+/// What the server holds of a pushed file.
+#[derive(Default)]
+struct Server {
+    progress: Progress,
+    held: Held,
+    head: Vec<u8>,
+    sink: Collect,
+}
+
+impl Server {
+    fn have(&self) -> u64 {
+        self.progress.offset + self.held.len
+    }
+
+    /// One push, as append_session_bytes applies it.
+    fn push(&mut self, start: u64, chunk: &[u8], last: bool, max_line: usize) -> Placement {
+        let placement = place(self.have(), &self.head, start, chunk);
+        let new: &[u8] = match placement {
+            Placement::Continue { skip } => &chunk[skip..],
+            Placement::Replay if last => &[],
+            _ => return placement,
+        };
+        let have = self.have();
+        grow_head(&mut self.head, have, new);
+        let from = self.progress.offset;
+        let p = index_file(Stream::new(&self.held, new), self.progress.clone(), &rules(last, max_line), &mut self.sink)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        self.held = held_after(&self.held, new, p.offset - from, keep_whole(max_line));
+        self.progress = p;
+        placement
+    }
+}
+
+/// A small deterministic generator (xorshift).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// A file of valid lines, broken lines, blank lines, an over-long line, multi-byte characters
+/// and a crash-cut tail.
+fn file(rng: &mut Rng) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..(5 + rng.below(30)) {
+        match rng.below(8) {
+            0 => out.extend_from_slice(b"{\"type\":\"TOOL_START\",\"cut"),
+            1 => out.extend_from_slice(b"   "),
+            2 => out.extend_from_slice(format!("{{\"blob\":\"{}\"}}", "x".repeat(3000)).as_bytes()),
+            3 => out.extend_from_slice("{\"type\":\"X\",\"text\":\"\u{1F600}\u{e9}\"}".as_bytes()),
+            _ => out.extend_from_slice(E.replace("\"seq\":1", &format!("\"seq\":{i}")).as_bytes()),
+        }
+        out.push(b'\n');
+    }
+    if rng.below(2) == 0 {
+        out.extend_from_slice(b"{\"type\":\"TOOL_RESULT\",\"timestamp\":\"2026-01-01T00");
+    }
+    out
+}
+
+fn same(a: &(Progress, Collect), b: &(Progress, Collect), what: &str) {
+    assert_eq!(a.0, b.0, "{what}: progress");
+    let events = |c: &Collect| c.events.iter().map(|e| (e.0, e.1, e.3.clone(), e.4.clone())).collect::<Vec<_>>();
+    assert_eq!(events(&a.1), events(&b.1), "{what}: events");
+    assert_eq!(a.1.corrupt, b.1.corrupt, "{what}: corrupt lines");
+}
+
+#[test]
+fn any_cut_into_chunks_resent_from_the_committed_offset_gives_the_tailers_rows() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for round in 0..300 {
+        let data = file(&mut rng);
+        // A line cap small enough that the 3000-byte lines are over it in some rounds.
+        let max_line = if round % 3 == 0 { 2048 } else { 1 << 20 };
+        let want = tailed(&data, max_line);
+        let mut server = Server::default();
+        let mut sent_to = 0usize;
+        let mut pushes = 0;
+        while server.progress.offset < data.len() as u64 || sent_to < data.len() {
+            pushes += 1;
+            assert!(pushes < 10_000, "round {round} makes no progress");
+            // The shipper sends from what it last sent (or from the committed offset after a
+            // "restart"), a random amount, sometimes repeating what was sent.
+            let from = match rng.below(5) {
+                0 => server.progress.offset as usize,
+                1 => sent_to.saturating_sub(rng.below(50) as usize),
+                _ => sent_to,
+            };
+            let from = from.min(server.have() as usize);
+            let to = (from + 1 + rng.below(700) as usize).min(data.len());
+            let last = to == data.len();
+            let placement = server.push(from as u64, &data[from..to], last, max_line);
+            assert!(!matches!(placement, Placement::Gap { .. } | Placement::Rewritten), "round {round}: {placement:?}");
+            sent_to = sent_to.max(to);
+            if last && server.held.len == 0 {
+                break;
+            }
+        }
+        same(&(server.progress, server.sink), &want, &format!("round {round}"));
+    }
+}
+
+#[test]
+fn a_fully_replayed_chunk_changes_nothing_and_one_past_the_end_is_a_gap() {
+    let data = format!("{E}\n{E}\n{{\"partial");
+    let mut s = Server::default();
+    let first = s.push(0, data.as_bytes(), false, 1 << 20);
+    assert_eq!(first, Placement::Continue { skip: 0 });
+    let committed = s.progress.offset;
+    assert_eq!(committed as usize, 2 * (E.len() + 1), "the tail is never committed");
+    assert_eq!(s.held.len as usize, "{\"partial".len());
+    let rows = s.sink.events.len();
+    // Everything again, and a part of it: nothing changes.
+    assert_eq!(s.push(0, data.as_bytes(), false, 1 << 20), Placement::Replay);
+    assert_eq!(s.push(5, &data.as_bytes()[5..40], false, 1 << 20), Placement::Replay);
+    assert_eq!((s.sink.events.len(), s.progress.offset), (rows, committed));
+    // One byte past what the server has: refused, with where to send from.
+    let have = s.have();
+    assert_eq!(s.push(have + 1, b"x", false, 1 << 20), Placement::Gap { expected: have });
+    // Resent from the committed offset with the rest of the line: the held bytes are skipped.
+    let rest = format!("{{\"partial\":1}}\n");
+    let mut chunk = b"{\"partial".to_vec();
+    chunk.extend_from_slice(&rest.as_bytes()["{\"partial".len()..]);
+    assert_eq!(s.push(committed, &chunk, false, 1 << 20), Placement::Continue { skip: 9 });
+    assert_eq!(s.held.len, 0);
+    assert_eq!(s.sink.corrupt.len(), 1, "{{\"partial\":1}} has no timestamp: corrupt, as the tailer judges it");
+}
+
+#[test]
+fn a_rewritten_start_is_told_apart_from_a_replay() {
+    let mut s = Server::default();
+    let data = format!("{E}\n");
+    s.push(0, data.as_bytes(), false, 1 << 20);
+    let mut other = data.clone().into_bytes();
+    other[3] = b'Z';
+    assert_eq!(s.push(0, &other, false, 1 << 20), Placement::Rewritten);
+    assert_eq!(s.push(0, data.as_bytes(), false, 1 << 20), Placement::Replay);
+}
+
+#[test]
+fn a_split_multibyte_character_and_a_line_longer_than_a_chunk_wait_for_their_end() {
+    let line = format!("{}\n", E.replace("\"j\"", &format!("\"{}\"", "é".repeat(400))));
+    let bytes = line.as_bytes();
+    let mut s = Server::default();
+    let mut at = 0;
+    for step in [1usize, 7, 100, 333, 5000] {
+        let to = (at + step).min(bytes.len());
+        s.push(at as u64, &bytes[at..to], false, 1 << 20);
+        at = to;
+    }
+    assert_eq!(s.progress.offset as usize, bytes.len());
+    assert_eq!((s.sink.events.len(), s.sink.corrupt.len()), (1, 0), "one whole event, no split character");
+}
+
+#[test]
+fn an_over_long_line_is_held_by_its_first_bytes_and_reported_as_the_tailer_reports_it() {
+    let long = format!("{{\"big\":\"{}\"}}\n{E}\n", "y".repeat(10_000));
+    let want = tailed(long.as_bytes(), 2048);
+    let mut s = Server::default();
+    let bytes = long.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        let to = (at + 1500).min(bytes.len());
+        s.push(at as u64, &bytes[at..to], to == bytes.len(), 2048);
+        at = to;
+        assert!(s.held.bytes.len() <= keep_whole(2048), "held bytes stay bounded");
+    }
+    same(&(s.progress, s.sink), &want, "over-long line");
+}
+
+#[test]
+fn held_tails_are_kept_whole_up_to_the_limit_then_by_their_first_bytes() {
+    let h = held_after(&Held::default(), b"abc\ndef", 4, 10);
+    assert_eq!(h, Held { bytes: b"def".to_vec(), len: 3 });
+    let h = held_after(&h, b"ghij", 0, 10);
+    assert_eq!(h, Held { bytes: b"defghij".to_vec(), len: 7 });
+    let big = vec![b'q'; 5000];
+    let h = held_after(&h, &big, 0, 4096);
+    assert_eq!((h.bytes.len(), h.len, h.truncated()), (OVERSIZE_HEAD_BYTES, 5007, true));
+    assert_eq!(&h.bytes[..7], b"defghij");
+    let h = held_after(&h, b"more", 0, 4096);
+    assert_eq!((h.bytes.len(), h.len), (OVERSIZE_HEAD_BYTES, 5011));
+    // The line ends: everything held is consumed, what follows its end is held.
+    let h = held_after(&h, b"zz\nnext", 5011 + 3, 4096);
+    assert_eq!(h, Held { bytes: b"next".to_vec(), len: 4 });
+}
+
+#[test]
+fn relpaths_sources_and_identities_are_checked() {
+    let job = "0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f";
+    assert_eq!(
+        check_relpath(&format!("{job}/session-001.jsonl")).map(|r| (r.1, r.2)),
+        Ok(("session-001.jsonl".to_owned(), Layout::DirectoryFile))
+    );
+    for bad in [
+        format!("/{job}/session-001.jsonl"),
+        format!("{job}/../x/session-001.jsonl"),
+        format!("{job}//session-001.jsonl"),
+        format!("{job}/./session-001.jsonl"),
+        format!("{job}/notes.txt"),
+        "project/session-001.jsonl".to_owned(),
+        format!("{job}/a/b/c/d.jsonl"),
+        format!("{job}/x\u{1}.jsonl"),
+        String::new(),
+    ] {
+        assert!(check_relpath(&bad).is_err(), "{bad:?}");
+    }
+    assert!(check_source("node-7.eu:pod_a").is_ok());
+    for bad in ["", "has space", "ünicode", &"x".repeat(129)] {
+        assert!(check_source(bad).is_err(), "{bad:?}");
+    }
+    assert!(check_identity("2049:131077:9f1c2a3b").is_ok());
+    assert!(check_identity("with space").is_err());
+    assert!(identity_number("a") > 0 && identity_number("a") != identity_number("b"));
+    assert_eq!(recorded_path("j/s.jsonl", 1), "push:/j/s.jsonl");
+    assert_eq!(recorded_path("j/s.jsonl", 12), "push:/j/s.jsonl#000012");
+    assert!(recorded_path("j/s.jsonl", 1) < recorded_path("j/s.jsonl", 2));
+}
+
+#[test]
+fn the_dialect_waits_for_a_first_object_as_detection_reads_one() {
+    let spike = format!("{E}\n");
+    assert_eq!(
+        decide_dialect("session-001.jsonl", Layout::DirectoryFile, spike.as_bytes(), false),
+        Some(Some(Dialect::CortexSpike)),
+        "content wins over the name"
+    );
+    assert_eq!(decide_dialect("session-001.jsonl", Layout::DirectoryFile, b"{\"partial", false), None);
+    assert_eq!(
+        decide_dialect("session-001.jsonl", Layout::DirectoryFile, b"not json\n", false),
+        None,
+        "no object yet: wait"
+    );
+    assert_eq!(
+        decide_dialect("session-001.jsonl", Layout::DirectoryFile, b"not json\n", true),
+        Some(Some(Dialect::CortexPlane)),
+        "the whole file without an object: the name decides"
+    );
+    let junk = vec![b'-'; DETECTION_PREFIX_BYTES + 10];
+    assert_eq!(
+        decide_dialect("session-001.jsonl", Layout::DirectoryFile, &junk, false),
+        Some(Some(Dialect::CortexPlane)),
+        "past the detection prefix without an object: the name decides"
+    );
+}

@@ -1,0 +1,13 @@
+//! Push ingestion, the shell: agents on nodes whose session volumes the server cannot see ship
+//! their files' bytes over SQL (`append_session_bytes`, usually from the `cortex-buffer-ship`
+//! sidecar or DaemonSet), and the server applies them with the tailer's own rules: the same
+//! line judge and inserts (`indexer::event_store`), the same row lock and compare-and-set
+//! (`indexer::file_row`), exactly once. The rules of placing a chunk are pure, in
+//! `cortex_buffer_core::push`; `store` applies them through SPI, `rate` is the per-source limit,
+//! `sql` the functions.
+
+pub mod rate;
+mod sql;
+pub mod store;
+#[cfg(any(test, feature = "pg_test"))]
+mod push_pg_tests;

@@ -1,0 +1,308 @@
+//! `#[pg_test]`s of push ingestion: the tailer's own cases through `append_session_bytes`
+//! (parity with `index_sessions()` on the same bytes, replays, gaps, overlaps, split lines and
+//! characters, the settled tail, a new identity, a rewrite, hostile chunks, quarantine), its
+//! limits and errors, the source mapping, `pushed_offsets`, `await_pushed`, and recovery on
+//! pushed files.
+
+use pgrx::prelude::*;
+
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::{error_of, one, run, TempRoot};
+
+    const JOB: &str = "0193a8b2-7c41-7d2e-9f00-00000000f001";
+
+    /// The single value `sql` (a whole SELECT) returns, as text.
+    fn val(sql: &str) -> String {
+        one(&format!("SELECT ({sql})::text"))
+    }
+
+    fn rel(name: &str) -> String {
+        format!("{JOB}/{name}")
+    }
+
+    fn line(seq: i64, t: &str, extra: &str) -> String {
+        format!(
+            r#"{{"type":"{t}","timestamp":"2026-02-23T14:30:{:02}.000Z","job_id":"{JOB}","session_id":"s1","seq":{seq}{extra}}}"#,
+            seq % 60
+        )
+    }
+
+    fn setup() {
+        run("INSERT INTO cortex_buffer.push_source (source, login, all_jobs) VALUES ('node-a', current_user, false)");
+        run(&format!("INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ('node-a', '{JOB}')"));
+    }
+
+    /// One push; "committed events corrupt action".
+    fn push(relpath: &str, start: usize, chunk: &[u8], identity: &str, last: bool) -> String {
+        one(&format!(
+            "SELECT concat_ws(' ', committed_offset, events_added, corrupt_added, action)
+               FROM cortex_buffer.append_session_bytes('node-a', '{relpath}', {start}, '\\x{}'::bytea, '{identity}', {last})",
+            hex(chunk)
+        ))
+    }
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    /// The rows of a file as "offset:line:type" and corrupt rows as "offset:line:!reason".
+    fn rows_of(path: &str) -> String {
+        one(&format!(
+            "SELECT string_agg(r, ',' ORDER BY o) FROM (
+               SELECT e.byte_offset o, e.byte_offset || ':' || e.line_no || ':' || coalesce(e.type, '') || ':' || md5(coalesce(e.payload::text, '')) r
+                 FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id) WHERE f.path = '{path}'
+               UNION ALL
+               SELECT c.byte_offset, c.byte_offset || ':' || c.line_no || ':!' || c.reason
+                 FROM cortex_buffer.corrupt_line c JOIN cortex_buffer.session_file f USING (file_id) WHERE f.path = '{path}') x"
+        ))
+    }
+
+    fn integrity_of(path: &str) -> String {
+        one(&format!(
+            "SELECT concat_ws(' ', indexed_offset, indexed_lines, total_lines, valid_lines, corrupt_lines, blank_lines,
+                              last_failed_parse, seq_gaps, seq_resets, tail_state, trusted, dialect)
+               FROM cortex_buffer.session_file WHERE path = '{path}'"
+        ))
+    }
+
+    #[pg_test]
+    fn pushed_chunks_give_the_rows_and_integrity_index_sessions_gives_the_same_bytes() {
+        setup();
+        // Valid lines, a blank one, corrupt ones, a seq gap, invalid UTF-8, a split multi-byte
+        // character, and a crash-cut tail.
+        let mut data = Vec::new();
+        for s in 0..40 {
+            if s == 7 {
+                data.extend_from_slice(b"{\"type\":\"TOOL_START\",\"cut\n");
+            } else if s == 11 {
+                data.extend_from_slice(b"   \n");
+            } else if s == 13 {
+                data.extend_from_slice(b"{\"bad\":\"\xff\xfe\"}\n");
+            } else {
+                let seq = if s > 20 { s + 3 } else { s };
+                data.extend_from_slice(line(seq, "TOOL_START", r#","tool_name":"é€😀""#).as_bytes());
+                data.push(b'\n');
+            }
+        }
+        data.extend_from_slice(b"{\"type\":\"TOOL_RESULT\",\"timestamp\":\"2026");
+        let name = "session_20260223T143022Z_pod-a.jsonl";
+        let root = TempRoot::new("push-parity");
+        root.put(&rel(name), &data);
+        run("SET cortex_buffer.settle_period = 0");
+        run(&format!("SELECT count(*) FROM cortex_buffer.index_sessions('{}')", root.dir()));
+        let tailed = root.path(&rel(name));
+
+        // Pushed in odd chunks (one cuts 😀 in half), resent from the committed offset after
+        // each, and the rest sent final, as a shipper does once the file has settled.
+        let mut at = 0;
+        for step in [5usize, 250, 3, 700, 1, 1200] {
+            let to = (at + step).min(data.len());
+            let out = push(&rel(name), at, &data[at..to], "1:2:abc", false);
+            let committed: usize = out.split(' ').next().and_then(|c| c.parse().ok()).unwrap_or(0);
+            assert!(committed <= to, "{out}");
+            at = to;
+        }
+        push(&rel(name), at, &data[at..], "1:2:abc", false);
+        let committed: usize =
+            val(&format!("SELECT indexed_offset FROM cortex_buffer.session_file WHERE path = 'push:/{}'", rel(name)))
+                .parse()
+                .unwrap_or(0);
+        assert!(committed < data.len(), "the unterminated tail is not committed before final");
+        let out = push(&rel(name), committed, &data[committed..], "1:2:abc", true);
+        assert!(out.starts_with(&format!("{} ", data.len())), "{out}");
+
+        let pushed = format!("push:/{}", rel(name));
+        assert_eq!(rows_of(&pushed), rows_of(&tailed), "the same rows");
+        assert_eq!(integrity_of(&pushed), integrity_of(&tailed), "the same integrity");
+    }
+
+    #[pg_test]
+    fn replays_overlaps_and_gaps_follow_the_committed_offset() {
+        setup();
+        let name = rel("session-001.jsonl");
+        let a = format!("{}\n{}\n", line(0, "TOOL_START", ""), line(1, "TOOL_RESULT", ""));
+        let out = push(&name, 0, a.as_bytes(), "9:9:x", false);
+        assert_eq!(out, format!("{} 2 0 new", a.len()));
+        // The same chunk again: nothing changes.
+        assert_eq!(push(&name, 0, a.as_bytes(), "9:9:x", false), format!("{} 0 0 replayed", a.len()));
+        // A chunk overlapping the committed offset: only its new part counts.
+        let b = format!("{}\n", line(2, "TOOL_START", ""));
+        let both = format!("{a}{b}");
+        assert_eq!(push(&name, 10, &both.as_bytes()[10..], "9:9:x", false), format!("{} 1 0 appended", both.len()));
+        // A chunk after the end of what the server has: refused, with the offset to send from.
+        let (state, hint, detail) =
+            error_of(&format!("SELECT * FROM cortex_buffer.append_session_bytes('node-a', '{name}', {}, '\\x7b7d0a', '9:9:x')", both.len() + 5))
+                .unwrap_or_default();
+        assert_eq!(state, "55000");
+        assert_eq!(detail.as_deref(), Some(format!("expected offset: {}", both.len()).as_str()));
+        assert!(hint.unwrap_or_default().contains("pushed_offsets"));
+        assert_eq!(val(&format!("SELECT count(*) FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id) WHERE f.path = 'push:/{name}'")), "3");
+        // Where the shipper resumes.
+        assert_eq!(
+            one("SELECT concat_ws(' ', relpath, file_identity, committed_offset, held_bytes, head_len) FROM cortex_buffer.pushed_offsets('node-a')"),
+            format!("{name} 9:9:x {} 0 {}", both.len(), both.len())
+        );
+    }
+
+    #[pg_test]
+    fn a_line_longer_than_a_chunk_is_held_until_its_newline() {
+        setup();
+        let name = rel("session-002.jsonl");
+        let l = format!("{}\n", line(0, "LLM_RESPONSE", &format!(r#","text":"{}""#, "ü".repeat(3000))));
+        let bytes = l.as_bytes();
+        let mut at = 0;
+        let mut outs = Vec::new();
+        while at < bytes.len() {
+            let to = (at + 1000).min(bytes.len());
+            outs.push(push(&name, at, &bytes[at..to], "7:7:y", false));
+            at = to;
+        }
+        assert!(outs[..outs.len() - 1].iter().all(|o| o.starts_with("0 0 0 ")), "{outs:?}");
+        assert_eq!(outs.last().map(String::as_str), Some(format!("{} 1 0 appended", bytes.len()).as_str()));
+        assert_eq!(
+            val(&format!("SELECT held_len FROM cortex_buffer.pushed_file WHERE relpath = '{name}'")),
+            "0"
+        );
+    }
+
+    #[pg_test]
+    fn a_new_identity_under_the_same_relpath_is_a_new_file_and_erases_nothing() {
+        setup();
+        let name = rel("session-001.jsonl");
+        let first = format!("{}\n{}\n", line(0, "SESSION_START", ""), line(1, "TOOL_START", r#","tool_name":"a""#));
+        push(&name, 0, first.as_bytes(), "1:100:aa", false);
+        // A rescheduled pod on another node starts at session-001 again: another file.
+        let second = format!("{}\n", line(0, "SESSION_START", ""));
+        assert_eq!(push(&name, 0, second.as_bytes(), "2:555:bb", false), format!("{} 1 0 new", second.len()));
+        assert_eq!(
+            one(&format!(
+                "SELECT string_agg(f.path || '=' || f.valid_lines, ' ' ORDER BY p.n) FROM cortex_buffer.pushed_file p
+                   JOIN cortex_buffer.session_file f USING (file_id) WHERE p.relpath = '{name}'"
+            )),
+            format!("push:/{name}=2 push:/{name}#000002=1")
+        );
+        // The first pod's file can still be continued (its shipper catching up).
+        let more = format!("{first}{}\n", line(2, "TOOL_RESULT", r#","tool_name":"a""#));
+        assert!(push(&name, first.len(), &more.as_bytes()[first.len()..], "1:100:aa", false).ends_with("1 0 appended"));
+        // A rewritten file (same identity, other first bytes) is a new file too.
+        let rewritten = format!("{}\n", line(0, "SESSION_START", r#","agent_id":"other""#));
+        assert!(push(&name, 0, rewritten.as_bytes(), "1:100:aa", false).ends_with(" new"));
+        assert_eq!(val(&format!("SELECT count(*) FROM cortex_buffer.pushed_file WHERE relpath = '{name}'")), "3");
+        // Every file's rows are there: 3 + 1 + 1.
+        assert_eq!(
+            val(&format!("SELECT count(*) FROM cortex_buffer.event e JOIN cortex_buffer.pushed_file p USING (file_id) WHERE p.relpath = '{name}'")),
+            "5"
+        );
+    }
+
+    #[pg_test]
+    fn hostile_chunks_are_judged_as_the_tailer_judges_them() {
+        setup();
+        let name = rel("session-003.jsonl");
+        let mut junk: Vec<u8> = (0u8..=255).cycle().take(5000).collect();
+        junk.extend_from_slice(b"\n\0\0\0\n{}{}\n");
+        junk.extend_from_slice(line(1, "TOOL_START", "").as_bytes());
+        junk.push(b'\n');
+        let out = push(&name, 0, &junk, "3:3:z", true);
+        assert!(out.starts_with(&format!("{} ", junk.len())), "{out}");
+        // A session file of the cortex layout is judged by the cortex rules once it has an
+        // object; everything before is corrupt, nothing crashed.
+        assert_eq!(val(&format!("SELECT valid_lines FROM cortex_buffer.session_file WHERE path = 'push:/{name}'")), "1");
+    }
+
+    #[pg_test]
+    fn a_failing_file_is_counted_and_quarantined_while_others_go_on() {
+        setup();
+        run("SET cortex_buffer.quarantine_after = 2");
+        // A trigger that refuses one kind of line stands for an insert that fails.
+        run("CREATE FUNCTION pg_temp.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN IF NEW.type = 'POISON' THEN RAISE EXCEPTION 'poisoned'; END IF; RETURN NEW; END $$");
+        run("CREATE TRIGGER refuse BEFORE INSERT ON cortex_buffer.event FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse()");
+        let bad = rel("session-004.jsonl");
+        let poison = format!("{}\n", line(0, "POISON", ""));
+        assert!(push(&bad, 0, poison.as_bytes(), "4:4:p", false).ends_with(" failed"));
+        assert!(push(&bad, 0, poison.as_bytes(), "4:4:p", false).ends_with(" failed"));
+        assert!(push(&bad, 0, poison.as_bytes(), "4:4:p", false).ends_with(" quarantined"));
+        let good = rel("session-005.jsonl");
+        let fine = format!("{}\n", line(0, "TOOL_START", ""));
+        assert!(push(&good, 0, fine.as_bytes(), "5:5:q", false).ends_with("1 0 new"));
+        run("DROP TRIGGER refuse ON cortex_buffer.event");
+    }
+
+    #[pg_test]
+    fn arguments_limits_and_the_source_mapping_are_checked() {
+        setup();
+        let call = |args: &str| {
+            error_of(&format!("SELECT * FROM cortex_buffer.append_session_bytes({args})")).map(|e| e.0).unwrap_or_default()
+        };
+        let ok_rel = rel("session-006.jsonl");
+        assert_eq!(call(&format!("NULL, '{ok_rel}', 0, '\\x', 'i'")), "22004");
+        assert_eq!(call(&format!("'node-a', '{ok_rel}', 0, NULL, 'i'")), "22004");
+        assert_eq!(call("'node-a', '../etc/passwd', 0, '\\x', 'i'"), "22023");
+        assert_eq!(call(&format!("'node-a', '/{ok_rel}', 0, '\\x', 'i'")), "22023");
+        assert_eq!(call("'node-a', 'not-a-job/session-001.jsonl', 0, '\\x', 'i'"), "22023");
+        assert_eq!(call(&format!("'node-a', '{ok_rel}', -1, '\\x', 'i'")), "22023");
+        assert_eq!(call(&format!("'bad source', '{ok_rel}', 0, '\\x', 'i'")), "22023");
+        assert_eq!(call(&format!("'node-a', '{ok_rel}', 0, '\\x', 'has space'")), "22023");
+        run("SET cortex_buffer.push_max_chunk = '1kB'");
+        assert_eq!(call(&format!("'node-a', '{ok_rel}', 0, ('\\x' || repeat('41', 2000))::bytea, 'i'")), "54000");
+        run("RESET cortex_buffer.push_max_chunk");
+        // The mapping: an unknown source, a job the source may not write, a login that is not
+        // the source's.
+        assert_eq!(call(&format!("'node-z', '{ok_rel}', 0, '\\x', 'i'")), "42501");
+        let other = "0193a8b2-7c41-7d2e-9f00-00000000f0ff/session-001.jsonl";
+        assert_eq!(call(&format!("'node-a', '{other}', 0, '\\x', 'i'")), "42501");
+        run("CREATE ROLE push_tester NOLOGIN");
+        run("GRANT cortex_buffer_pusher TO push_tester");
+        run("SET ROLE push_tester");
+        assert_eq!(call(&format!("'node-a', '{ok_rel}', 0, '\\x7b7d0a', 'i'")), "42501", "node-a is the test user's");
+        assert_eq!(error_of("SELECT * FROM cortex_buffer.pushed_offsets('node-a')").map(|e| e.0).unwrap_or_default(), "42501");
+        assert_eq!(error_of("SELECT * FROM cortex_buffer.pushed_file").map(|e| e.0).unwrap_or_default(), "42501");
+        assert_eq!(error_of("SELECT * FROM cortex_buffer.event").map(|e| e.0).unwrap_or_default(), "42501");
+        run("RESET ROLE");
+        run("INSERT INTO cortex_buffer.push_source (source, login) VALUES ('pod-7', 'push_tester')");
+        run(&format!("INSERT INTO cortex_buffer.push_grant VALUES ('pod-7', '{JOB}')"));
+        run("SET ROLE push_tester");
+        let l = format!("{}\n", line(0, "TOOL_START", ""));
+        let out = one(&format!(
+            "SELECT action FROM cortex_buffer.append_session_bytes('pod-7', '{ok_rel}', 0, '\\x{}'::bytea, 'i')",
+            hex(l.as_bytes())
+        ));
+        assert_eq!(out, "new");
+        assert_eq!(val("SELECT count(*) FROM cortex_buffer.pushed_offsets('pod-7')"), "1");
+        run("RESET ROLE");
+    }
+
+    #[pg_test]
+    fn a_plan_reads_pushed_files_and_is_stale_while_bytes_are_not_pushed() {
+        setup();
+        run(&format!("INSERT INTO cortex_buffer.job (id, agent_id, status) VALUES ('{JOB}', gen_random_uuid(), 'RUNNING')"));
+        let name = rel("session-001.jsonl");
+        let data = format!(
+            "{}\n{}\n",
+            line(0, "CHECKPOINT_LOADED", r#","checkpoint_id":null,"step_index":0"#),
+            line(1, "TOOL_START", r#","invocation_id":"i1","tool_name":"send_email""#)
+        );
+        push(&name, 0, data.as_bytes(), "1:1:c", false);
+        let plan = |path: &str| one(&format!("SELECT cortex_buffer.recovery_plan('{JOB}') #>> '{{{path}}}'"));
+        assert_eq!(plan("fresh,stale"), "false");
+        assert_eq!(plan("sessions,0,pushed,source"), "node-a");
+        assert_eq!(plan("sessions,0,pushed,unpushed_bytes"), "0");
+        // The shipper reports the file longer than what it pushed: the plan says stale.
+        one(&format!(
+            "SELECT action FROM cortex_buffer.append_session_bytes('node-a', '{name}', 0, '\\x'::bytea, '1:1:c', false, {})",
+            data.len() + 40
+        ));
+        assert_eq!(plan("fresh,stale"), "true");
+        assert!(plan("fresh,detail").contains("40 bytes"), "{}", plan("fresh,detail"));
+        // The agent's flush: the server has the first bytes, not the 40 more.
+        assert_eq!(val(&format!("SELECT cortex_buffer.await_pushed('{JOB}', '{name}', {}, '0')", data.len())), "true");
+        assert_eq!(
+            val(&format!("SELECT cortex_buffer.await_pushed('{JOB}', '{name}', {}, '20 ms')", data.len() + 40)),
+            "false"
+        );
+    }
+}

@@ -1,0 +1,82 @@
+-- Push ingestion: session files shipped over SQL from nodes whose volumes the server cannot
+-- see (append_session_bytes). An operator says which sources a login may push as and which
+-- jobs each source may write; every pushed file gets a session_file row (its path push:/<relpath>,
+-- so the tailer never meets it) and a pushed_file row with what the server holds of it.
+
+-- The sources (a node or a pod that ships) and the login each belongs to. Operator-edited.
+CREATE TABLE cortex_buffer.push_source (
+    source     text PRIMARY KEY CHECK (source OPERATOR(pg_catalog.~) '^[A-Za-z0-9._:-]{1,128}$'),
+    login      name NOT NULL,
+    all_jobs   boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    note       text
+);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.push_source', '');
+
+-- The jobs each source may write. Operator-edited (or the control plane's, at dispatch).
+CREATE TABLE cortex_buffer.push_grant (
+    source     text NOT NULL REFERENCES cortex_buffer.push_source (source) ON DELETE CASCADE ON UPDATE CASCADE,
+    job_id     uuid NOT NULL,
+    granted_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (source, job_id)
+);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.push_grant', '');
+
+-- Every pushed file. A file is its job, its relpath and its identity; a file pushed under a
+-- relpath that already has files (a rescheduled pod starts at session-001 again, or the file
+-- was rewritten) is a new one, numbered after them, and never erases their rows.
+CREATE TABLE cortex_buffer.pushed_file (
+    file_id         bigint PRIMARY KEY REFERENCES cortex_buffer.session_file (file_id) ON DELETE CASCADE,
+    job_id          uuid NOT NULL,
+    relpath         text NOT NULL,
+    n               integer NOT NULL CHECK (n OPERATOR(pg_catalog.>=) 1),
+    identity        text NOT NULL,
+    first_source    text NOT NULL,
+    source          text NOT NULL,
+    dialect_decided boolean NOT NULL DEFAULT false,
+    head            bytea NOT NULL DEFAULT '\x'::pg_catalog.bytea,
+    held            bytea NOT NULL DEFAULT '\x'::pg_catalog.bytea,
+    held_len        bigint NOT NULL DEFAULT 0 CHECK (held_len OPERATOR(pg_catalog.>=) 0),
+    reported_size   bigint CHECK (reported_size OPERATOR(pg_catalog.>=) 0),
+    reported_at     timestamptz,
+    pushed_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    pushes          bigint NOT NULL DEFAULT 0,
+    UNIQUE (job_id, relpath, n)
+)
+-- Every push updates its file's row; no updated column is indexed: keep the updates HOT.
+WITH (fillfactor = 70);
+CREATE INDEX pushed_file_identity_idx ON cortex_buffer.pushed_file (job_id, relpath, identity);
+CREATE INDEX pushed_file_source_idx ON cortex_buffer.pushed_file (source);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.pushed_file', '');
+
+COMMENT ON TABLE cortex_buffer.push_source IS
+'Push ingestion''s sources: a node or pod that ships session files with append_session_bytes, and the login that may push as it. Edited by the operator (docs/operations.md: Push ingestion).';
+COMMENT ON COLUMN cortex_buffer.push_source.source IS 'The source''s name, as the shipper passes it (1 to 128 letters, digits, ".", "_", ":", "-").';
+COMMENT ON COLUMN cortex_buffer.push_source.login IS 'The role that may push as this source (a member of it may too).';
+COMMENT ON COLUMN cortex_buffer.push_source.all_jobs IS 'The source may write any job''s files (a node''s shipper trusted with every pod on it); otherwise only the jobs in push_grant.';
+COMMENT ON COLUMN cortex_buffer.push_source.created_at IS 'When the source was added.';
+COMMENT ON COLUMN cortex_buffer.push_source.note IS 'Free text for the operator.';
+COMMENT ON TABLE cortex_buffer.push_grant IS
+'The jobs each push source may write (a pod''s shipper: its own job). Edited by the operator or the control plane at dispatch.';
+COMMENT ON COLUMN cortex_buffer.push_grant.source IS 'The source.';
+COMMENT ON COLUMN cortex_buffer.push_grant.job_id IS 'A job whose files the source may push.';
+COMMENT ON COLUMN cortex_buffer.push_grant.granted_at IS 'When the grant was made.';
+COMMENT ON TABLE cortex_buffer.pushed_file IS
+'What the server holds of each pushed session file beyond its session_file row: its key (job, relpath, identity, n), the unterminated tail held between chunks, and the shipper''s last report.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.file_id IS 'The file''s session_file row (path push:/<relpath>, and #n after the first).';
+COMMENT ON COLUMN cortex_buffer.pushed_file.job_id IS 'The job: the relpath''s first component.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.relpath IS 'The file''s path below its node''s sessions directory (<job_id>/session-001.jsonl).';
+COMMENT ON COLUMN cortex_buffer.pushed_file.n IS 'The n-th file pushed under this relpath for this job: another identity (a rescheduled pod''s file), or a rewrite.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.identity IS 'The shipper''s file identity (device:inode:fingerprint).';
+COMMENT ON COLUMN cortex_buffer.pushed_file.first_source IS 'The source that pushed the file first.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.source IS 'The source that pushed it last.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.dialect_decided IS 'The dialect is decided (a complete line that is an object came, or 256 KiB without one, or the end of the file); until then every byte is held.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.head IS 'The file''s first bytes (up to 4096): a chunk that repeats them differently is a rewrite, not a replay.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.held IS 'The bytes after indexed_offset the server holds: the unterminated tail, whole up to the line cap, else its first 1024 bytes.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.held_len IS 'How many bytes after indexed_offset the server has: the next chunk may start anywhere up to indexed_offset + held_len.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.reported_size IS 'The file''s size as the shipper last reported it; more than indexed_offset + held_len means bytes not pushed yet.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.reported_at IS 'When the shipper last reported the size (the server''s clock).';
+COMMENT ON COLUMN cortex_buffer.pushed_file.pushed_at IS 'When the last push arrived.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.pushes IS 'Pushes received, replays included.';
+COMMENT ON INDEX cortex_buffer.pushed_file_identity_idx IS 'Finds the file a push continues.';
+COMMENT ON INDEX cortex_buffer.pushed_file_source_idx IS 'A source''s files, for pushed_offsets().';

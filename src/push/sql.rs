@@ -1,0 +1,292 @@
+//! SQL functions of push ingestion: `append_session_bytes` (a shipper's chunk, applied exactly
+//! once with the tailer's rules), `pushed_offsets` (where a shipper resumes: its source's files
+//! and what the server holds of each), `await_pushed` (the agent's flush before a checkpoint:
+//! wait until the server has a file up to the size the agent wrote).
+
+use std::time::{Duration, Instant};
+
+use pgrx::prelude::*;
+use pgrx::Uuid;
+
+use super::rate;
+use super::store::{self, Push};
+use crate::indexer::settings::Settings;
+use crate::pg::guc;
+use crate::pg::privilege::{as_definer, caller_is_superuser, role_oid};
+use crate::pg::raise::raise;
+use crate::pg::spi_util::spi;
+use crate::pg::time::interval_us;
+use crate::pg::xact::with_fresh_snapshot;
+use crate::pg::OrRaise;
+use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::push::{check_identity, check_relpath, check_source};
+
+fn required<T>(value: Option<T>, name: &str) -> T {
+    value.unwrap_or_else(|| {
+        raise(
+            CbError::new(SqlState::NullValueNotAllowed, format!("{name} must not be NULL"))
+                .with_hint("Pass a value for every argument of append_session_bytes (final and file_size have defaults)."),
+        )
+    })
+}
+
+fn invalid(what: &str, why: String) -> CbError {
+    CbError::new(SqlState::InvalidParameterValue, format!("invalid {what}: {why}"))
+        .with_hint("See docs/api.md, append_session_bytes.")
+}
+
+/// Whether the calling role may push as `source`, and (when `job` is given) write that job's
+/// files: the operator's mapping in push_source and push_grant. 42501 otherwise, saying which
+/// row is missing.
+fn authorize_source(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
+    let row = as_definer(|| {
+        Spi::connect(|c| {
+            let rows = c
+                .select(
+                    "SELECT s.login::pg_catalog.text, s.all_jobs,
+                            EXISTS (SELECT 1 FROM cortex_buffer.push_grant g
+                                     WHERE g.source OPERATOR(pg_catalog.=) s.source AND g.job_id OPERATOR(pg_catalog.=) $2)
+                       FROM cortex_buffer.push_source s WHERE s.source OPERATOR(pg_catalog.=) $1",
+                    Some(1),
+                    &[source.into(), job.into()],
+                )
+                .map_err(spi)?;
+            let Some(r) = rows.into_iter().next() else { return Ok(None) };
+            Ok(Some((
+                r.get::<String>(1).map_err(spi)?.unwrap_or_default(),
+                r.get::<bool>(2).map_err(spi)?.unwrap_or(false),
+                r.get::<bool>(3).map_err(spi)?.unwrap_or(false),
+            )))
+        })
+    })?;
+    let Some((login, all_jobs, granted)) = row else {
+        return Err(CbError::new(SqlState::InsufficientPrivilege, format!("push source \"{source}\" is not registered"))
+            .with_hint("An operator registers it: INSERT INTO cortex_buffer.push_source (source, login) VALUES (<source>, <the shipper's login>)."));
+    };
+    // SAFETY: reads the current user; a membership check of two existing roles.
+    let may_use = caller_is_superuser()
+        || role_oid(&login).is_some_and(|role| unsafe { pgrx::pg_sys::has_privs_of_role(pgrx::pg_sys::GetUserId(), role) });
+    if !may_use {
+        return Err(CbError::new(
+            SqlState::InsufficientPrivilege,
+            format!("this login may not push as source \"{source}\""),
+        )
+        .with_detail(format!("The source belongs to role \"{login}\"."))
+        .with_hint("Connect as that role (or a member of it), or have an operator change cortex_buffer.push_source."));
+    }
+    if let Some(job) = job {
+        if !all_jobs && !granted {
+            return Err(CbError::new(
+                SqlState::InsufficientPrivilege,
+                format!("push source \"{source}\" may not write job {job}'s files"),
+            )
+            .with_hint("An operator (or the control plane, at dispatch) grants it: INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES (<source>, <job>)."));
+        }
+    }
+    Ok(())
+}
+
+type PushRow = (i64, i64, i64, String);
+
+/// Appends the bytes a shipper read from a session file on its node, exactly once: see
+/// docs/api.md, append_session_bytes.
+#[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn append_session_bytes(
+    source: Option<&str>,
+    relpath: Option<&str>,
+    start_offset: Option<i64>,
+    chunk: Option<&[u8]>,
+    file_identity: Option<&str>,
+    r#final: default!(Option<bool>, "false"),
+    file_size: default!(Option<i64>, "NULL"),
+) -> TableIterator<
+    'static,
+    (name!(committed_offset, i64), name!(events_added, i64), name!(corrupt_added, i64), name!(action, String)),
+> {
+    let source = required(source, "source");
+    let relpath = required(relpath, "relpath");
+    let start = required(start_offset, "start_offset");
+    let chunk = required(chunk, "chunk");
+    let identity = required(file_identity, "file_identity");
+    check_source(source).map_err(|why| invalid("source", why)).or_raise();
+    check_identity(identity).map_err(|why| invalid("file_identity", why)).or_raise();
+    let (job_dir, file_name, layout) =
+        check_relpath(relpath).map_err(|why| invalid(&format!("relpath \"{relpath}\""), why)).or_raise();
+    let start = u64::try_from(start)
+        .map_err(|_| invalid("start_offset", format!("{start} is negative")))
+        .or_raise();
+    let file_size = file_size
+        .map(|s| u64::try_from(s).map_err(|_| invalid("file_size", format!("{s} is negative"))).or_raise());
+    let max_chunk = guc::push_max_chunk();
+    if chunk.len() > max_chunk {
+        raise(
+            CbError::new(
+                SqlState::ProgramLimitExceeded,
+                format!("the chunk is {} bytes, more than cortex_buffer.push_max_chunk ({} kB)", chunk.len(), max_chunk / 1024),
+            )
+            .with_hint("Send at most cortex_buffer.push_max_chunk bytes per call (the shipper's --chunk-bytes)."),
+        );
+    }
+    let job = Uuid::from_bytes(cortex_buffer_core::indexer::normalize::uuid_bytes(&job_dir).unwrap_or_default());
+    authorize_source(source, Some(job)).or_raise();
+    let now_s = cortex_buffer_watch::pass::now_us() / 1_000_000;
+    rate::charge(source, chunk.len() as u64, guc::push_rate_limit(), now_s).or_raise();
+    let push = Push {
+        source,
+        job,
+        job_dir,
+        relpath,
+        file_name,
+        layout,
+        start,
+        chunk,
+        identity,
+        last: r#final.unwrap_or(false),
+        file_size,
+    };
+    let settings = Settings::current();
+    let out = as_definer(|| store::apply(&push, &settings)).or_raise();
+    let row: PushRow = (out.committed, out.events, out.corrupt, out.action.to_owned());
+    TableIterator::new(std::iter::once(row))
+}
+
+type OffsetRow = (String, String, i64, i64, i64, i64, Option<i64>, Option<pgrx::datum::TimestampWithTimeZone>);
+
+/// Where a shipper resumes: every file its source pushed last, with what the server holds.
+#[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn pushed_offsets(
+    source: Option<&str>,
+) -> TableIterator<
+    'static,
+    (
+        name!(relpath, String),
+        name!(file_identity, String),
+        name!(committed_offset, i64),
+        name!(held_bytes, i64),
+        name!(head_len, i64),
+        name!(head_crc, i64),
+        name!(reported_size, Option<i64>),
+        name!(pushed_at, Option<pgrx::datum::TimestampWithTimeZone>),
+    ),
+> {
+    let source = required(source, "source");
+    check_source(source).map_err(|why| invalid("source", why)).or_raise();
+    authorize_source(source, None).or_raise();
+    let rows: Vec<OffsetRow> = as_definer(|| {
+        Spi::connect(|c| {
+            let table = c
+                .select(
+                    // The latest file of each (job, relpath, identity): the one a push continues.
+                    "SELECT DISTINCT ON (p.job_id, p.relpath, p.identity)
+                            p.relpath, p.identity, f.indexed_offset, p.held_len, pg_catalog.length(p.head)::pg_catalog.int8,
+                            f.fingerprint, p.reported_size, p.pushed_at
+                       FROM cortex_buffer.pushed_file p
+                       JOIN cortex_buffer.session_file f ON f.file_id OPERATOR(pg_catalog.=) p.file_id
+                      WHERE p.source OPERATOR(pg_catalog.=) $1
+                      ORDER BY p.job_id, p.relpath, p.identity, p.n DESC",
+                    None,
+                    &[source.into()],
+                )
+                .map_err(spi)?;
+            let mut out = Vec::new();
+            for r in table {
+                out.push((
+                    r.get::<String>(1).map_err(spi)?.unwrap_or_default(),
+                    r.get::<String>(2).map_err(spi)?.unwrap_or_default(),
+                    r.get::<i64>(3).map_err(spi)?.unwrap_or(0),
+                    r.get::<i64>(4).map_err(spi)?.unwrap_or(0),
+                    r.get::<i64>(5).map_err(spi)?.unwrap_or(0),
+                    r.get::<i64>(6).map_err(spi)?.unwrap_or(0),
+                    r.get::<i64>(7).map_err(spi)?,
+                    r.get::<pgrx::datum::TimestampWithTimeZone>(8).map_err(spi)?,
+                ));
+            }
+            Ok(out)
+        })
+    })
+    .or_raise();
+    TableIterator::new(rows)
+}
+
+/// How often `await_pushed` looks again.
+const AWAIT_EVERY: Duration = Duration::from_millis(5);
+
+/// The agent's flush before a checkpoint: waits until the server has the job's pushed file
+/// `relpath` up to `size` bytes (committed or held), at most `timeout`. True once it has; false
+/// when the time ran out. Clock-free: the agent knows how much it wrote.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn await_pushed(
+    job_id: Option<Uuid>,
+    relpath: Option<&str>,
+    size: Option<i64>,
+    timeout: default!(Option<pgrx::datum::Interval>, "'5 seconds'"),
+) -> bool {
+    let job = job_id.unwrap_or_else(|| {
+        raise(CbError::new(SqlState::NullValueNotAllowed, "job_id must not be NULL").with_hint("Pass the job's id."))
+    });
+    let relpath = relpath.unwrap_or_else(|| {
+        raise(
+            CbError::new(SqlState::NullValueNotAllowed, "relpath must not be NULL")
+                .with_hint("Pass the file's path below the sessions directory (<job_id>/session-001.jsonl)."),
+        )
+    });
+    let size = size.unwrap_or_else(|| {
+        raise(
+            CbError::new(SqlState::NullValueNotAllowed, "size must not be NULL")
+                .with_hint("Pass the file's size as the agent wrote it."),
+        )
+    });
+    let (job_dir, _, _) = check_relpath(relpath).map_err(|why| invalid(&format!("relpath \"{relpath}\""), why)).or_raise();
+    if job_dir != job.to_string() {
+        raise(invalid("relpath", format!("\"{relpath}\" is not a file of job {job}")));
+    }
+    let timeout_us = interval_us(timeout).unwrap_or(5_000_000);
+    if !(0..=3_600_000_000).contains(&timeout_us) {
+        raise(invalid("timeout", "it must be between 0 and 1 hour".into()));
+    }
+    let deadline = Instant::now() + Duration::from_micros(u64::try_from(timeout_us).unwrap_or(0));
+    crate::job::authority::act(job, || {
+        loop {
+            let have = with_fresh_snapshot(|| {
+                as_definer(|| {
+                    Spi::connect(|c| {
+                        let rows = c
+                            .select(
+                                "SELECT f.indexed_offset OPERATOR(pg_catalog.+) p.held_len
+                                   FROM cortex_buffer.pushed_file p
+                                   JOIN cortex_buffer.session_file f ON f.file_id OPERATOR(pg_catalog.=) p.file_id
+                                  WHERE p.job_id OPERATOR(pg_catalog.=) $1 AND p.relpath OPERATOR(pg_catalog.=) $2
+                                  ORDER BY p.n DESC LIMIT 1",
+                                Some(1),
+                                &[job.into(), relpath.into()],
+                            )
+                            .map_err(spi)?;
+                        Ok(rows.into_iter().next().and_then(|r| r.get::<i64>(1).ok().flatten()))
+                    })
+                })
+            })?;
+            if have.is_some_and(|h| h >= size) {
+                return Ok(true);
+            }
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+            // SAFETY: pg_usleep and the interrupt check are plain backend calls on the main thread.
+            unsafe { pgrx::pg_sys::pg_usleep(i64::try_from(AWAIT_EVERY.as_micros()).unwrap_or(5000)) };
+            pgrx::check_for_interrupts!();
+        }
+    })
+    .or_raise()
+}
+
+extension_sql_file!("schema.sql", name = "push_schema", requires = ["indexer_schema"]);
+extension_sql_file!(
+    "api.sql",
+    name = "push_api",
+    requires = ["push_schema", append_session_bytes, pushed_offsets, await_pushed]
+);

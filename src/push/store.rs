@@ -1,0 +1,416 @@
+//! Applying a pushed chunk through SPI, as `cortex_buffer_definer`: find (or start) the file it
+//! continues, under the row lock the indexer takes on `session_file`; place the chunk against
+//! what the server holds (`cortex_buffer_core::push`); judge and insert its complete lines with
+//! the tailer's own code (`event_store::index_stream`); record the new offset, the held tail and
+//! the shipper's report, all in the caller's transaction, so rows and offset commit together.
+
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use pgrx::{PgBuiltInOids, PgOid, Uuid};
+
+use crate::indexer::event_store;
+use crate::indexer::file_row::{self, Claimed};
+use crate::indexer::settings::Settings;
+use crate::pg::spi_util::{prepared, spi};
+use crate::pg::xact::subtransaction;
+use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::indexer::dialect::{session_ordinal, Dialect};
+use cortex_buffer_core::indexer::discovery::Layout;
+use cortex_buffer_core::indexer::index_file::{FileRules, Progress};
+use cortex_buffer_core::indexer::index_plan::IndexState;
+use cortex_buffer_core::int::count_i64;
+use cortex_buffer_core::recovery::choose::PushedReport;
+use cortex_buffer_core::push::{
+    decide_dialect, grow_head, held_after, identity_number, keep_whole, place, recorded_path, Held, Placement,
+    Stream,
+};
+
+/// One call of `append_session_bytes`, checked.
+pub struct Push<'a> {
+    pub source: &'a str,
+    pub job: Uuid,
+    pub job_dir: String,
+    pub relpath: &'a str,
+    pub file_name: String,
+    pub layout: Layout,
+    pub start: u64,
+    pub chunk: &'a [u8],
+    pub identity: &'a str,
+    pub last: bool,
+    pub file_size: Option<u64>,
+}
+
+/// What a push did: `append_session_bytes`'s row.
+pub struct Outcome {
+    pub committed: i64,
+    pub events: i64,
+    pub corrupt: i64,
+    pub action: &'static str,
+}
+
+/// A pushed file as locked.
+struct Pushed {
+    file_id: i64,
+    dialect_decided: bool,
+    dialect: Option<Dialect>,
+    head: Vec<u8>,
+    held: Held,
+    quarantined: bool,
+    committed: u64,
+    tail_unterminated: bool,
+}
+
+const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
+const INT4: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4OID);
+const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
+const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
+const BYTEA: PgOid = PgOid::BuiltIn(PgBuiltInOids::BYTEAOID);
+const BOOL: PgOid = PgOid::BuiltIn(PgBuiltInOids::BOOLOID);
+
+const LOCK_SQL: &str = "
+    SELECT p.file_id, p.n, p.dialect_decided, f.dialect, p.head, p.held, p.held_len,
+           f.quarantined_at IS NOT NULL, f.indexed_offset, f.tail_unterminated
+      FROM cortex_buffer.pushed_file p JOIN cortex_buffer.session_file f ON f.file_id OPERATOR(pg_catalog.=) p.file_id
+     WHERE p.job_id OPERATOR(pg_catalog.=) $1 AND p.relpath OPERATOR(pg_catalog.=) $2
+       AND p.identity OPERATOR(pg_catalog.=) $3
+     ORDER BY p.n DESC LIMIT 1
+       FOR UPDATE OF f, p";
+
+/// Serialises the creation of a relpath's files (their numbers): an advisory lock on a hash of
+/// the job and relpath, held to the end of the transaction.
+const CREATE_LOCK_SQL: &str = "SELECT pg_catalog.pg_advisory_xact_lock(
+    pg_catalog.hashtextextended('cortex_buffer push ' OPERATOR(pg_catalog.||) $1::pg_catalog.text
+                                OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) $2, 0))";
+
+const NEXT_N_SQL: &str = "SELECT coalesce(pg_catalog.max(n), 0) OPERATOR(pg_catalog.+) 1 FROM cortex_buffer.pushed_file
+     WHERE job_id OPERATOR(pg_catalog.=) $1 AND relpath OPERATOR(pg_catalog.=) $2";
+
+const CREATE_SQL: &str = "
+    WITH f AS (
+        INSERT INTO cortex_buffer.session_file (path, job_dir, size_bytes, mtime, device, inode, job_id, session_ordinal)
+        VALUES ($1, $2, 0, pg_catalog.now(), 0, $3, $4, $5)
+        RETURNING file_id)
+    INSERT INTO cortex_buffer.pushed_file (file_id, job_id, relpath, n, identity, first_source, source)
+    SELECT f.file_id, $4, $6, $7, $8, $9, $9 FROM f
+    RETURNING file_id";
+
+const SAVE_SQL: &str = "
+    UPDATE cortex_buffer.pushed_file
+       SET source = $2, dialect_decided = $3, head = $4, held = $5, held_len = $6,
+           reported_size = coalesce($7, reported_size),
+           reported_at = CASE WHEN $7 IS NULL THEN reported_at ELSE pg_catalog.now() END,
+           pushed_at = pg_catalog.now(), pushes = pushes OPERATOR(pg_catalog.+) 1
+     WHERE file_id OPERATOR(pg_catalog.=) $1";
+
+const FILE_SQL: &str = "
+    UPDATE cortex_buffer.session_file
+       SET dialect = $2, size_bytes = GREATEST(size_bytes, $3), mtime = pg_catalog.now(), last_seen = pg_catalog.now()
+     WHERE file_id OPERATOR(pg_catalog.=) $1";
+
+fn lock(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Option<Pushed>, CbError> {
+    let stmt = prepared(client, "push.lock", || LOCK_SQL.to_owned(), &[UUID, TEXT, TEXT])?;
+    let rows = client.update(&*stmt, Some(1), &[p.job.into(), p.relpath.into(), p.identity.into()]).map_err(spi)?;
+    let Some(r) = rows.into_iter().next() else { return Ok(None) };
+    let count = |v: Option<i64>| u64::try_from(v.unwrap_or(0)).unwrap_or(0);
+    Ok(Some(Pushed {
+        file_id: r.get::<i64>(1).map_err(spi)?.unwrap_or(0),
+        dialect_decided: r.get::<bool>(3).map_err(spi)?.unwrap_or(false),
+        dialect: r.get::<String>(4).map_err(spi)?.as_deref().and_then(Dialect::from_label),
+        head: r.get::<Vec<u8>>(5).map_err(spi)?.unwrap_or_default(),
+        held: Held {
+            bytes: r.get::<Vec<u8>>(6).map_err(spi)?.unwrap_or_default(),
+            len: count(r.get::<i64>(7).map_err(spi)?),
+        },
+        quarantined: r.get::<bool>(8).map_err(spi)?.unwrap_or(false),
+        committed: count(r.get::<i64>(9).map_err(spi)?),
+        tail_unterminated: r.get::<bool>(10).map_err(spi)?.unwrap_or(false),
+    }))
+}
+
+/// Starts a new file under the push's relpath, numbered after those it already has.
+fn create(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Pushed, CbError> {
+    let job_text = p.job.to_string();
+    let stmt = prepared(client, "push.create_lock", || CREATE_LOCK_SQL.to_owned(), &[TEXT, TEXT])?;
+    client.update(&*stmt, None, &[job_text.as_str().into(), p.relpath.into()]).map_err(spi)?;
+    let stmt = prepared(client, "push.next_n", || NEXT_N_SQL.to_owned(), &[UUID, TEXT])?;
+    let n = client
+        .update(&*stmt, Some(1), &[p.job.into(), p.relpath.into()])
+        .map_err(spi)?
+        .into_iter()
+        .next()
+        .and_then(|r| r.get::<i32>(1).ok().flatten())
+        .unwrap_or(1);
+    let stmt =
+        prepared(client, "push.create", || CREATE_SQL.to_owned(), &[TEXT, TEXT, INT8, UUID, INT8, TEXT, INT4, TEXT, TEXT])?;
+    let args: [DatumWithOid<'_>; 9] = [
+        recorded_path(p.relpath, n).into(),
+        p.job_dir.as_str().into(),
+        identity_number(p.identity).into(),
+        p.job.into(),
+        session_ordinal(&p.file_name).into(),
+        p.relpath.into(),
+        n.into(),
+        p.identity.into(),
+        p.source.into(),
+    ];
+    let file_id = client
+        .update(&*stmt, Some(1), &args)
+        .map_err(spi)?
+        .into_iter()
+        .next()
+        .and_then(|r| r.get::<i64>(1).ok().flatten())
+        .ok_or_else(|| CbError::internal("a pushed file's rows were not created"))?;
+    Ok(Pushed {
+        file_id,
+        dialect_decided: false,
+        dialect: None,
+        head: Vec::new(),
+        held: Held::default(),
+        quarantined: false,
+        committed: 0,
+        tail_unterminated: false,
+    })
+}
+
+/// Records what the server holds of the file after a push.
+fn save(client: &mut SpiClient<'_>, p: &Push<'_>, f: &Pushed) -> Result<(), CbError> {
+    let stmt = prepared(client, "push.save", || SAVE_SQL.to_owned(), &[INT8, TEXT, BOOL, BYTEA, BYTEA, INT8, INT8])?;
+    let reported = p.file_size.map(count_i64);
+    client
+        .update(
+            &*stmt,
+            None,
+            &[
+                f.file_id.into(),
+                p.source.into(),
+                f.dialect_decided.into(),
+                f.head.as_slice().into(),
+                f.held.bytes.as_slice().into(),
+                count_i64(f.held.len).into(),
+                reported.into(),
+            ],
+        )
+        .map_err(spi)?;
+    let size = count_i64(p.file_size.unwrap_or(0).max(f.committed.saturating_add(f.held.len)));
+    let stmt = prepared(client, "push.file", || FILE_SQL.to_owned(), &[INT8, TEXT, INT8])?;
+    client
+        .update(&*stmt, None, &[f.file_id.into(), f.dialect.map(|d| d.label()).into(), size.into()])
+        .map_err(spi)?;
+    Ok(())
+}
+
+/// The gap error: the chunk starts past what the server has.
+pub fn gap(relpath: &str, start: u64, expected: u64) -> CbError {
+    CbError::new(
+        SqlState::ObjectNotInPrerequisiteState,
+        format!("the chunk of \"{relpath}\" starts at offset {start}, after the end of what the server has"),
+    )
+    .with_detail(format!("expected offset: {expected}"))
+    .with_hint("Send again from the expected offset (or from committed_offset: SELECT * FROM cortex_buffer.pushed_offsets(source)).")
+}
+
+/// Forgets what was indexed of a file whose unterminated last line, judged when it settled, was
+/// continued: the tailer then re-indexes the file from its first byte as a new generation, and
+/// so does push, from the shipper's next chunk (it is told to send from 0).
+fn restart(client: &mut SpiClient<'_>, f: &mut Pushed) -> Result<(), CbError> {
+    file_row::delete_rows_from(client, f.file_id, 0)?;
+    client
+        .update(
+            "UPDATE cortex_buffer.session_file
+                SET indexed_offset = 0, indexed_lines = 0, generation = generation OPERATOR(pg_catalog.+) 1,
+                    tail_unterminated = false, tail_pending = false, total_lines = 0, valid_lines = 0,
+                    corrupt_lines = 0, blank_lines = 0, last_failed_parse = false, last_seq = NULL, seq_gaps = 0,
+                    seq_first_missing = NULL, seq_resets = 0, first_ts = NULL, last_ts = NULL,
+                    session_start_seen = false, session_end_seen = false, schema_version = NULL,
+                    foreign_job_lines = 0, crash_cut_lines = 0, cut_pending = false, trusted = true
+              WHERE file_id OPERATOR(pg_catalog.=) $1",
+            None,
+            &[f.file_id.into()],
+        )
+        .map_err(spi)?;
+    f.committed = 0;
+    f.held = Held::default();
+    f.dialect_decided = false;
+    f.tail_unterminated = false;
+    Ok(())
+}
+
+/// Applies one push in the current transaction (as the definer role).
+pub fn apply(p: &Push<'_>, settings: &Settings) -> Result<Outcome, CbError> {
+    Spi::connect_mut(|client| {
+        let (mut f, mut started) = match lock(client, p)? {
+            Some(f) => (f, false),
+            None => (create(client, p)?, true),
+        };
+        if f.quarantined {
+            return Ok(Outcome { committed: count_i64(f.committed), events: 0, corrupt: 0, action: "quarantined" });
+        }
+        let have = f.committed.saturating_add(f.held.len);
+        // Its first bytes repeated differently, or the shipper sees it shorter than what the
+        // server has: the file was rewritten in place. A new file, after this one, whose rows
+        // stay.
+        let shrank = p.file_size.is_some_and(|size| size < have);
+        if !started && (shrank || place(have, &f.head, p.start, p.chunk) == Placement::Rewritten) {
+            f = create(client, p)?;
+            started = true;
+        }
+        let have = f.committed.saturating_add(f.held.len);
+        let new: &[u8] = match place(have, &f.head, p.start, p.chunk) {
+            Placement::Gap { expected } => return Err(gap(p.relpath, p.start, expected)),
+            Placement::Rewritten => {
+                return Err(CbError::internal("a new pushed file already differs from the chunk's first bytes"))
+            }
+            Placement::Replay if !(p.last && f.held.len > 0) => {
+                save(client, p, &f)?;
+                return Ok(Outcome { committed: count_i64(f.committed), events: 0, corrupt: 0, action: "replayed" });
+            }
+            Placement::Replay => &[],
+            Placement::Continue { skip } => p.chunk.get(skip..).unwrap_or_default(),
+        };
+        if f.tail_unterminated && !new.is_empty() {
+            // The last line, judged unterminated when it settled, goes on: as the tailer, start
+            // again from the first byte (a new generation); the shipper sends from 0.
+            restart(client, &mut f)?;
+            save(client, p, &f)?;
+            return Ok(Outcome { committed: 0, events: 0, corrupt: 0, action: "reindex" });
+        }
+        grow_head(&mut f.head, have, new);
+        if !f.dialect_decided {
+            let mut prefix = f.held.bytes.clone();
+            prefix.extend_from_slice(new);
+            match decide_dialect(&p.file_name, p.layout, &prefix, p.last) {
+                None => {
+                    // Held whole until the dialect is known (at most the detection prefix and a
+                    // chunk): nothing is judged under rules that could change.
+                    f.held = Held { len: prefix.len() as u64, bytes: prefix };
+                    save(client, p, &f)?;
+                    let action = if started { "new" } else { "held" };
+                    return Ok(Outcome { committed: 0, events: 0, corrupt: 0, action });
+                }
+                Some(d) => {
+                    f.dialect = d;
+                    f.dialect_decided = true;
+                }
+            }
+        }
+        let before = f.committed;
+        let indexed = index(p, &f, new, settings)?;
+        let Some(progress) = indexed else {
+            save(client, p, &f)?;
+            return Ok(Outcome { committed: count_i64(f.committed), events: 0, corrupt: 0, action: "failed" });
+        };
+        f.held = held_after(&f.held, new, progress.offset.saturating_sub(before), keep_whole(settings.max_line_bytes));
+        f.committed = progress.offset;
+        save(client, p, &f)?;
+        let action = if started {
+            "new"
+        } else if f.committed > before {
+            "appended"
+        } else {
+            "held"
+        };
+        Ok(Outcome {
+            committed: count_i64(f.committed),
+            events: count_i64(progress.events_added),
+            corrupt: count_i64(progress.corrupt_added),
+            action,
+        })
+    })
+}
+
+/// Judges and inserts the held tail and the new bytes, and records the file's new state, in a
+/// subtransaction: a failure is rolled back alone, counted against the file (quarantined after
+/// `quarantine_after`, as a tailed file is) and reported as a WARNING; `None` then.
+fn index(p: &Push<'_>, f: &Pushed, new: &[u8], settings: &Settings) -> Result<Option<Progress>, CbError> {
+    let done = subtransaction(|| {
+        Spi::connect_mut(|client| {
+            let Some(claimed) = file_row::claim(client, f.file_id)? else {
+                return Err(CbError::internal("a pushed file's row was not held by its push"));
+            };
+            let Claimed { state: old, integrity, .. } = claimed;
+            let progress = Progress {
+                offset: f.committed,
+                lines: old.lines,
+                integrity,
+                tail_unterminated: old.tail_unterminated,
+                ..Progress::default()
+            };
+            let rules = FileRules {
+                dialect: f.dialect,
+                job_dir: &p.job_dir,
+                max_line_bytes: settings.max_line_bytes,
+                max_line_memory: settings.max_line_memory,
+                settled: p.last,
+                max_bytes: u64::MAX,
+            };
+            let progress =
+                event_store::index_stream(client, f.file_id, Stream::new(&f.held, new), progress, &rules, settings)?;
+            let report = progress.integrity.report(settings.max_corruption_ratio, false);
+            let state = IndexState {
+                offset: progress.offset,
+                lines: progress.lines,
+                generation: old.generation.max(1),
+                device: 0,
+                inode: u64::try_from(identity_number(p.identity)).unwrap_or(0),
+                mtime_us: cortex_buffer_watch::pass::now_us(),
+                fingerprint_len: f.head.len() as u64,
+                fingerprint: crc32fast::hash(&f.head),
+                dialect: f.dialect,
+                tail_unterminated: progress.tail_unterminated,
+                tail_pending: progress.tail_pending,
+                quarantined: false,
+            };
+            let recorded = file_row::finish(client, f.file_id, &old, &state, &progress.integrity, report.trusted)?;
+            if !recorded {
+                return Err(CbError::internal("a pushed file's offset moved under its lock"));
+            }
+            Ok(progress)
+        })
+    });
+    match done {
+        Ok(progress) => Ok(Some(progress)),
+        Err(failure) => {
+            let error = failure.to_string();
+            let quarantined =
+                subtransaction(|| file_row::record_failure(f.file_id, &error, settings.quarantine_after)).unwrap_or(false);
+            pgrx::warning!(
+                "cortex_buffer: could not index the chunk of \"{}\" pushed by \"{}\"{}: {error}",
+                p.relpath,
+                p.source,
+                if quarantined { " (the file is now quarantined)" } else { "" }
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// The shipper's last report of each of the job's pushed files, by file id, as the definer role.
+pub fn reports(job: Uuid) -> Result<std::collections::HashMap<i64, PushedReport>, CbError> {
+    crate::pg::privilege::as_definer(|| {
+        Spi::connect(|client| {
+            let rows = client
+                .select(
+                    "SELECT file_id, source, reported_size, reported_at, held_len FROM cortex_buffer.pushed_file
+                      WHERE job_id OPERATOR(pg_catalog.=) $1",
+                    None,
+                    &[job.into()],
+                )
+                .map_err(spi)?;
+            let mut out = std::collections::HashMap::new();
+            for r in rows {
+                let id = r.get::<i64>(1).map_err(spi)?.unwrap_or(0);
+                out.insert(
+                    id,
+                    PushedReport {
+                        source: r.get::<String>(2).map_err(spi)?.unwrap_or_default(),
+                        reported_size: r.get::<i64>(3).map_err(spi)?,
+                        reported_at_us: crate::pg::time::unix_us(r.get(4).map_err(spi)?),
+                        held_bytes: r.get::<i64>(5).map_err(spi)?.unwrap_or(0),
+                    },
+                );
+            }
+            Ok(out)
+        })
+    })
+}
