@@ -1,4 +1,13 @@
--- Push ingestion's SQL face: comments on its functions (the tables are in schema.sql).
+-- Push ingestion's SQL face: append_session_bytes' declaration (its argument "final" is a Rust
+-- keyword, which pgrx would spell r#final) and the comments on its functions (the tables are in
+-- schema.sql).
+CREATE FUNCTION cortex_buffer.append_session_bytes(
+    source text, relpath text, start_offset bigint, chunk bytea, file_identity text,
+    "final" boolean DEFAULT false, file_size bigint DEFAULT NULL)
+RETURNS TABLE (committed_offset bigint, events_added bigint, corrupt_added bigint, action text)
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'append_session_bytes_wrapper';
 COMMENT ON FUNCTION cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint) IS
 'Appends a chunk of a session file a shipper read on another node (source, relpath <job_id>/<file>.jsonl, start_offset, chunk, file_identity), exactly once and with the tailer''s rules: a chunk starting before the committed offset is applied from there on, one starting after what the server has is refused (55000, expected offset in the DETAIL); the unterminated tail is held until a later chunk ends it or final => true judges it; a new identity under a relpath is a new file after the earlier ones. file_size reports the file''s size. Returns committed_offset, events_added, corrupt_added and action (new, appended, held, replayed, reindex, failed, quarantined). Granted to cortex_buffer_pusher.';
 COMMENT ON FUNCTION cortex_buffer.pushed_offsets(text) IS

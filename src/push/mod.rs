@@ -6,8 +6,8 @@
 //! `cortex_buffer_core::push`; `store` applies them through SPI, `rate` is the per-source limit,
 //! `sql` the functions.
 
+#[cfg(any(test, feature = "pg_test"))]
+mod push_pg_tests;
 pub mod rate;
 mod sql;
 pub mod store;
-#[cfg(any(test, feature = "pg_test"))]
-mod push_pg_tests;

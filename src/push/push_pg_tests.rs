@@ -133,9 +133,11 @@ mod tests {
         let both = format!("{a}{b}");
         assert_eq!(push(&name, 10, &both.as_bytes()[10..], "9:9:x", false), format!("{} 1 0 appended", both.len()));
         // A chunk after the end of what the server has: refused, with the offset to send from.
-        let (state, hint, detail) =
-            error_of(&format!("SELECT * FROM cortex_buffer.append_session_bytes('node-a', '{name}', {}, '\\x7b7d0a', '9:9:x')", both.len() + 5))
-                .unwrap_or_default();
+        let (state, hint, detail) = error_of(&format!(
+            "SELECT * FROM cortex_buffer.append_session_bytes('node-a', '{name}', {}, '\\x7b7d0a', '9:9:x')",
+            both.len() + 5
+        ))
+        .unwrap_or_default();
         assert_eq!(state, "55000");
         assert_eq!(detail.as_deref(), Some(format!("expected offset: {}", both.len()).as_str()));
         assert!(hint.unwrap_or_default().contains("pushed_offsets"));
@@ -162,10 +164,7 @@ mod tests {
         }
         assert!(outs[..outs.len() - 1].iter().all(|o| o.starts_with("0 0 0 ")), "{outs:?}");
         assert_eq!(outs.last().map(String::as_str), Some(format!("{} 1 0 appended", bytes.len()).as_str()));
-        assert_eq!(
-            val(&format!("SELECT held_len FROM cortex_buffer.pushed_file WHERE relpath = '{name}'")),
-            "0"
-        );
+        assert_eq!(val(&format!("SELECT held_len FROM cortex_buffer.pushed_file WHERE relpath = '{name}'")), "0");
     }
 
     #[pg_test]
@@ -210,7 +209,10 @@ mod tests {
         assert!(out.starts_with(&format!("{} ", junk.len())), "{out}");
         // A session file of the cortex layout is judged by the cortex rules once it has an
         // object; everything before is corrupt, nothing crashed.
-        assert_eq!(val(&format!("SELECT valid_lines FROM cortex_buffer.session_file WHERE path = 'push:/{name}'")), "1");
+        assert_eq!(
+            val(&format!("SELECT valid_lines FROM cortex_buffer.session_file WHERE path = 'push:/{name}'")),
+            "1"
+        );
     }
 
     #[pg_test]
@@ -220,7 +222,9 @@ mod tests {
         // A trigger that refuses one kind of line stands for an insert that fails.
         run("CREATE FUNCTION pg_temp.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
              BEGIN IF NEW.type = 'POISON' THEN RAISE EXCEPTION 'poisoned'; END IF; RETURN NEW; END $$");
-        run("CREATE TRIGGER refuse BEFORE INSERT ON cortex_buffer.event FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse()");
+        run(
+            "CREATE TRIGGER refuse BEFORE INSERT ON cortex_buffer.event FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse()",
+        );
         let bad = rel("session-004.jsonl");
         let poison = format!("{}\n", line(0, "POISON", ""));
         assert!(push(&bad, 0, poison.as_bytes(), "4:4:p", false).ends_with(" failed"));
@@ -236,7 +240,9 @@ mod tests {
     fn arguments_limits_and_the_source_mapping_are_checked() {
         setup();
         let call = |args: &str| {
-            error_of(&format!("SELECT * FROM cortex_buffer.append_session_bytes({args})")).map(|e| e.0).unwrap_or_default()
+            error_of(&format!("SELECT * FROM cortex_buffer.append_session_bytes({args})"))
+                .map(|e| e.0)
+                .unwrap_or_default()
         };
         let ok_rel = rel("session-006.jsonl");
         assert_eq!(call(&format!("NULL, '{ok_rel}', 0, '\\x', 'i'")), "22004");
@@ -259,7 +265,10 @@ mod tests {
         run("GRANT cortex_buffer_pusher TO push_tester");
         run("SET ROLE push_tester");
         assert_eq!(call(&format!("'node-a', '{ok_rel}', 0, '\\x7b7d0a', 'i'")), "42501", "node-a is the test user's");
-        assert_eq!(error_of("SELECT * FROM cortex_buffer.pushed_offsets('node-a')").map(|e| e.0).unwrap_or_default(), "42501");
+        assert_eq!(
+            error_of("SELECT * FROM cortex_buffer.pushed_offsets('node-a')").map(|e| e.0).unwrap_or_default(),
+            "42501"
+        );
         assert_eq!(error_of("SELECT * FROM cortex_buffer.pushed_file").map(|e| e.0).unwrap_or_default(), "42501");
         assert_eq!(error_of("SELECT * FROM cortex_buffer.event").map(|e| e.0).unwrap_or_default(), "42501");
         run("RESET ROLE");
@@ -279,7 +288,9 @@ mod tests {
     #[pg_test]
     fn a_plan_reads_pushed_files_and_is_stale_while_bytes_are_not_pushed() {
         setup();
-        run(&format!("INSERT INTO cortex_buffer.job (id, agent_id, status) VALUES ('{JOB}', gen_random_uuid(), 'RUNNING')"));
+        run(&format!(
+            "INSERT INTO cortex_buffer.job (id, agent_id, status) VALUES ('{JOB}', gen_random_uuid(), 'RUNNING')"
+        ));
         let name = rel("session-001.jsonl");
         let data = format!(
             "{}\n{}\n",

@@ -24,8 +24,9 @@ use cortex_buffer_core::push::{check_identity, check_relpath, check_source};
 fn required<T>(value: Option<T>, name: &str) -> T {
     value.unwrap_or_else(|| {
         raise(
-            CbError::new(SqlState::NullValueNotAllowed, format!("{name} must not be NULL"))
-                .with_hint("Pass a value for every argument of append_session_bytes (final and file_size have defaults)."),
+            CbError::new(SqlState::NullValueNotAllowed, format!("{name} must not be NULL")).with_hint(
+                "Pass a value for every argument of append_session_bytes (final and file_size have defaults).",
+            ),
         )
     })
 }
@@ -65,7 +66,8 @@ fn authorize_source(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
     };
     // SAFETY: reads the current user; a membership check of two existing roles.
     let may_use = caller_is_superuser()
-        || role_oid(&login).is_some_and(|role| unsafe { pgrx::pg_sys::has_privs_of_role(pgrx::pg_sys::GetUserId(), role) });
+        || role_oid(&login)
+            .is_some_and(|role| unsafe { pgrx::pg_sys::has_privs_of_role(pgrx::pg_sys::GetUserId(), role) });
     if !may_use {
         return Err(CbError::new(
             SqlState::InsufficientPrivilege,
@@ -89,10 +91,10 @@ fn authorize_source(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
 type PushRow = (i64, i64, i64, String);
 
 /// Appends the bytes a shipper read from a session file on its node, exactly once: see
-/// docs/api.md, append_session_bytes.
+/// docs/api.md, append_session_bytes. Its SQL declaration is in api.sql: the argument `final`
+/// is a Rust keyword, and pgrx would name it `r#final`.
 #[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
-#[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
+#[pg_extern(sql = false)]
 fn append_session_bytes(
     source: Option<&str>,
     relpath: Option<&str>,
@@ -114,17 +116,19 @@ fn append_session_bytes(
     check_identity(identity).map_err(|why| invalid("file_identity", why)).or_raise();
     let (job_dir, file_name, layout) =
         check_relpath(relpath).map_err(|why| invalid(&format!("relpath \"{relpath}\""), why)).or_raise();
-    let start = u64::try_from(start)
-        .map_err(|_| invalid("start_offset", format!("{start} is negative")))
-        .or_raise();
-    let file_size = file_size
-        .map(|s| u64::try_from(s).map_err(|_| invalid("file_size", format!("{s} is negative"))).or_raise());
+    let start = u64::try_from(start).map_err(|_| invalid("start_offset", format!("{start} is negative"))).or_raise();
+    let file_size =
+        file_size.map(|s| u64::try_from(s).map_err(|_| invalid("file_size", format!("{s} is negative"))).or_raise());
     let max_chunk = guc::push_max_chunk();
     if chunk.len() > max_chunk {
         raise(
             CbError::new(
                 SqlState::ProgramLimitExceeded,
-                format!("the chunk is {} bytes, more than cortex_buffer.push_max_chunk ({} kB)", chunk.len(), max_chunk / 1024),
+                format!(
+                    "the chunk is {} bytes, more than cortex_buffer.push_max_chunk ({} kB)",
+                    chunk.len(),
+                    max_chunk / 1024
+                ),
             )
             .with_hint("Send at most cortex_buffer.push_max_chunk bytes per call (the shipper's --chunk-bytes)."),
         );
@@ -241,7 +245,8 @@ fn await_pushed(
                 .with_hint("Pass the file's size as the agent wrote it."),
         )
     });
-    let (job_dir, _, _) = check_relpath(relpath).map_err(|why| invalid(&format!("relpath \"{relpath}\""), why)).or_raise();
+    let (job_dir, _, _) =
+        check_relpath(relpath).map_err(|why| invalid(&format!("relpath \"{relpath}\""), why)).or_raise();
     if job_dir != job.to_string() {
         raise(invalid("relpath", format!("\"{relpath}\" is not a file of job {job}")));
     }
@@ -285,8 +290,4 @@ fn await_pushed(
 }
 
 extension_sql_file!("schema.sql", name = "push_schema", requires = ["indexer_schema"]);
-extension_sql_file!(
-    "api.sql",
-    name = "push_api",
-    requires = ["push_schema", append_session_bytes, pushed_offsets, await_pushed]
-);
+extension_sql_file!("api.sql", name = "push_api", requires = ["push_schema", pushed_offsets, await_pushed]);

@@ -20,11 +20,10 @@ use cortex_buffer_core::indexer::discovery::Layout;
 use cortex_buffer_core::indexer::index_file::{FileRules, Progress};
 use cortex_buffer_core::indexer::index_plan::IndexState;
 use cortex_buffer_core::int::count_i64;
-use cortex_buffer_core::recovery::choose::PushedReport;
 use cortex_buffer_core::push::{
-    decide_dialect, grow_head, held_after, identity_number, keep_whole, place, recorded_path, Held, Placement,
-    Stream,
+    decide_dialect, grow_head, held_after, identity_number, keep_whole, place, recorded_path, Held, Placement, Stream,
 };
+use cortex_buffer_core::recovery::choose::PushedReport;
 
 /// One call of `append_session_bytes`, checked.
 pub struct Push<'a> {
@@ -137,12 +136,15 @@ fn create(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Pushed, CbError> {
     let n = client
         .update(&*stmt, Some(1), &[p.job.into(), p.relpath.into()])
         .map_err(spi)?
-        .into_iter()
         .next()
         .and_then(|r| r.get::<i32>(1).ok().flatten())
         .unwrap_or(1);
-    let stmt =
-        prepared(client, "push.create", || CREATE_SQL.to_owned(), &[TEXT, TEXT, INT8, UUID, INT8, TEXT, INT4, TEXT, TEXT])?;
+    let stmt = prepared(
+        client,
+        "push.create",
+        || CREATE_SQL.to_owned(),
+        &[TEXT, TEXT, INT8, UUID, INT8, TEXT, INT4, TEXT, TEXT],
+    )?;
     let args: [DatumWithOid<'_>; 9] = [
         recorded_path(p.relpath, n).into(),
         p.job_dir.as_str().into(),
@@ -157,7 +159,6 @@ fn create(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Pushed, CbError> {
     let file_id = client
         .update(&*stmt, Some(1), &args)
         .map_err(spi)?
-        .into_iter()
         .next()
         .and_then(|r| r.get::<i64>(1).ok().flatten())
         .ok_or_else(|| CbError::internal("a pushed file's rows were not created"))?;
@@ -194,9 +195,7 @@ fn save(client: &mut SpiClient<'_>, p: &Push<'_>, f: &Pushed) -> Result<(), CbEr
         .map_err(spi)?;
     let size = count_i64(p.file_size.unwrap_or(0).max(f.committed.saturating_add(f.held.len)));
     let stmt = prepared(client, "push.file", || FILE_SQL.to_owned(), &[INT8, TEXT, INT8])?;
-    client
-        .update(&*stmt, None, &[f.file_id.into(), f.dialect.map(|d| d.label()).into(), size.into()])
-        .map_err(spi)?;
+    client.update(&*stmt, None, &[f.file_id.into(), f.dialect.map(|d| d.label()).into(), size.into()]).map_err(spi)?;
     Ok(())
 }
 
@@ -372,8 +371,8 @@ fn index(p: &Push<'_>, f: &Pushed, new: &[u8], settings: &Settings) -> Result<Op
         Ok(progress) => Ok(Some(progress)),
         Err(failure) => {
             let error = failure.to_string();
-            let quarantined =
-                subtransaction(|| file_row::record_failure(f.file_id, &error, settings.quarantine_after)).unwrap_or(false);
+            let quarantined = subtransaction(|| file_row::record_failure(f.file_id, &error, settings.quarantine_after))
+                .unwrap_or(false);
             pgrx::warning!(
                 "cortex_buffer: could not index the chunk of \"{}\" pushed by \"{}\"{}: {error}",
                 p.relpath,

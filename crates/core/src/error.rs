@@ -144,7 +144,9 @@ impl CbError {
             }
             SqlState::NumericValueOutOfRange => "Counts must be at most 2^53 - 1.",
             SqlState::UndefinedObject => "Check the name.",
-            SqlState::ConfigurationLimitExceeded => "Try again in a moment, or raise the limit (docs/operations.md, Settings).",
+            SqlState::ConfigurationLimitExceeded => {
+                "Try again in a moment, or raise the limit (docs/operations.md, Settings)."
+            }
             SqlState::DataCorrupted => "Fail the job: its stored state cannot be trusted.",
             SqlState::Internal => "This is a bug in cortex_buffer; please report it with the statement that raised it.",
         }

@@ -175,7 +175,9 @@ fn kept(a: &[u8], b: &[u8], keep: usize) -> Held {
 /// a job id. Returns the job directory, the file name and the layout.
 pub fn check_relpath(relpath: &str) -> Result<(String, String, Layout), String> {
     if relpath.starts_with('/') {
-        return Err("it is absolute: give the path below the node's sessions directory (<job_id>/session-001.jsonl)".into());
+        return Err(
+            "it is absolute: give the path below the node's sessions directory (<job_id>/session-001.jsonl)".into()
+        );
     }
     if relpath.len() > 1024 {
         return Err("it is longer than 1024 bytes".into());

@@ -22,8 +22,8 @@ fn rules(settled: bool, max_line_bytes: usize) -> FileRules<'static> {
 /// The tailer: the whole file, settled.
 fn tailed(data: &[u8], max_line: usize) -> (Progress, Collect) {
     let mut sink = Collect::default();
-    let p = index_file(data, Progress::default(), &rules(true, max_line), &mut sink)
-        .unwrap_or_else(|e| panic!("{e:?}"));
+    let p =
+        index_file(data, Progress::default(), &rules(true, max_line), &mut sink).unwrap_or_else(|e| panic!("{e:?}"));
     (p, sink)
 }
 
@@ -154,7 +154,7 @@ fn a_fully_replayed_chunk_changes_nothing_and_one_past_the_end_is_a_gap() {
     let have = s.have();
     assert_eq!(s.push(have + 1, b"x", false, 1 << 20), Placement::Gap { expected: have });
     // Resent from the committed offset with the rest of the line: the held bytes are skipped.
-    let rest = format!("{{\"partial\":1}}\n");
+    let rest = "{\"partial\":1}\n".to_owned();
     let mut chunk = b"{\"partial".to_vec();
     chunk.extend_from_slice(&rest.as_bytes()["{\"partial".len()..]);
     assert_eq!(s.push(committed, &chunk, false, 1 << 20), Placement::Continue { skip: 9 });

@@ -191,7 +191,13 @@ fn plan(life: &Life, by_mark: bool) -> Body {
         clock_skew_us: SKEW,
         mark: by_mark.then(|| Mark {
             recorded_at_us: life.checkpoint_us,
-            files: vec![MarkFile { rel_path: f.rel_path.clone(), device: 0, inode: 0, size: life.mark_size, unseen: 0 }],
+            files: vec![MarkFile {
+                rel_path: f.rel_path.clone(),
+                device: 0,
+                inode: 0,
+                size: life.mark_size,
+                unseen: 0,
+            }],
         }),
         read_margin_us: SKEW.max(f.mtime_us.unwrap_or(0) - f.last_ts_us.unwrap_or(0)) + S,
     };

@@ -76,7 +76,7 @@ COMMENT ON COLUMN cortex_buffer.checkpoint_mark.files IS 'The job directory''s s
 CREATE SEQUENCE cortex_buffer.session_file_seq;
 CREATE TABLE cortex_buffer.session_file (
     file_id            bigint PRIMARY KEY DEFAULT pg_catalog.nextval('cortex_buffer.session_file_seq'::pg_catalog.regclass),
-    path               text NOT NULL UNIQUE CHECK (path OPERATOR(pg_catalog.~~) '/%'),
+    path               text NOT NULL UNIQUE CHECK (path OPERATOR(pg_catalog.~~) '/%' OR path OPERATOR(pg_catalog.~~) 'push:/%'),
     job_dir            text NOT NULL,
     dialect            text CHECK (dialect OPERATOR(pg_catalog.=) ANY (ARRAY['cortex-spike', 'cortex-plane', 'claude-code', 'wink-log'])),
     size_bytes         bigint NOT NULL CHECK (size_bytes OPERATOR(pg_catalog.>=) 0),
@@ -145,7 +145,7 @@ COMMENT ON SEQUENCE cortex_buffer.session_file_seq IS 'Ids of session_file rows.
 COMMENT ON TABLE cortex_buffer.session_file IS
 'One row per session file the discovery rule selects under cortex_buffer.sessions_dir (kept after the file is deleted, with gone_at set). Written by the background worker and index_sessions().';
 COMMENT ON COLUMN cortex_buffer.session_file.file_id IS 'Surrogate key referenced by the event tables.';
-COMMENT ON COLUMN cortex_buffer.session_file.path IS 'Absolute path: the canonical sessions_dir joined with the components below it.';
+COMMENT ON COLUMN cortex_buffer.session_file.path IS 'Absolute path: the canonical sessions_dir joined with the components below it; for a pushed file (append_session_bytes), push:/<relpath>, with #n after the first file pushed under that relpath.';
 COMMENT ON COLUMN cortex_buffer.session_file.job_dir IS 'First directory below sessions_dir: the job id (cortex dialects) or the Claude Code project directory.';
 COMMENT ON COLUMN cortex_buffer.session_file.dialect IS 'cortex-spike, cortex-plane, claude-code or wink-log, from the file''s first parseable line, else its name; NULL until either tells.';
 COMMENT ON COLUMN cortex_buffer.session_file.size_bytes IS 'File size at the last pass that recorded a change.';
@@ -472,7 +472,7 @@ DECLARE
     role_name text;
 BEGIN
     FOREACH role_name IN ARRAY ARRAY['cortex_buffer_definer', 'cortex_buffer_agent_call', 'cortex_buffer_agent',
-                                     'cortex_buffer_control_plane', 'cortex_buffer_operator'] LOOP
+                                     'cortex_buffer_control_plane', 'cortex_buffer_operator', 'cortex_buffer_pusher'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) role_name) THEN
             EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', role_name);
         END IF;
@@ -819,6 +819,45 @@ CREATE  FUNCTION "retry_decision"(
 STRICT STABLE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'retry_decision_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- cortex_buffer::push::sql::append_session_bytes
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- cortex_buffer::push::sql::await_pushed
+CREATE  FUNCTION "await_pushed"(
+	"job_id" uuid, /* Option < Uuid > */
+	"relpath" TEXT, /* Option < & str > */
+	"size" bigint, /* Option < i64 > */
+	"timeout" interval DEFAULT '5 seconds' /* Option < pgrx :: datum :: Interval > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'await_pushed_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- cortex_buffer::push::sql::pushed_offsets
+CREATE  FUNCTION "pushed_offsets"(
+	"source" TEXT /* Option < & str > */
+) RETURNS TABLE (
+	"relpath" TEXT,  /* String */
+	"file_identity" TEXT,  /* String */
+	"committed_offset" bigint,  /* i64 */
+	"held_bytes" bigint,  /* i64 */
+	"head_len" bigint,  /* i64 */
+	"head_crc" bigint,  /* i64 */
+	"reported_size" bigint,  /* Option < i64 > */
+	"pushed_at" timestamp with time zone  /* Option < pgrx :: datum :: TimestampWithTimeZone > */
+)
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'pushed_offsets_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1228,6 +1267,9 @@ GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.cras
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
 -- The job-token secret: the definer role alone reads it (and makes it, on first use).
 GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
+-- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file TO cortex_buffer_definer;
+GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
 -- job_events runs as the definer role (its owner) and asks authorize_job first.
 GRANT EXECUTE ON FUNCTION cortex_buffer.authorize_job(uuid) TO cortex_buffer_definer;
 
@@ -1257,7 +1299,9 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
     cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
-    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
+    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval)
   FROM PUBLIC;
 
 -- Prices are reference data: everyone may read them (llm_cost() runs with the caller's
@@ -1293,7 +1337,8 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid),
     cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid), cortex_buffer.job_timeline(uuid),
     cortex_buffer.job_usage_from_buffer(uuid), cortex_buffer.log_entries(text, text, integer, bigint, bigint),
-    cortex_buffer.check_log_snapshot(text, bigint, bigint, text), cortex_buffer.authorize_job(uuid)
+    cortex_buffer.check_log_snapshot(text, bigint, bigint, text), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.await_pushed(uuid, text, bigint, interval)
   TO cortex_buffer_agent;
 
 -- The control plane: dispatching, reaping, retry decisions, breaker admission.
@@ -1304,7 +1349,8 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.circuit_state(uuid), cortex_buffer.index_now(), cortex_buffer.recovery_plan(uuid, uuid, boolean),
     cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text),
     cortex_buffer.agent_state(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
-    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
+    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.await_pushed(uuid, text, bigint, interval)
   TO cortex_buffer_control_plane;
 GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
 GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
@@ -1332,6 +1378,20 @@ GRANT SELECT ON
     cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
   TO cortex_buffer_operator;
 GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_operator;
+
+-- Push ingestion's mapping is the operator's to edit; the control plane may grant and revoke a
+-- pod's source its job at dispatch.
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.pushed_file TO cortex_buffer_operator;
+GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.push_source TO cortex_buffer_control_plane;
+
+-- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else. Every
+-- statement it causes runs as the definer role once its source and job check out.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.pushed_offsets(text)
+  TO cortex_buffer_pusher;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1370,6 +1430,94 @@ COMMENT ON FUNCTION cortex_buffer.checkpoint_marked() IS
 'Trigger function: records the high-water mark (cortex_buffer.checkpoint_mark) of a checkpoint written by a plain UPDATE of a job table''s checkpoint column: the job''s session files and their sizes at that instant.';
 COMMENT ON TRIGGER checkpoint_marked ON cortex_buffer.job IS
 'Checkpoints written without write_checkpoint get a high-water mark too, so recovery_plan can place the session files after them without clocks.';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   indexer_schema
+
+-- Push ingestion: session files shipped over SQL from nodes whose volumes the server cannot
+-- see (append_session_bytes). An operator says which sources a login may push as and which
+-- jobs each source may write; every pushed file gets a session_file row (its path push:/<relpath>,
+-- so the tailer never meets it) and a pushed_file row with what the server holds of it.
+
+-- The sources (a node or a pod that ships) and the login each belongs to. Operator-edited.
+CREATE TABLE cortex_buffer.push_source (
+    source     text PRIMARY KEY CHECK (source OPERATOR(pg_catalog.~) '^[A-Za-z0-9._:-]{1,128}$'),
+    login      name NOT NULL,
+    all_jobs   boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    note       text
+);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.push_source', '');
+
+-- The jobs each source may write. Operator-edited (or the control plane's, at dispatch).
+CREATE TABLE cortex_buffer.push_grant (
+    source     text NOT NULL REFERENCES cortex_buffer.push_source (source) ON DELETE CASCADE ON UPDATE CASCADE,
+    job_id     uuid NOT NULL,
+    granted_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (source, job_id)
+);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.push_grant', '');
+
+-- Every pushed file. A file is its job, its relpath and its identity; a file pushed under a
+-- relpath that already has files (a rescheduled pod starts at session-001 again, or the file
+-- was rewritten) is a new one, numbered after them, and never erases their rows.
+CREATE TABLE cortex_buffer.pushed_file (
+    file_id         bigint PRIMARY KEY REFERENCES cortex_buffer.session_file (file_id) ON DELETE CASCADE,
+    job_id          uuid NOT NULL,
+    relpath         text NOT NULL,
+    n               integer NOT NULL CHECK (n OPERATOR(pg_catalog.>=) 1),
+    identity        text NOT NULL,
+    first_source    text NOT NULL,
+    source          text NOT NULL,
+    dialect_decided boolean NOT NULL DEFAULT false,
+    head            bytea NOT NULL DEFAULT '\x'::pg_catalog.bytea,
+    held            bytea NOT NULL DEFAULT '\x'::pg_catalog.bytea,
+    held_len        bigint NOT NULL DEFAULT 0 CHECK (held_len OPERATOR(pg_catalog.>=) 0),
+    reported_size   bigint CHECK (reported_size OPERATOR(pg_catalog.>=) 0),
+    reported_at     timestamptz,
+    pushed_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    pushes          bigint NOT NULL DEFAULT 0,
+    UNIQUE (job_id, relpath, n)
+)
+-- Every push updates its file's row; no updated column is indexed: keep the updates HOT.
+WITH (fillfactor = 70);
+CREATE INDEX pushed_file_identity_idx ON cortex_buffer.pushed_file (job_id, relpath, identity);
+CREATE INDEX pushed_file_source_idx ON cortex_buffer.pushed_file (source);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.pushed_file', '');
+
+COMMENT ON TABLE cortex_buffer.push_source IS
+'Push ingestion''s sources: a node or pod that ships session files with append_session_bytes, and the login that may push as it. Edited by the operator (docs/operations.md: Push ingestion).';
+COMMENT ON COLUMN cortex_buffer.push_source.source IS 'The source''s name, as the shipper passes it (1 to 128 letters, digits, ".", "_", ":", "-").';
+COMMENT ON COLUMN cortex_buffer.push_source.login IS 'The role that may push as this source (a member of it may too).';
+COMMENT ON COLUMN cortex_buffer.push_source.all_jobs IS 'The source may write any job''s files (a node''s shipper trusted with every pod on it); otherwise only the jobs in push_grant.';
+COMMENT ON COLUMN cortex_buffer.push_source.created_at IS 'When the source was added.';
+COMMENT ON COLUMN cortex_buffer.push_source.note IS 'Free text for the operator.';
+COMMENT ON TABLE cortex_buffer.push_grant IS
+'The jobs each push source may write (a pod''s shipper: its own job). Edited by the operator or the control plane at dispatch.';
+COMMENT ON COLUMN cortex_buffer.push_grant.source IS 'The source.';
+COMMENT ON COLUMN cortex_buffer.push_grant.job_id IS 'A job whose files the source may push.';
+COMMENT ON COLUMN cortex_buffer.push_grant.granted_at IS 'When the grant was made.';
+COMMENT ON TABLE cortex_buffer.pushed_file IS
+'What the server holds of each pushed session file beyond its session_file row: its key (job, relpath, identity, n), the unterminated tail held between chunks, and the shipper''s last report.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.file_id IS 'The file''s session_file row (path push:/<relpath>, and #n after the first).';
+COMMENT ON COLUMN cortex_buffer.pushed_file.job_id IS 'The job: the relpath''s first component.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.relpath IS 'The file''s path below its node''s sessions directory (<job_id>/session-001.jsonl).';
+COMMENT ON COLUMN cortex_buffer.pushed_file.n IS 'The n-th file pushed under this relpath for this job: another identity (a rescheduled pod''s file), or a rewrite.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.identity IS 'The shipper''s file identity (device:inode:fingerprint).';
+COMMENT ON COLUMN cortex_buffer.pushed_file.first_source IS 'The source that pushed the file first.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.source IS 'The source that pushed it last.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.dialect_decided IS 'The dialect is decided (a complete line that is an object came, or 256 KiB without one, or the end of the file); until then every byte is held.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.head IS 'The file''s first bytes (up to 4096): a chunk that repeats them differently is a rewrite, not a replay.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.held IS 'The bytes after indexed_offset the server holds: the unterminated tail, whole up to the line cap, else its first 1024 bytes.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.held_len IS 'How many bytes after indexed_offset the server has: the next chunk may start anywhere up to indexed_offset + held_len.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.reported_size IS 'The file''s size as the shipper last reported it; more than indexed_offset + held_len means bytes not pushed yet.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.reported_at IS 'When the shipper last reported the size (the server''s clock).';
+COMMENT ON COLUMN cortex_buffer.pushed_file.pushed_at IS 'When the last push arrived.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.pushes IS 'Pushes received, replays included.';
+COMMENT ON INDEX cortex_buffer.pushed_file_identity_idx IS 'Finds the file a push continues.';
+COMMENT ON INDEX cortex_buffer.pushed_file_source_idx IS 'A source''s files, for pushed_offsets().';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1470,12 +1618,12 @@ BEGIN
      WHERE f.job_id OPERATOR(pg_catalog.=) job
        AND (e.job_id IS NULL OR e.job_id OPERATOR(pg_catalog.=) f.job_id)
        AND (since IS NULL OR e.ts OPERATOR(pg_catalog.>=) since)
-     ORDER BY f.session_ordinal NULLS FIRST, f.path COLLATE "C", e.byte_offset;
+     ORDER BY f.session_ordinal NULLS FIRST, f.first_seen, f.path COLLATE "C", e.byte_offset;
 END
 $$;
 ALTER FUNCTION cortex_buffer.job_events(uuid, timestamptz) OWNER TO cortex_buffer_definer;
 COMMENT ON FUNCTION cortex_buffer.job_events(uuid, timestamptz) IS
-'A job''s events (optionally those at or after since), in order: session files by (session_ordinal, path), then byte offset; lines naming another job than their directory''s are left out. Uses session_file''s job index and event''s primary key. Fleet roles read any job''s; an agent session its own job''s (authorize_job). Runs as cortex_buffer_definer.';
+'A job''s events (optionally those at or after since), in order: session files by (session_ordinal, first_seen, path), then byte offset; lines naming another job than their directory''s are left out. Uses session_file''s job index and event''s primary key. Fleet roles read any job''s; an agent session its own job''s (authorize_job). Runs as cortex_buffer_definer.';
 COMMENT ON FUNCTION cortex_buffer.clear_quarantine(text) IS
 'Lets the indexer try a quarantined session file again: clears session_file.quarantined_at, failures and last_error. True when the file was quarantined, false when it was not. index_sessions() and the per-job lookups retry it at once; the worker within cortex_buffer''s catalogue refresh (a minute). Path: session_file.path, or relative to sessions_dir.';
 /* </end connected objects> */
@@ -1872,6 +2020,30 @@ COMMENT ON FUNCTION cortex_buffer.record_outcome(uuid, uuid, boolean) IS
 'Reports a job''s outcome to the agent''s circuit breaker (3 failures in 15 minutes open it for 30 by default; only the canary''s outcome closes or re-opens it); returns the breaker''s state.';
 COMMENT ON FUNCTION cortex_buffer.circuit_state(uuid) IS
 'The agent''s circuit breaker: state (closed, open, half_open), counted failures in the window, and the end of the cooldown while open.';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   push_schema
+--   pushed_offsets
+--   await_pushed
+
+-- Push ingestion's SQL face: append_session_bytes' declaration (its argument "final" is a Rust
+-- keyword, which pgrx would spell r#final) and the comments on its functions (the tables are in
+-- schema.sql).
+CREATE FUNCTION cortex_buffer.append_session_bytes(
+    source text, relpath text, start_offset bigint, chunk bytea, file_identity text,
+    "final" boolean DEFAULT false, file_size bigint DEFAULT NULL)
+RETURNS TABLE (committed_offset bigint, events_added bigint, corrupt_added bigint, action text)
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'append_session_bytes_wrapper';
+COMMENT ON FUNCTION cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint) IS
+'Appends a chunk of a session file a shipper read on another node (source, relpath <job_id>/<file>.jsonl, start_offset, chunk, file_identity), exactly once and with the tailer''s rules: a chunk starting before the committed offset is applied from there on, one starting after what the server has is refused (55000, expected offset in the DETAIL); the unterminated tail is held until a later chunk ends it or final => true judges it; a new identity under a relpath is a new file after the earlier ones. file_size reports the file''s size. Returns committed_offset, events_added, corrupt_added and action (new, appended, held, replayed, reindex, failed, quarantined). Granted to cortex_buffer_pusher.';
+COMMENT ON FUNCTION cortex_buffer.pushed_offsets(text) IS
+'Where a shipper resumes: each file its source pushed last, with its identity, the committed offset, the bytes held after it, the length and CRC-32 of the file''s first bytes as the server has them (to tell a rewritten file), and the last reported size. Granted to cortex_buffer_pusher.';
+COMMENT ON FUNCTION cortex_buffer.await_pushed(uuid, text, bigint, interval) IS
+'The agent''s flush before a checkpoint: waits (at most timeout) until the server has the job''s pushed file relpath up to size bytes; true once it has, false when the time ran out. Checks the job token like every per-job function. Granted to cortex_buffer_agent and cortex_buffer_control_plane.';
 /* </end connected objects> */
 
 /* <begin connected objects> */
