@@ -1,0 +1,161 @@
+//! The shipper's side of the SQL contract: where its source's files stand
+//! (`pushed_offsets`), and pushes (`append_session_bytes`), many in one round trip.
+
+use std::collections::HashMap;
+
+use postgres::{Client, NoTls};
+
+/// What the server holds of one file, by (relpath, identity).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offset {
+    pub committed: u64,
+    pub held: u64,
+    pub head_len: u64,
+    pub head_crc: u32,
+}
+
+/// One push.
+#[derive(Debug, Clone)]
+pub struct Push {
+    pub relpath: String,
+    pub identity: String,
+    pub start: u64,
+    pub chunk: Vec<u8>,
+    pub last: bool,
+    pub file_size: u64,
+}
+
+/// The server's answer to a push.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub committed: u64,
+    pub events: i64,
+    pub corrupt: i64,
+    pub action: String,
+}
+
+/// Why a push failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// The chunk starts after what the server has: send from `expected`.
+    Gap { expected: u64 },
+    /// The source is over its rate limit: try again in a moment.
+    RateLimited,
+    /// Refused for good (privileges, arguments): `message` says why.
+    Refused { sqlstate: String, message: String, hint: Option<String> },
+    /// The connection is gone or broken: reconnect and ask where files stand.
+    Connection(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Gap { expected } => write!(f, "gap: the server expects offset {expected}"),
+            Failure::RateLimited => write!(f, "over the source's rate limit"),
+            Failure::Refused { sqlstate, message, hint } => {
+                write!(f, "{message} (SQLSTATE {sqlstate})")?;
+                if let Some(h) = hint {
+                    write!(f, " HINT: {h}")?;
+                }
+                Ok(())
+            }
+            Failure::Connection(why) => write!(f, "connection: {why}"),
+        }
+    }
+}
+
+fn classify(e: &postgres::Error) -> Failure {
+    let Some(db) = e.as_db_error() else { return Failure::Connection(e.to_string()) };
+    let code = db.code().code().to_owned();
+    if code == "55000" {
+        if let Some(expected) =
+            db.detail().and_then(|d| d.strip_prefix("expected offset: ")).and_then(|n| n.trim().parse::<u64>().ok())
+        {
+            return Failure::Gap { expected };
+        }
+    }
+    if code == "53400" {
+        return Failure::RateLimited;
+    }
+    // Class 08 (connection), 57P (shutdown, crash), 53 (resources): the server, not the push.
+    if code.starts_with("08") || code.starts_with("57P") || code.starts_with("53") {
+        return Failure::Connection(format!("{} (SQLSTATE {code})", db.message()));
+    }
+    Failure::Refused { sqlstate: code, message: db.message().to_owned(), hint: db.hint().map(str::to_owned) }
+}
+
+pub struct Db {
+    client: Client,
+    source: String,
+}
+
+const PUSH_SQL: &str = "
+    SELECT r.committed_offset, r.events_added, r.corrupt_added, r.action
+      FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.text[]), pg_catalog.unnest($3::pg_catalog.int8[]),
+                      pg_catalog.unnest($4::pg_catalog.bytea[]), pg_catalog.unnest($5::pg_catalog.text[]),
+                      pg_catalog.unnest($6::pg_catalog.bool[]), pg_catalog.unnest($7::pg_catalog.int8[]))
+           WITH ORDINALITY AS a(relpath, start_offset, chunk, identity, last, size, i)
+     CROSS JOIN LATERAL cortex_buffer.append_session_bytes($1, a.relpath, a.start_offset, a.chunk, a.identity,
+                                                           a.last, a.size) AS r
+     ORDER BY a.i";
+
+impl Db {
+    pub fn connect(dsn: &str, source: &str) -> Result<Db, Failure> {
+        let mut config: postgres::Config = dsn.parse().map_err(|e: postgres::Error| Failure::Connection(e.to_string()))?;
+        config.application_name("cortex-buffer-ship");
+        config.connect_timeout(std::time::Duration::from_secs(10));
+        let client = config.connect(NoTls).map_err(|e| classify(&e))?;
+        Ok(Db { client, source: source.to_owned() })
+    }
+
+    /// Where each file this source pushed stands, by (relpath, identity).
+    pub fn offsets(&mut self) -> Result<HashMap<(String, String), Offset>, Failure> {
+        let rows = self
+            .client
+            .query(
+                "SELECT relpath, file_identity, committed_offset, held_bytes, head_len, head_crc
+                   FROM cortex_buffer.pushed_offsets($1)",
+                &[&self.source],
+            )
+            .map_err(|e| classify(&e))?;
+        let count = |v: i64| u64::try_from(v).unwrap_or(0);
+        Ok(rows
+            .iter()
+            .map(|r| {
+                (
+                    (r.get::<_, String>(0), r.get::<_, String>(1)),
+                    Offset {
+                        committed: count(r.get(2)),
+                        held: count(r.get(3)),
+                        head_len: count(r.get(4)),
+                        head_crc: u32::try_from(r.get::<_, i64>(5)).unwrap_or(0),
+                    },
+                )
+            })
+            .collect())
+    }
+
+    /// Sends `pushes` in one statement (one transaction): all apply or none. At most one push per
+    /// file per call.
+    pub fn push(&mut self, pushes: &[Push]) -> Result<Vec<Reply>, Failure> {
+        let rel: Vec<&str> = pushes.iter().map(|p| p.relpath.as_str()).collect();
+        let start: Vec<i64> = pushes.iter().map(|p| i64::try_from(p.start).unwrap_or(i64::MAX)).collect();
+        let chunk: Vec<&[u8]> = pushes.iter().map(|p| p.chunk.as_slice()).collect();
+        let ident: Vec<&str> = pushes.iter().map(|p| p.identity.as_str()).collect();
+        let last: Vec<bool> = pushes.iter().map(|p| p.last).collect();
+        let size: Vec<i64> = pushes.iter().map(|p| i64::try_from(p.file_size).unwrap_or(i64::MAX)).collect();
+        let rows = self
+            .client
+            .query(PUSH_SQL, &[&self.source, &rel, &start, &chunk, &ident, &last, &size])
+            .map_err(|e| classify(&e))?;
+        Ok(rows
+            .iter()
+            .map(|r| Reply {
+                committed: u64::try_from(r.get::<_, i64>(0)).unwrap_or(0),
+                events: r.get(1),
+                corrupt: r.get(2),
+                action: r.get(3),
+            })
+            .collect())
+    }
+}
