@@ -1,0 +1,300 @@
+//! Push ingestion end to end: the `cortex-buffer-ship` binary against a real cluster on
+//! loopback, as a node's shipper runs. The cluster's worker tails the same directory the
+//! shipper pushes, so every file is indexed twice, once by each path, and the two must agree
+//! row for row.
+//!
+//! `CORTEX_SHIP_KILLS` (default 10; 50 by hand) sets how many times the shipper is killed with
+//! SIGKILL while 8 files grow; the database is restarted twice during the same run.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use cortex_buffer_e2e::{wait_for, Cluster, Rng};
+
+const AGENT: &str = "0193a8b2-0000-7000-8000-00000000a9e2";
+
+/// The shipper binary the workspace builds (scripts/test.sh builds it first).
+fn ship_bin() -> PathBuf {
+    std::env::var("CORTEX_SHIP_BIN").map(PathBuf::from).unwrap_or_else(|_| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/cortex-buffer-ship")
+    })
+}
+
+fn cluster(name: &str) -> Cluster {
+    let c = Cluster::new(
+        name,
+        &["listen_addresses = '127.0.0.1'", "cortex_buffer.settle_period = '1s'", "password_encryption = 'scram-sha-256'"],
+    );
+    // Loopback TCP for the shipper, with a password, as a remote node connects.
+    let hba = c.pgdata.join("pg_hba.conf");
+    let mut text = std::fs::read_to_string(&hba).expect("pg_hba.conf");
+    text = format!("host all shipper 127.0.0.1/32 scram-sha-256\n{text}");
+    std::fs::write(&hba, text).expect("write pg_hba.conf");
+    c.start();
+    c.create_extension();
+    c.psql("CREATE ROLE shipper LOGIN PASSWORD 'ship-secret'");
+    c.psql("GRANT cortex_buffer_pusher TO shipper");
+    c
+}
+
+fn dsn(c: &Cluster) -> String {
+    format!("host=127.0.0.1 port={} user=shipper password=ship-secret dbname=postgres", c.port)
+}
+
+fn shipper(c: &Cluster, dir: &Path, source: &str, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(ship_bin());
+    cmd.args(["--sessions-dir", &dir.display().to_string(), "--source", source, "--dsn", &dsn(c)])
+        .args(["--poll-interval", "50", "--report-every", "5"])
+        .args(extra);
+    cmd
+}
+
+fn start_shipper(c: &Cluster, dir: &Path, source: &str, extra: &[&str]) -> Child {
+    shipper(c, dir, source, extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e} (build it: cargo build -p cortex_buffer_ship)", ship_bin().display()))
+}
+
+/// Runs the shipper with `--once` to its end; panics with its log when it fails.
+fn ship_once(c: &Cluster, dir: &Path, source: &str, extra: &[&str]) {
+    let out = shipper(c, dir, source, extra).arg("--once").output().expect("run the shipper");
+    assert!(out.status.success(), "shipper failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn job_id(n: u64) -> String {
+    format!("0193a8b2-7c41-7d2e-9f00-{n:012}")
+}
+
+/// A line the way a spike writer writes one, unique by (file, n).
+fn line(job: &str, file: usize, n: u64) -> String {
+    format!(
+        r#"{{"type":"TOOL_START","timestamp":"2026-02-23T14:30:00.000Z","job_id":"{job}","session_id":"s{file}","seq":{n},"tool_name":"web_search","input_summary":"file {file} line {n} ünïcödé"}}"#
+    )
+}
+
+/// Per relpath: "count md5" of its rows (offset, line and payload), by each path.
+fn digests(c: &Cluster, prefix: &str) -> Vec<(String, String)> {
+    let out = c.psql(&format!(
+        "SELECT regexp_replace(f.path, '^.*/([^/]+/[^/]+)$', '\\1') || ' ' || count(e.*) || ' '
+                || md5(string_agg(e.byte_offset || ':' || e.line_no || ':' || e.payload::text, ',' ORDER BY e.byte_offset))
+           FROM cortex_buffer.session_file f JOIN cortex_buffer.event e USING (file_id)
+          WHERE f.path LIKE '{prefix}%' GROUP BY f.path ORDER BY 1"
+    ));
+    out.lines()
+        .filter_map(|l| l.split_once(' ').map(|(a, b)| (a.to_owned(), b.to_owned())))
+        .collect()
+}
+
+#[test]
+fn the_shipper_killed_and_the_database_restarted_lose_and_repeat_no_line() {
+    let kills: usize = std::env::var("CORTEX_SHIP_KILLS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let seed: u64 = std::env::var("CORTEX_SHIP_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(19);
+    eprintln!("ship kill loop: {kills} kills, seed {seed}");
+    let c = cluster("ship-kill");
+    c.psql("INSERT INTO cortex_buffer.push_source (source, login, all_jobs) VALUES ('node-k', 'shipper', true)");
+    let dir = c.sessions.clone();
+
+    // 8 writers append lines, each written in two parts with a pause between (a pod killed
+    // there leaves half a line, which the next part completes).
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let (stop, written, dir) = (stop.clone(), written.clone(), dir.clone());
+            std::thread::spawn(move || {
+                let job = job_id(w as u64);
+                let path = dir.join(&job).join(format!("session_20260223T1430{w:02}Z_pod-{w}.jsonl"));
+                std::fs::create_dir_all(path.parent().expect("job dir")).expect("mkdir");
+                let mut rng = Rng::new(seed ^ (w as u64 + 1));
+                let mut n = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let text = format!("{}\n", line(&job, w, n));
+                    let cut = 1 + rng.below(text.len() - 1);
+                    let mut f = OpenOptions::new().create(true).append(true).open(&path).expect("open");
+                    f.write_all(&text.as_bytes()[..cut]).expect("write");
+                    std::thread::sleep(rng.millis_below(15));
+                    f.write_all(&text.as_bytes()[cut..]).expect("write");
+                    n += 1;
+                    written.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(rng.millis_below(10));
+                }
+                n
+            })
+        })
+        .collect();
+
+    let mut rng = Rng::new(seed);
+    let started = Instant::now();
+    let mut restarts = 0;
+    for k in 0..kills {
+        let mut child = start_shipper(&c, &dir, "node-k", &["--chunk-bytes", "700", "--batch", "4", "--settle", "60"]);
+        std::thread::sleep(Duration::from_millis(50) + rng.millis_below(250));
+        child.kill().expect("SIGKILL the shipper");
+        let _ = child.wait();
+        // The database goes down twice along the way, with the shipper running against it.
+        if (k == kills / 3 || k == 2 * kills / 3) && restarts < 2 {
+            let mut child = start_shipper(&c, &dir, "node-k", &["--chunk-bytes", "700", "--settle", "60"]);
+            std::thread::sleep(Duration::from_millis(100));
+            c.stop("fast");
+            std::thread::sleep(Duration::from_millis(200));
+            c.start();
+            restarts += 1;
+            std::thread::sleep(Duration::from_millis(300));
+            child.kill().expect("SIGKILL the shipper");
+            let _ = child.wait();
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let lines: Vec<u64> = writers.into_iter().map(|h| h.join().expect("writer")).collect();
+    let total: u64 = lines.iter().sum();
+    // Everything written is complete now: push the rest (final once settled) and let the
+    // worker index its own copy.
+    ship_once(&c, &dir, "node-k", &["--settle", "0"]);
+    let indexed = |prefix: &str| -> u64 {
+        c.psql(&format!(
+            "SELECT coalesce(sum(valid_lines), 0) FROM cortex_buffer.session_file WHERE path LIKE '{prefix}%'"
+        ))
+        .parse()
+        .unwrap_or(0)
+    };
+    let tailed_prefix = format!("{}/", dir.display());
+    wait_for(Duration::from_secs(60), || indexed(&tailed_prefix) >= total)
+        .unwrap_or_else(|| panic!("the worker indexed {} of {total} lines", indexed(&tailed_prefix)));
+    let pushed = indexed("push:/");
+    let dupes = c.psql(
+        "SELECT count(*) FROM (SELECT payload FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id)
+          WHERE f.path LIKE 'push:/%' GROUP BY payload HAVING count(*) > 1) d",
+    );
+    eprintln!(
+        "ship kill loop: {kills} kills, {restarts} database restarts, {total} lines written, {pushed} pushed lines indexed, {dupes} duplicates, {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(restarts, 2.min(kills), "the database was restarted");
+    assert_eq!(pushed, total, "every complete line pushed once");
+    assert_eq!(dupes, "0", "no line twice");
+    assert_eq!(
+        c.psql("SELECT count(*) FROM cortex_buffer.session_file WHERE path LIKE 'push:/%'"),
+        "8",
+        "one file per writer: no file was started twice"
+    );
+    let pushed = digests(&c, "push:/");
+    let tailed = digests(&c, &tailed_prefix);
+    assert_eq!(pushed.len(), 8);
+    assert_eq!(pushed, tailed, "the pushed rows are the tailed rows, offset for offset");
+}
+
+#[test]
+fn a_shipper_outside_its_grant_is_refused_and_resumes_once_granted() {
+    let c = cluster("ship-grant");
+    c.psql("INSERT INTO cortex_buffer.push_source (source, login) VALUES ('pod-g', 'shipper')");
+    let node = tempdir("ship-grant-node");
+    let job = job_id(77);
+    std::fs::create_dir_all(node.join(&job)).expect("mkdir");
+    std::fs::write(node.join(&job).join("session-001.jsonl"), format!("{}\n", line(&job, 0, 0))).expect("write");
+    ship_once(&c, &node, "pod-g", &["--settle", "0"]);
+    assert_eq!(c.psql("SELECT count(*) FROM cortex_buffer.session_file WHERE path LIKE 'push:/%'"), "0");
+    c.psql(&format!("INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ('pod-g', '{job}')"));
+    ship_once(&c, &node, "pod-g", &["--settle", "0"]);
+    assert_eq!(c.psql("SELECT sum(valid_lines) FROM cortex_buffer.session_file WHERE path LIKE 'push:/%'"), "1");
+    // The login cannot read what it pushed, or anything else.
+    let denied = Command::new("runuser")
+        .args(["-u", "postgres", "--", "psql", "-X", "-A", "-t", "-d"])
+        .arg(format!("{} sslmode=disable", dsn(&c)))
+        .args(["-c", "SELECT count(*) FROM cortex_buffer.event"])
+        .output()
+        .expect("psql");
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("permission denied"), "{denied:?}");
+    let _ = std::fs::remove_dir_all(&node);
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("cb-e2e-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).expect("mkdir");
+    p
+}
+
+/// One pod's writer: the control plane's BufferWriter, through Node (pgrx-tests/oracle).
+fn node_write(dir: &Path, job: &str, session: &str, first_seq: u64, events: &[Value], cut: Option<usize>) -> u64 {
+    let mut cmd = Command::new("node");
+    cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/oracle/writer.mjs")).arg(dir).args([
+        job,
+        AGENT,
+        session,
+        &first_seq.to_string(),
+        "0",
+    ]);
+    if let Some(n) = cut {
+        cmd.arg(n.to_string());
+    }
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("node is required");
+    let input = serde_json::to_string(events).unwrap_or_default();
+    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("feed node");
+    let out = child.wait_with_output().expect("node output");
+    assert!(out.status.success(), "writer.mjs failed");
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(first_seq)
+}
+
+fn call(tool: &str, input: Value) -> Value {
+    json!({"type": "tool_use", "toolName": tool, "toolInput": input})
+}
+
+fn result(tool: &str, output: &str) -> Value {
+    json!({"type": "tool_result", "toolName": tool, "output": output, "isError": false})
+}
+
+#[test]
+fn a_job_tailed_on_one_node_and_shipped_from_another_recovers_across_both() {
+    let c = cluster("ship-mixed");
+    let job = job_id(4242);
+    c.psql(&format!(
+        "INSERT INTO cortex_buffer.job (id, agent_id, status, started_at) VALUES ('{job}', '{AGENT}', 'RUNNING', now())"
+    ));
+    c.psql(&format!(
+        "INSERT INTO cortex_buffer.push_source (source, login) VALUES ('node-2', 'shipper');
+         INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ('node-2', '{job}')"
+    ));
+    // Pod 1 runs on the database's node: its volume is tailed. It checkpoints step 1, sends an
+    // email, and dies.
+    c.psql(&format!("SELECT checkpoint_id FROM cortex_buffer.write_checkpoint('{job}', '{{\"step_index\": 1}}')"));
+    node_write(&c.sessions, &job, "s1", 0, &[call("send_email", json!({"to": "a@example.com"})), result("send_email", "sent")], None);
+    c.psql("SELECT count(*) FROM cortex_buffer.index_sessions()");
+    // Pod 2 is rescheduled on another node: it starts at session-001.jsonl again, in its own
+    // volume, shipped. It charges a card and dies mid-line.
+    let node2 = tempdir("ship-mixed-node2");
+    node_write(
+        &node2,
+        &job,
+        "s2",
+        0,
+        &[call("read_file", json!({"p": "x"})), result("read_file", "X"), call("charge_card", json!({"amount": 5}))],
+        Some(30),
+    );
+    ship_once(&c, &node2, "node-2", &["--settle", "60"]);
+    let plan: Value = serde_json::from_str(&c.psql(&format!("SELECT cortex_buffer.recovery_plan('{job}')"))).expect("plan");
+    let sessions: Vec<String> =
+        plan["sessions"].as_array().into_iter().flatten().map(|s| s["path"].as_str().unwrap_or("").to_owned()).collect();
+    assert_eq!(sessions.len(), 2, "{plan}");
+    assert!(!sessions[0].starts_with("push:"), "the tailed file first (it appeared first): {sessions:?}");
+    assert!(sessions[1].starts_with("push:/"), "{sessions:?}");
+    assert_eq!(plan["sessions"][1]["pushed"]["source"], json!("node-2"));
+    let tools = |key: &str| -> Vec<String> {
+        plan[key].as_array().into_iter().flatten().map(|e| e["tool_name"].as_str().unwrap_or("").to_owned()).collect()
+    };
+    assert_eq!(tools("completed"), ["send_email", "read_file"], "{plan}");
+    assert_eq!(plan["fresh"]["stale"], json!(false), "{plan}");
+    // The cut line is held, not committed: the shipper reported the whole file, so nothing is
+    // unpushed, and the plan does not claim the cut call is done.
+    assert_eq!(plan["sessions"][1]["pushed"]["unpushed_bytes"], json!(0), "{plan}");
+    assert!(!tools("completed").contains(&"charge_card".to_owned()));
+    let _ = std::fs::remove_dir_all(&node2);
+}
