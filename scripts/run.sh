@@ -12,6 +12,9 @@ PORT="${CORTEX_DEMO_PORT:-54329}"
 ensure_toolchain
 # What users run: an optimised build (the tests build whichever they need).
 install_extension --release
+say "building the shipper (cortex-buffer-ship, release)"
+cargo build --release -p cortex_buffer_ship
+SHIP="${REPO_ROOT}/target/release/cortex-buffer-ship"
 
 DEMO="$(work_dir)/demo"
 PGDATA="${DEMO}/data"
@@ -75,6 +78,28 @@ for _ in $(seq 1 100); do
     [ "${state}" = t ] && break
     sleep 0.2
 done
+
+# Another node's pod, whose volume this server cannot see: its shipper pushes it over SQL.
+PUSHED_JOB=0193a900-4444-7abc-8def-00000000c003
+psql_demo -q <<SQL
+DO \$\$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'demo_shipper') THEN CREATE ROLE demo_shipper LOGIN; END IF;
+END \$\$;
+GRANT cortex_buffer_pusher TO demo_shipper;
+INSERT INTO cortex_buffer.push_source (source, login, note) VALUES ('node-7', 'demo_shipper', 'the demo''s other node')
+    ON CONFLICT (source) DO NOTHING;
+INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ('node-7', '${PUSHED_JOB}') ON CONFLICT DO NOTHING;
+DELETE FROM cortex_buffer.job WHERE id = '${PUSHED_JOB}';
+INSERT INTO cortex_buffer.job (id, agent_id, status, payload)
+VALUES ('${PUSHED_JOB}', '0193a8b0-1111-7abc-8def-0123456789ab', 'RUNNING', '{"task": "pay invoices"}');
+SQL
+say "shipping examples/pushed/ as node-7 (cortex-buffer-ship --once)"
+NODE7="${DEMO}/node-7"
+# Copied once: a copy made again would be other files (other inodes), pushed as new ones.
+[ -d "${NODE7}" ] || cp -R examples/pushed "${NODE7}"
+"${SHIP}" --once --sessions-dir "${NODE7}" --source node-7 --settle 3600 --report-every 3600 \
+    --dsn "host=${RUN} port=${PORT} user=demo_shipper dbname=postgres" 2>"${DEMO}/ship.log" \
+    || { cat "${DEMO}/ship.log"; die "the shipper failed"; }
 
 psql_demo <<'SQL'
 \echo
@@ -195,6 +220,12 @@ SELECT * FROM cortex_buffer.reserve_budget('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f
 SELECT * FROM cortex_buffer.reserve_budget('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '{"input_tokens": 50000}', 'claude-sonnet-4-5-20250929') \gset
 SELECT input_tokens, cost_usd, llm_calls FROM cortex_buffer.settle_usage(:'reservation_id', '{"input_tokens": 41000, "output_tokens": 900}', 'req_011CR');
 SELECT cost_usd, tokens_in, tokens_out, llm_call_count FROM cortex_buffer.job WHERE id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
+\echo '--- push ingestion: a file shipped from node-7 (its unterminated last line is held until it settles)'
+SELECT p.relpath, p.source, f.dialect, f.indexed_offset AS committed, p.held_len AS held, f.valid_lines AS events
+  FROM cortex_buffer.pushed_file p JOIN cortex_buffer.session_file f USING (file_id);
+SELECT p->>'action' AS action, jsonb_path_query_array(p, '$.completed[*].tool_name') AS completed,
+       p->'sessions'->0->'pushed' AS shipper_report
+  FROM cortex_buffer.recovery_plan('0193a900-4444-7abc-8def-00000000c003') p;
 \echo '--- checkpoint CRC, byte-compatible with the control plane (golden values 3624485329, 2745614147, 286895505)'
 SELECT doc, cortex_buffer.canonical_json(doc::jsonb) AS canonical, cortex_buffer.checkpoint_crc(doc::jsonb) AS crc
   FROM (VALUES ('{"hello":"world"}'), ('{}'), ('{"step":1}'), ('{"b":[1.0,2.5e21],"10":true,"9":null}')) v(doc);

@@ -12,8 +12,8 @@ cd "${REPO_ROOT}"
 ensure_toolchain
 WORK="$(work_dir)"
 
-say "pure-core and watch crates (plain cargo test, no PostgreSQL)"
-cargo test -p cortex_buffer_core -p cortex_buffer_watch
+say "pure-core, watch and ship crates (plain cargo test, no PostgreSQL)"
+cargo test -p cortex_buffer_core -p cortex_buffer_watch -p cortex_buffer_ship
 
 say "unit tests and #[pg_test]s"
 PGTEST_DIR="${WORK}/pgrx-test"
@@ -45,6 +45,8 @@ bash scripts/regress.sh
 
 say "end-to-end tests (pgrx-tests/)"
 ensure_node_example
+# The shipper the push tests run (pgrx-tests/tests/ship.rs).
+cargo build -p cortex_buffer_ship
 E2E_DIR="${WORK}/e2e"
 rm -rf "${E2E_DIR}"
 mkdir -p "${E2E_DIR}"

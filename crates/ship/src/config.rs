@@ -34,9 +34,16 @@ OPTIONS (each also read from the environment variable named after it):
     --rescan-interval S    CB_SHIP_RESCAN         a walk of the whole directory this often in notify
                                                   mode, as a safety net (default 60)
     --report-every S       CB_SHIP_REPORT_EVERY   a progress line this often (default 30)
-    --once                 CB_SHIP_ONCE=1         push what is there now (final tails included once
-                                                  settled) and exit 0
+    --once                 CB_SHIP_ONCE=1         push what is there now (as final where the file
+                                                  has already settled) and exit 0
+    --synchronous-commit B CB_SHIP_SYNC           on or off (default off): whether each push waits for
+                                                  its WAL flush. Off is safe: rows and offsets commit
+                                                  together, and a push a server crash undoes is found
+                                                  missing at reconnect (pushed_offsets) and sent again
     --help                                        this text
+
+FOR BENCHMARKS: CB_SHIP_REPEAT=N sends every batch N times (the repeats are replays, which the
+server must recognise as such).
 
 LOGS: one JSON object per line on standard error: {\"ts\", \"level\", \"msg\", ...}.
 EXIT: 0 on SIGTERM/SIGINT or after --once; 2 on bad arguments.
@@ -62,6 +69,9 @@ pub struct Config {
     pub rescan_interval: Duration,
     pub report_every: Duration,
     pub once: bool,
+    pub synchronous_commit: bool,
+    /// Every batch is sent this many times (benchmarks of replays).
+    pub repeat: usize,
 }
 
 /// What the command line asks for.
@@ -85,7 +95,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
             "--help" | "-h" => return Ok(Parsed::Help),
             "--once" => once = true,
             "--sessions-dir" | "--source" | "--dsn" | "--chunk-bytes" | "--batch" | "--settle" | "--watch"
-            | "--poll-interval" | "--rescan-interval" | "--report-every" => {
+            | "--poll-interval" | "--rescan-interval" | "--report-every" | "--synchronous-commit" => {
                 let v = it.next().ok_or_else(|| format!("{name} needs a value"))?;
                 flags.insert(name, v.clone());
             }
@@ -134,6 +144,15 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         Some(v) => number::<u64>("--report-every", &v)?.max(1),
         None => 30,
     });
+    let synchronous_commit = match get("--synchronous-commit", "CB_SHIP_SYNC").as_deref() {
+        None | Some("off") => false,
+        Some("on") => true,
+        Some(other) => return Err(format!("--synchronous-commit: \"{other}\" is not on or off")),
+    };
+    let repeat = match env("CB_SHIP_REPEAT") {
+        Some(v) => number::<usize>("CB_SHIP_REPEAT", &v)?.clamp(1, 100),
+        None => 1,
+    };
     Ok(Parsed::Run(Config {
         sessions_dir,
         source,
@@ -146,6 +165,8 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         rescan_interval,
         report_every,
         once,
+        synchronous_commit,
+        repeat,
     }))
 }
 

@@ -100,11 +100,16 @@ const PUSH_SQL: &str = "
      ORDER BY a.i";
 
 impl Db {
-    pub fn connect(dsn: &str, source: &str) -> Result<Db, Failure> {
+    pub fn connect(dsn: &str, source: &str, synchronous_commit: bool) -> Result<Db, Failure> {
         let mut config: postgres::Config = dsn.parse().map_err(|e: postgres::Error| Failure::Connection(e.to_string()))?;
         config.application_name("cortex-buffer-ship");
         config.connect_timeout(std::time::Duration::from_secs(10));
-        let client = config.connect(NoTls).map_err(|e| classify(&e))?;
+        let mut client = config.connect(NoTls).map_err(|e| classify(&e))?;
+        if !synchronous_commit {
+            // Safe: a push a crash undoes leaves the server short of what the shipper sent, which
+            // it learns at reconnect (pushed_offsets) or from the next push (a gap).
+            client.batch_execute("SET synchronous_commit = off").map_err(|e| classify(&e))?;
+        }
         Ok(Db { client, source: source.to_owned() })
     }
 

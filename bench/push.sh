@@ -1,0 +1,160 @@
+# shellcheck shell=bash
+# Push ingestion. Sourced by scripts/bench.sh (release build); every figure with durability on
+# (fsync, full_page_writes and the COPY's synchronous_commit at their defaults; the shipper
+# sets synchronous_commit = off for its own session, as it does by default).
+#
+# 1. Throughput: PUSH_LINES (default 100 000) cortex-spike lines in PUSH_FILES (default 1 000)
+#    job directories of one file, split over PUSH_SHIPPERS (default 16) node directories, each
+#    with its own shipper (its own source and connection, on loopback TCP) run with --once:
+#    from the start of the first until the last exits, against COPY of the same raw lines into
+#    a bare jsonb table in the same round (target >= 0.7x). Median of PUSH_ROUNDS (default 3).
+# 2. Duplicate-chunk storm: the same, every batch sent twice (CB_SHIP_REPEAT=2): its time over
+#    the time without the storm, same round (target <= 1.2x).
+# 3. The flush window under load: while the shippers push a second corpus, an agent appends a
+#    line to its own file and calls await_pushed() for it, PUSH_SAMPLES (default 50) times: the
+#    time from the append until await_pushed returns true, p50 and p99 (and a trivial query's
+#    round trip in the same run, which that time includes).
+
+LINES="${PUSH_LINES:-100000}"
+NFILES="${PUSH_FILES:-1000}"
+SHIPPERS="${PUSH_SHIPPERS:-16}"
+ROUNDS="${PUSH_ROUNDS:-3}"
+SAMPLES="${PUSH_SAMPLES:-50}"
+GEN="${REPO_ROOT}/bench/fleet_gen.py"
+DATA="${BENCH}/push-data"
+NODES="${BENCH}/nodes"
+mkdir -p "${DATA}"
+chown postgres "${DATA}"
+
+cargo build --release -p cortex_buffer_ship >&2
+SHIP="${REPO_ROOT}/target/release/cortex-buffer-ship"
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+ms_of() { sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1; }
+now_ms() { date +%s%3N; }
+
+# Durability on; loopback TCP with a password for the shippers, as remote nodes connect.
+bench_psql -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM SET synchronous_commit = on" \
+    -c "ALTER SYSTEM SET full_page_writes = on" -c "ALTER SYSTEM SET listen_addresses = '127.0.0.1'" \
+    -c "ALTER SYSTEM SET max_connections = 100" >/dev/null
+sed -i '1i host all bench_shipper 127.0.0.1/32 scram-sha-256' "${PGDATA}/pg_hba.conf"
+pg "${BIN}/pg_ctl" restart -w -D "${PGDATA}" -l "${RUN}/postgres.log" >/dev/null
+bench_psql -c "CREATE EXTENSION cortex_buffer" -c "CREATE TABLE raw_lines (doc jsonb)" \
+    -c "CREATE ROLE bench_shipper LOGIN PASSWORD 'bench'" -c "GRANT cortex_buffer_pusher TO bench_shipper" >/dev/null
+for s in $(seq 1 "${SHIPPERS}"); do
+    bench_psql -c "INSERT INTO cortex_buffer.push_source (source, login, all_jobs) VALUES ('node-$s', 'bench_shipper', true)" >/dev/null
+done
+DSN="host=127.0.0.1 port=${PORT} user=bench_shipper password=bench dbname=postgres"
+
+# The corpus, its job directories dealt out to the nodes round-robin.
+python3 "${GEN}" corpus "${DATA}/corpus" "${NFILES}" 1 "${LINES}"
+find "${DATA}/corpus" -name '*.jsonl' -print0 | sort -z | xargs -0 cat > "${DATA}/corpus.jsonl"
+chown -R postgres "${DATA}"
+deal() { # $1 = corpus dir; makes ${NODES}/node-N/<job>/...
+    rm -rf "${NODES}"
+    local i=0 d
+    for d in "$1"/*/; do
+        local n=$(( i % SHIPPERS + 1 ))
+        mkdir -p "${NODES}/node-$n"
+        cp -a "$d" "${NODES}/node-$n/"
+        i=$(( i + 1 ))
+    done
+}
+
+ship_all() { # $@ = extra environment; prints the elapsed ms of all shippers
+    local t0 t1 pids=() s
+    t0=$(now_ms)
+    for s in $(seq 1 "${SHIPPERS}"); do
+        env "$@" "${SHIP}" --once --settle 0 --batch 32 --report-every 3600 --sessions-dir "${NODES}/node-$s" \
+            --source "node-$s" --dsn "${DSN}" 2>>"${BENCH}/ship.log" &
+        pids+=($!)
+    done
+    for s in "${pids[@]}"; do wait "$s" || die "a shipper failed (${BENCH}/ship.log)"; done
+    t1=$(now_ms)
+    echo $(( t1 - t0 ))
+}
+
+reset() {
+    bench_psql -c "TRUNCATE cortex_buffer.event, cortex_buffer.corrupt_line, cortex_buffer.session_file CASCADE" \
+        -c "TRUNCATE raw_lines" -c "CHECKPOINT" >/dev/null
+}
+
+check_all() {
+    local n
+    n=$(bench_psql -c "SELECT count(*) FROM cortex_buffer.event")
+    [ "$n" = "${LINES}" ] || die "pushed ${n} events, expected ${LINES}"
+}
+
+copy_ms() {
+    bench_psql -c "CHECKPOINT" >/dev/null
+    bench_psql <<SQL | ms_of
+\timing on
+COPY raw_lines (doc) FROM '${DATA}/corpus.jsonl' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02');
+SQL
+}
+
+deal "${DATA}/corpus"
+ratios=(); storms=()
+for r in $(seq 1 "${ROUNDS}"); do
+    reset
+    tp=$(ship_all CB_SHIP_REPEAT=1)
+    check_all
+    tc=$(copy_ms)
+    reset
+    ts=$(ship_all CB_SHIP_REPEAT=2)
+    check_all
+    printf '  round %d: %d shippers %8.1f ms   storm (every batch twice) %8.1f ms   COPY raw jsonb %8.1f ms\n' \
+        "$r" "${SHIPPERS}" "$tp" "$ts" "$tc" >&2
+    ratios+=("$(awk -v p="$tp" -v c="$tc" 'BEGIN { print c / p }')")
+    storms+=("$(awk -v p="$tp" -v s="$ts" 'BEGIN { print s / p }')")
+done
+ratio=$(printf '%s\n' "${ratios[@]}" | median)
+ratio_spread=$(printf '%s\n' "${ratios[@]}" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f-%.2f", lo, hi}')
+storm=$(printf '%s\n' "${storms[@]}" | median)
+storm_spread=$(printf '%s\n' "${storms[@]}" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f-%.2f", lo, hi}')
+
+# --- 3. the flush window under load -------------------------------------------------------------
+reset
+AGENT_JOB=0193a8b2-7c41-7d2e-9f00-777777777777
+AGENT_DIR="${NODES}/node-1/${AGENT_JOB}"
+mkdir -p "${AGENT_DIR}"
+AGENT_FILE="${AGENT_DIR}/session-001.jsonl"
+agent_line() { printf '{"type":"TOOL_START","timestamp":"2026-02-23T15:00:00.000Z","job_id":"%s","seq":%d}\n' "${AGENT_JOB}" "$1"; }
+agent_line 0 > "${AGENT_FILE}"
+# A second corpus keeps the shippers busy while the agent samples.
+python3 "${GEN}" corpus "${DATA}/corpus2" "${NFILES}" 1 "${LINES}"
+pids=()
+for s in $(seq 1 "${SHIPPERS}"); do
+    "${SHIP}" --settle 1 --batch 32 --poll-interval 1000 --report-every 3600 --sessions-dir "${NODES}/node-$s" \
+        --source "node-$s" --dsn "${DSN}" 2>>"${BENCH}/ship.log" &
+    pids+=($!)
+done
+sleep 1
+for d in "${DATA}/corpus2"/*/; do cp -a "$d" "${NODES}/node-$(( RANDOM % SHIPPERS + 1 ))/" 2>/dev/null || true; done
+windows=(); trips=()
+for n in $(seq 1 "${SAMPLES}"); do
+    t0=$(date +%s%N)
+    agent_line "$n" >> "${AGENT_FILE}"
+    size=$(stat -c %s "${AGENT_FILE}")
+    ok=$(bench_psql -c "SELECT cortex_buffer.await_pushed('${AGENT_JOB}', '${AGENT_JOB}/session-001.jsonl', ${size}, '10 s')")
+    t1=$(date +%s%N)
+    [ "$ok" = t ] || die "await_pushed timed out"
+    windows+=("$(( (t1 - t0) / 1000 ))")
+    t2=$(date +%s%N); bench_psql -c "SELECT 1" >/dev/null; t3=$(date +%s%N)
+    trips+=("$(( (t3 - t2) / 1000 ))")
+    sleep 0.05
+done
+load_pending=$(bench_psql -c "SELECT ${LINES} - count(*) FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id) WHERE f.job_id <> '${AGENT_JOB}'")
+kill "${pids[@]}" 2>/dev/null || true
+wait 2>/dev/null || true
+pct() { printf '%s\n' "$@" | sort -n | awk -v p="$P" '{a[NR]=$1} END {i=int(NR*p/100+0.5); if(i<1)i=1; if(i>NR)i=NR; printf "%.1f", a[i]/1000}'; }
+w50=$(P=50 pct "${windows[@]}"); w99=$(P=99 pct "${windows[@]}")
+r50=$(P=50 pct "${trips[@]}")
+
+echo
+echo "== push ingestion: ${LINES} cortex-spike lines in ${NFILES} files over ${SHIPPERS} shippers on loopback TCP, release build, fsync=on, full_page_writes=on; median of ${ROUNDS} rounds =="
+printf '%d shippers vs COPY of the raw lines into a bare jsonb table: %.2fx (spread %s; target >= 0.7x; higher is better)\n' "${SHIPPERS}" "${ratio}" "${ratio_spread}"
+printf 'duplicate-chunk storm (every batch twice) vs none: %.2fx the time (spread %s; target <= 1.2x)\n' "${storm}" "${storm_spread}"
+echo
+echo "== the flush window under load: append, then await_pushed() until the server has it (${SAMPLES} samples, the shippers pushing ${LINES} more lines meanwhile) =="
+echo "append-to-pushed p50 ${w50} ms, p99 ${w99} ms (of which a psql connection and query: p50 ${r50} ms); lines of the load still unpushed at the end: ${load_pending}"
