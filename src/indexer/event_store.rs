@@ -650,11 +650,13 @@ pub fn index_stream<R>(
     progress: Progress,
     rules: &FileRules<'_>,
     settings: &Settings,
+    lines_at_most: usize,
 ) -> Result<Progress, CbError>
 where
     R: std::io::Read + cortex_buffer_core::indexer::lines::HoleSkip,
 {
-    let mut inserter = Inserter::new(settings.batch_rows)?;
+    // A chunk of a few lines needs no more slots than it has lines.
+    let mut inserter = Inserter::new(settings.batch_rows.min(lines_at_most.max(1)))?;
     inserter.file_id = file_id;
     let limits = inserter.limits(settings.batch_rows);
     let interrupts = || {

@@ -39,12 +39,58 @@ const CLAIM_SQL: &str = "
       FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) $1
        FOR UPDATE SKIP LOCKED";
 
+/// The claim's select list for a statement of another module that locks a `session_file` row
+/// itself (as `alias`) and reads what a claim reads in the same statement; its rows are read
+/// with [`claimed_from`].
+pub fn claim_columns(alias: &str) -> String {
+    let plain = [
+        "path",
+        "indexed_offset",
+        "indexed_lines",
+        "generation",
+        "indexed_device",
+        "indexed_inode",
+        "indexed_mtime",
+        "fingerprint_len",
+        "fingerprint",
+        "indexed_dialect",
+        "tail_unterminated",
+        "tail_pending",
+        "total_lines",
+        "valid_lines",
+        "corrupt_lines",
+        "blank_lines",
+        "last_failed_parse",
+        "last_seq",
+        "seq_gaps",
+        "seq_first_missing",
+        "seq_resets",
+        "first_ts",
+        "last_ts",
+        "session_start_seen",
+        "session_end_seen",
+        "schema_version",
+        "foreign_job_lines",
+        "crash_cut_lines",
+        "cut_pending",
+    ];
+    let mut cols: Vec<String> = plain.iter().map(|c| format!("{alias}.{c}")).collect();
+    cols.push(format!("{alias}.quarantined_at IS NOT NULL AS quarantined"));
+    cols.push(format!("{alias}.gone_at IS NOT NULL AS gone"));
+    cols.join(", ")
+}
+
+/// A claimed row from a result holding [`claim_columns`].
+pub fn claimed_from(row: &SpiHeapTupleData<'_>, ordinals: &Ordinals) -> Result<Claimed, CbError> {
+    claimed_of(&Named { row, ordinals })
+}
+
 /// The ordinal of each column of a result, by name: looked up once per statement, not once per
 /// value (a name lookup scans the row's columns).
-struct Ordinals(HashMap<String, usize>);
+pub struct Ordinals(HashMap<String, usize>);
 
 impl Ordinals {
-    fn of(table: &SpiTupleTable<'_>) -> Result<Ordinals, CbError> {
+    pub fn of(table: &SpiTupleTable<'_>) -> Result<Ordinals, CbError> {
         let columns = table.columns().map_err(spi)?;
         let mut by_name = HashMap::with_capacity(columns);
         for ordinal in 1..=columns {
@@ -218,6 +264,31 @@ pub fn finish(
     integrity: &Integrity,
     trusted: bool,
 ) -> Result<bool, CbError> {
+    finish_with(client, file_id, old, state, integrity, trusted, None)
+}
+
+/// What a caller records in the same statement as the finish: a statement run first (as a
+/// `WITH` of the finish, on the same snapshot), more columns of `session_file` set, and the
+/// values of their parameters, numbered after the finish's own.
+pub struct AlsoRecord {
+    /// Names the statement: its plan is kept per backend.
+    pub key: &'static str,
+    /// `(with_sql, extra_sets)` for the first parameter number they may use.
+    pub sql: fn(first_param: usize) -> (String, String),
+    pub args: Vec<DatumWithOid<'static>>,
+}
+
+/// [`finish`], with more recorded in the same statement (one statement per file instead of
+/// several: what push ingestion records of each chunk).
+pub fn finish_with(
+    client: &mut SpiClient<'_>,
+    file_id: i64,
+    old: &IndexState,
+    state: &IndexState,
+    integrity: &Integrity,
+    trusted: bool,
+    also: Option<AlsoRecord>,
+) -> Result<bool, CbError> {
     let values = finish_values(state, integrity, trusted);
     // The batch finish sets the same columns (checked here: building datums needs a server).
     debug_assert!(values.iter().map(|(c, _)| *c).eq(FINISH_MANY_COLUMNS.iter().map(|(c, _)| *c)));
@@ -225,8 +296,24 @@ pub fn finish(
         vec![file_id.into(), count_i64(old.offset).into(), old.generation.into()];
     let columns: Vec<&str> = values.iter().map(|(c, _)| *c).collect();
     args.extend(values.into_iter().map(|(_, v)| v));
+    let first_extra = args.len() + 1;
+    let (key, sql) = match &also {
+        None => ("buffer.finish", finish_sql(&columns)),
+        Some(a) => {
+            let (with, sets) = (a.sql)(first_extra);
+            let base = finish_sql(&columns).replacen(
+                "indexed_at = pg_catalog.now(),",
+                &format!("{sets}, indexed_at = pg_catalog.now(),"),
+                1,
+            );
+            (a.key, format!("WITH {with} {base}"))
+        }
+    };
+    if let Some(a) = also {
+        args.extend(a.args);
+    }
     let types: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
-    let stmt = prepared(client, "buffer.finish", || finish_sql(&columns), &types)?;
+    let stmt = prepared(client, key, move || sql, &types)?;
     Ok(client.update(&*stmt, None, &args).map_err(spi)?.len() == 1)
 }
 

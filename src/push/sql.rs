@@ -14,7 +14,7 @@ use crate::indexer::settings::Settings;
 use crate::pg::guc;
 use crate::pg::privilege::{as_definer, caller_is_superuser, role_oid};
 use crate::pg::raise::raise;
-use crate::pg::spi_util::spi;
+use crate::pg::spi_util::{prepared_read, spi};
 use crate::pg::time::interval_us;
 use crate::pg::xact::with_fresh_snapshot;
 use crate::pg::OrRaise;
@@ -36,22 +36,63 @@ fn invalid(what: &str, why: String) -> CbError {
         .with_hint("See docs/api.md, append_session_bytes.")
 }
 
+thread_local! {
+    /// What this transaction was already allowed: `(local transaction id, [(source, job)])`. A
+    /// shipper's batch calls append_session_bytes many times in one statement; the mapping is
+    /// read once per transaction, not once per chunk.
+    static ALLOWED: std::cell::RefCell<(u32, Vec<(String, Option<Uuid>)>)> = const { std::cell::RefCell::new((0, Vec::new())) };
+}
+
+fn local_xid() -> u32 {
+    // SAFETY: MyProc is this backend's PGPROC; lxid is a plain field.
+    unsafe { pgrx::pg_sys::MyProc.as_ref().map_or(0, |p| p.lxid) }
+}
+
+/// [`check_mapping`] once per transaction for each (source, job).
+fn authorize_source(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
+    let lxid = local_xid();
+    let known = ALLOWED.with(|a| {
+        let a = a.borrow();
+        a.0 == lxid && a.1.iter().any(|(s, j)| s == source && *j == job)
+    });
+    if known {
+        return Ok(());
+    }
+    check_mapping(source, job)?;
+    ALLOWED.with(|a| {
+        let mut a = a.borrow_mut();
+        if a.0 != lxid {
+            *a = (lxid, Vec::new());
+        }
+        if a.1.len() < 1024 {
+            a.1.push((source.to_owned(), job));
+        }
+    });
+    Ok(())
+}
+
 /// Whether the calling role may push as `source`, and (when `job` is given) write that job's
 /// files: the operator's mapping in push_source and push_grant. 42501 otherwise, saying which
 /// row is missing.
-fn authorize_source(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
+fn check_mapping(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
     let row = as_definer(|| {
         Spi::connect(|c| {
-            let rows = c
-                .select(
+            let stmt = prepared_read(
+                c,
+                "push.mapping",
+                || {
                     "SELECT s.login::pg_catalog.text, s.all_jobs,
                             EXISTS (SELECT 1 FROM cortex_buffer.push_grant g
                                      WHERE g.source OPERATOR(pg_catalog.=) s.source AND g.job_id OPERATOR(pg_catalog.=) $2)
-                       FROM cortex_buffer.push_source s WHERE s.source OPERATOR(pg_catalog.=) $1",
-                    Some(1),
-                    &[source.into(), job.into()],
-                )
-                .map_err(spi)?;
+                       FROM cortex_buffer.push_source s WHERE s.source OPERATOR(pg_catalog.=) $1"
+                        .to_owned()
+                },
+                &[
+                    pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TEXTOID),
+                    pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::UUIDOID),
+                ],
+            )?;
+            let rows = c.select(&*stmt, Some(1), &[source.into(), job.into()]).map_err(spi)?;
             let Some(r) = rows.into_iter().next() else { return Ok(None) };
             Ok(Some((
                 r.get::<String>(1).map_err(spi)?.unwrap_or_default(),

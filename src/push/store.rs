@@ -10,7 +10,7 @@ use pgrx::spi::SpiClient;
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
 use crate::indexer::event_store;
-use crate::indexer::file_row::{self, Claimed};
+use crate::indexer::file_row::{self, AlsoRecord, Claimed};
 use crate::indexer::settings::Settings;
 use crate::pg::spi_util::{prepared, spi};
 use crate::pg::xact::subtransaction;
@@ -54,27 +54,51 @@ struct Pushed {
     dialect_decided: bool,
     dialect: Option<Dialect>,
     head: Vec<u8>,
+    /// The head grew in this push (it is written only then).
+    head_changed: bool,
     held: Held,
-    quarantined: bool,
-    committed: u64,
-    tail_unterminated: bool,
+    /// Its `session_file` row as a claim reads it (the push holds the row's lock).
+    claimed: Claimed,
+}
+
+impl Pushed {
+    fn committed(&self) -> u64 {
+        self.claimed.state.offset
+    }
 }
 
 const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
-const INT4: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4OID);
 const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
 const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
 const BYTEA: PgOid = PgOid::BuiltIn(PgBuiltInOids::BYTEAOID);
 const BOOL: PgOid = PgOid::BuiltIn(PgBuiltInOids::BOOLOID);
 
-const LOCK_SQL: &str = "
-    SELECT p.file_id, p.n, p.dialect_decided, f.dialect, p.head, p.held, p.held_len,
-           f.quarantined_at IS NOT NULL, f.indexed_offset, f.tail_unterminated
-      FROM cortex_buffer.pushed_file p JOIN cortex_buffer.session_file f ON f.file_id OPERATOR(pg_catalog.=) p.file_id
-     WHERE p.job_id OPERATOR(pg_catalog.=) $1 AND p.relpath OPERATOR(pg_catalog.=) $2
-       AND p.identity OPERATOR(pg_catalog.=) $3
-     ORDER BY p.n DESC LIMIT 1
-       FOR UPDATE OF f, p";
+/// The file a push continues, both its rows locked, with what a claim of its `session_file` row
+/// reads (one statement for both).
+fn lock_sql() -> String {
+    format!(
+        "SELECT p.file_id, p.dialect_decided, f.dialect, p.head, p.held, p.held_len, {}
+           FROM cortex_buffer.pushed_file p
+           JOIN cortex_buffer.session_file f ON f.file_id OPERATOR(pg_catalog.=) p.file_id
+          WHERE p.job_id OPERATOR(pg_catalog.=) $1 AND p.relpath OPERATOR(pg_catalog.=) $2
+            AND p.identity OPERATOR(pg_catalog.=) $3
+          ORDER BY p.n DESC LIMIT 1
+            FOR UPDATE OF f, p",
+        file_row::claim_columns("f")
+    )
+}
+
+/// The first file pushed under a relpath: its plain path is free (a unique index says so, and
+/// waits for a concurrent push of the same path to end).
+const CREATE_FIRST_SQL: &str = "
+    WITH f AS (
+        INSERT INTO cortex_buffer.session_file (path, job_dir, size_bytes, mtime, device, inode, job_id, session_ordinal)
+        VALUES ($1, $2, 0, pg_catalog.now(), 0, $3, $4, $5)
+        ON CONFLICT (path) DO NOTHING
+        RETURNING file_id)
+    INSERT INTO cortex_buffer.pushed_file (file_id, job_id, relpath, n, identity, first_source, source)
+    SELECT f.file_id, $4, $6, 1, $7, $8, $8 FROM f
+    RETURNING file_id";
 
 /// Serialises the creation of a relpath's files (their numbers): an advisory lock on a hash of
 /// the job and relpath, held to the end of the transaction.
@@ -82,21 +106,25 @@ const CREATE_LOCK_SQL: &str = "SELECT pg_catalog.pg_advisory_xact_lock(
     pg_catalog.hashtextextended('cortex_buffer push ' OPERATOR(pg_catalog.||) $1::pg_catalog.text
                                 OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) $2, 0))";
 
-const NEXT_N_SQL: &str = "SELECT coalesce(pg_catalog.max(n), 0) OPERATOR(pg_catalog.+) 1 FROM cortex_buffer.pushed_file
-     WHERE job_id OPERATOR(pg_catalog.=) $1 AND relpath OPERATOR(pg_catalog.=) $2";
-
 const CREATE_SQL: &str = "
-    WITH f AS (
+    WITH n AS (
+        SELECT coalesce(pg_catalog.max(n), 0) OPERATOR(pg_catalog.+) 1 AS n FROM cortex_buffer.pushed_file
+         WHERE job_id OPERATOR(pg_catalog.=) $4 AND relpath OPERATOR(pg_catalog.=) $6
+    ), f AS (
         INSERT INTO cortex_buffer.session_file (path, job_dir, size_bytes, mtime, device, inode, job_id, session_ordinal)
-        VALUES ($1, $2, 0, pg_catalog.now(), 0, $3, $4, $5)
+        SELECT CASE WHEN n.n OPERATOR(pg_catalog.=) 1 THEN $1
+                    ELSE $1 OPERATOR(pg_catalog.||) '#' OPERATOR(pg_catalog.||)
+                         pg_catalog.lpad(n.n::pg_catalog.text, GREATEST(6, pg_catalog.length(n.n::pg_catalog.text)), '0') END,
+               $2, 0, pg_catalog.now(), 0, $3, $4, $5
+          FROM n
         RETURNING file_id)
     INSERT INTO cortex_buffer.pushed_file (file_id, job_id, relpath, n, identity, first_source, source)
-    SELECT f.file_id, $4, $6, $7, $8, $9, $9 FROM f
+    SELECT f.file_id, $4, $6, n.n, $7, $8, $8 FROM f, n
     RETURNING file_id";
 
 const SAVE_SQL: &str = "
     UPDATE cortex_buffer.pushed_file
-       SET source = $2, dialect_decided = $3, head = $4, held = $5, held_len = $6,
+       SET source = $2, dialect_decided = $3, head = coalesce($4, head), held = $5, held_len = $6,
            reported_size = coalesce($7, reported_size),
            reported_at = CASE WHEN $7 IS NULL THEN reported_at ELSE pg_catalog.now() END,
            pushed_at = pg_catalog.now(), pushes = pushes OPERATOR(pg_catalog.+) 1
@@ -108,69 +136,77 @@ const FILE_SQL: &str = "
      WHERE file_id OPERATOR(pg_catalog.=) $1";
 
 fn lock(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Option<Pushed>, CbError> {
-    let stmt = prepared(client, "push.lock", || LOCK_SQL.to_owned(), &[UUID, TEXT, TEXT])?;
+    let stmt = prepared(client, "push.lock", lock_sql, &[UUID, TEXT, TEXT])?;
     let rows = client.update(&*stmt, Some(1), &[p.job.into(), p.relpath.into(), p.identity.into()]).map_err(spi)?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let ordinals = file_row::Ordinals::of(&rows)?;
     let Some(r) = rows.into_iter().next() else { return Ok(None) };
     let count = |v: Option<i64>| u64::try_from(v.unwrap_or(0)).unwrap_or(0);
     Ok(Some(Pushed {
         file_id: r.get::<i64>(1).map_err(spi)?.unwrap_or(0),
-        dialect_decided: r.get::<bool>(3).map_err(spi)?.unwrap_or(false),
-        dialect: r.get::<String>(4).map_err(spi)?.as_deref().and_then(Dialect::from_label),
-        head: r.get::<Vec<u8>>(5).map_err(spi)?.unwrap_or_default(),
+        dialect_decided: r.get::<bool>(2).map_err(spi)?.unwrap_or(false),
+        dialect: r.get::<String>(3).map_err(spi)?.as_deref().and_then(Dialect::from_label),
+        head: r.get::<Vec<u8>>(4).map_err(spi)?.unwrap_or_default(),
+        head_changed: false,
         held: Held {
-            bytes: r.get::<Vec<u8>>(6).map_err(spi)?.unwrap_or_default(),
-            len: count(r.get::<i64>(7).map_err(spi)?),
+            bytes: r.get::<Vec<u8>>(5).map_err(spi)?.unwrap_or_default(),
+            len: count(r.get::<i64>(6).map_err(spi)?),
         },
-        quarantined: r.get::<bool>(8).map_err(spi)?.unwrap_or(false),
-        committed: count(r.get::<i64>(9).map_err(spi)?),
-        tail_unterminated: r.get::<bool>(10).map_err(spi)?.unwrap_or(false),
+        claimed: file_row::claimed_from(&r, &ordinals)?,
     }))
 }
 
-/// Starts a new file under the push's relpath, numbered after those it already has.
+/// Starts a new file under the push's relpath: the first one under its plain path, in one
+/// statement; a later one (another identity, a rewrite) numbered after those there are (the
+/// advisory lock, taken in a statement of its own, makes the next statement's snapshot see every
+/// file a concurrent push created first).
 fn create(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Pushed, CbError> {
-    let job_text = p.job.to_string();
-    let stmt = prepared(client, "push.create_lock", || CREATE_LOCK_SQL.to_owned(), &[TEXT, TEXT])?;
-    client.update(&*stmt, None, &[job_text.as_str().into(), p.relpath.into()]).map_err(spi)?;
-    let stmt = prepared(client, "push.next_n", || NEXT_N_SQL.to_owned(), &[UUID, TEXT])?;
-    let n = client
-        .update(&*stmt, Some(1), &[p.job.into(), p.relpath.into()])
-        .map_err(spi)?
-        .next()
-        .and_then(|r| r.get::<i32>(1).ok().flatten())
-        .unwrap_or(1);
-    let stmt = prepared(
-        client,
-        "push.create",
-        || CREATE_SQL.to_owned(),
-        &[TEXT, TEXT, INT8, UUID, INT8, TEXT, INT4, TEXT, TEXT],
-    )?;
-    let args: [DatumWithOid<'_>; 9] = [
-        recorded_path(p.relpath, n).into(),
-        p.job_dir.as_str().into(),
-        identity_number(p.identity).into(),
-        p.job.into(),
-        session_ordinal(&p.file_name).into(),
-        p.relpath.into(),
-        n.into(),
-        p.identity.into(),
-        p.source.into(),
-    ];
-    let file_id = client
-        .update(&*stmt, Some(1), &args)
-        .map_err(spi)?
-        .next()
-        .and_then(|r| r.get::<i64>(1).ok().flatten())
-        .ok_or_else(|| CbError::internal("a pushed file's rows were not created"))?;
+    let types = [TEXT, TEXT, INT8, UUID, INT8, TEXT, TEXT, TEXT];
+    let args = |path: String| -> [DatumWithOid<'_>; 8] {
+        [
+            path.into(),
+            p.job_dir.as_str().into(),
+            identity_number(p.identity).into(),
+            p.job.into(),
+            session_ordinal(&p.file_name).into(),
+            p.relpath.into(),
+            p.identity.into(),
+            p.source.into(),
+        ]
+    };
+    let stmt = prepared(client, "push.create_first", || CREATE_FIRST_SQL.to_owned(), &types)?;
+    let first =
+        client.update(&*stmt, Some(1), &args(recorded_path(p.relpath, 1))).map_err(spi)?.next().and_then(|r| r.get::<i64>(1).ok().flatten());
+    let file_id = match first {
+        Some(id) => id,
+        None => {
+            let job_text = p.job.to_string();
+            let stmt = prepared(client, "push.create_lock", || CREATE_LOCK_SQL.to_owned(), &[TEXT, TEXT])?;
+            client.update(&*stmt, None, &[job_text.as_str().into(), p.relpath.into()]).map_err(spi)?;
+            let stmt = prepared(client, "push.create", || CREATE_SQL.to_owned(), &types)?;
+            client
+                .update(&*stmt, Some(1), &args(recorded_path(p.relpath, 1)))
+                .map_err(spi)?
+                .next()
+                .and_then(|r| r.get::<i64>(1).ok().flatten())
+                .ok_or_else(|| CbError::internal("a pushed file's rows were not created"))?
+        }
+    };
     Ok(Pushed {
         file_id,
         dialect_decided: false,
         dialect: None,
         head: Vec::new(),
+        head_changed: false,
         held: Held::default(),
-        quarantined: false,
-        committed: 0,
-        tail_unterminated: false,
+        claimed: Claimed {
+            path: String::new(),
+            state: IndexState::default(),
+            integrity: Default::default(),
+            gone: false,
+        },
     })
 }
 
@@ -186,14 +222,14 @@ fn save(client: &mut SpiClient<'_>, p: &Push<'_>, f: &Pushed) -> Result<(), CbEr
                 f.file_id.into(),
                 p.source.into(),
                 f.dialect_decided.into(),
-                f.head.as_slice().into(),
+                f.head_changed.then_some(f.head.as_slice()).into(),
                 f.held.bytes.as_slice().into(),
                 count_i64(f.held.len).into(),
                 reported.into(),
             ],
         )
         .map_err(spi)?;
-    let size = count_i64(p.file_size.unwrap_or(0).max(f.committed.saturating_add(f.held.len)));
+    let size = count_i64(p.file_size.unwrap_or(0).max(f.committed().saturating_add(f.held.len)));
     let stmt = prepared(client, "push.file", || FILE_SQL.to_owned(), &[INT8, TEXT, INT8])?;
     client.update(&*stmt, None, &[f.file_id.into(), f.dialect.map(|d| d.label()).into(), size.into()]).map_err(spi)?;
     Ok(())
@@ -228,10 +264,10 @@ fn restart(client: &mut SpiClient<'_>, f: &mut Pushed) -> Result<(), CbError> {
             &[f.file_id.into()],
         )
         .map_err(spi)?;
-    f.committed = 0;
+    f.claimed.state = IndexState { generation: f.claimed.state.generation + 1, ..IndexState::default() };
+    f.claimed.integrity = Default::default();
     f.held = Held::default();
     f.dialect_decided = false;
-    f.tail_unterminated = false;
     Ok(())
 }
 
@@ -242,10 +278,10 @@ pub fn apply(p: &Push<'_>, settings: &Settings) -> Result<Outcome, CbError> {
             Some(f) => (f, false),
             None => (create(client, p)?, true),
         };
-        if f.quarantined {
-            return Ok(Outcome { committed: count_i64(f.committed), events: 0, corrupt: 0, action: "quarantined" });
+        if f.claimed.state.quarantined {
+            return Ok(Outcome { committed: count_i64(f.committed()), events: 0, corrupt: 0, action: "quarantined" });
         }
-        let have = f.committed.saturating_add(f.held.len);
+        let have = f.committed().saturating_add(f.held.len);
         // Its first bytes repeated differently, or the shipper sees it shorter than what the
         // server has: the file was rewritten in place. A new file, after this one, whose rows
         // stay.
@@ -254,7 +290,7 @@ pub fn apply(p: &Push<'_>, settings: &Settings) -> Result<Outcome, CbError> {
             f = create(client, p)?;
             started = true;
         }
-        let have = f.committed.saturating_add(f.held.len);
+        let have = f.committed().saturating_add(f.held.len);
         let new: &[u8] = match place(have, &f.head, p.start, p.chunk) {
             Placement::Gap { expected } => return Err(gap(p.relpath, p.start, expected)),
             Placement::Rewritten => {
@@ -262,19 +298,21 @@ pub fn apply(p: &Push<'_>, settings: &Settings) -> Result<Outcome, CbError> {
             }
             Placement::Replay if !(p.last && f.held.len > 0) => {
                 save(client, p, &f)?;
-                return Ok(Outcome { committed: count_i64(f.committed), events: 0, corrupt: 0, action: "replayed" });
+                return Ok(Outcome { committed: count_i64(f.committed()), events: 0, corrupt: 0, action: "replayed" });
             }
             Placement::Replay => &[],
             Placement::Continue { skip } => p.chunk.get(skip..).unwrap_or_default(),
         };
-        if f.tail_unterminated && !new.is_empty() {
+        if f.claimed.state.tail_unterminated && !new.is_empty() {
             // The last line, judged unterminated when it settled, goes on: as the tailer, start
             // again from the first byte (a new generation); the shipper sends from 0.
             restart(client, &mut f)?;
             save(client, p, &f)?;
             return Ok(Outcome { committed: 0, events: 0, corrupt: 0, action: "reindex" });
         }
+        let head_before = f.head.len();
         grow_head(&mut f.head, have, new);
+        f.head_changed = f.head.len() != head_before;
         if !f.dialect_decided {
             let mut prefix = f.held.bytes.clone();
             prefix.extend_from_slice(new);
@@ -293,24 +331,21 @@ pub fn apply(p: &Push<'_>, settings: &Settings) -> Result<Outcome, CbError> {
                 }
             }
         }
-        let before = f.committed;
-        let indexed = index(p, &f, new, settings)?;
-        let Some(progress) = indexed else {
+        let before = f.committed();
+        let Some((progress, held)) = index(p, &f, new, settings)? else {
             save(client, p, &f)?;
-            return Ok(Outcome { committed: count_i64(f.committed), events: 0, corrupt: 0, action: "failed" });
+            return Ok(Outcome { committed: count_i64(before), events: 0, corrupt: 0, action: "failed" });
         };
-        f.held = held_after(&f.held, new, progress.offset.saturating_sub(before), keep_whole(settings.max_line_bytes));
-        f.committed = progress.offset;
-        save(client, p, &f)?;
+        f.held = held;
         let action = if started {
             "new"
-        } else if f.committed > before {
+        } else if progress.offset > before {
             "appended"
         } else {
             "held"
         };
         Ok(Outcome {
-            committed: count_i64(f.committed),
+            committed: count_i64(progress.offset),
             events: count_i64(progress.events_added),
             corrupt: count_i64(progress.corrupt_added),
             action,
@@ -318,18 +353,43 @@ pub fn apply(p: &Push<'_>, settings: &Settings) -> Result<Outcome, CbError> {
     })
 }
 
-/// Judges and inserts the held tail and the new bytes, and records the file's new state, in a
-/// subtransaction: a failure is rolled back alone, counted against the file (quarantined after
-/// `quarantine_after`, as a tailed file is) and reported as a WARNING; `None` then.
-fn index(p: &Push<'_>, f: &Pushed, new: &[u8], settings: &Settings) -> Result<Option<Progress>, CbError> {
+/// What a push records with its finish, in the same statement: the pushed file's row
+/// (`source` .. `reported_size`) and `session_file`'s size, time and dialect.
+fn push_finish_sql(first: usize) -> (String, String) {
+    let n = |k: usize| format!("${}", first + k);
+    let with = format!(
+        "p AS (UPDATE cortex_buffer.pushed_file
+                  SET source = {}, dialect_decided = {}, head = coalesce({}, head), held = {}, held_len = {},
+                      reported_size = coalesce({}, reported_size),
+                      reported_at = CASE WHEN {} IS NULL THEN reported_at ELSE pg_catalog.now() END,
+                      pushed_at = pg_catalog.now(), pushes = pushes OPERATOR(pg_catalog.+) 1
+                WHERE file_id OPERATOR(pg_catalog.=) $1)",
+        n(0),
+        n(1),
+        n(2),
+        n(3),
+        n(4),
+        n(5),
+        n(5)
+    );
+    let sets = format!(
+        "dialect = {}, size_bytes = GREATEST(size_bytes, {}), mtime = pg_catalog.now(), last_seen = pg_catalog.now()",
+        n(7),
+        n(6)
+    );
+    (with, sets)
+}
+
+/// Judges and inserts the held tail and the new bytes, and records the file's new state (with
+/// the pushed file's row, in one statement), in a subtransaction: a failure is rolled back
+/// alone, counted against the file (quarantined after `quarantine_after`, as a tailed file
+/// is) and reported as a WARNING; `None` then.
+fn index(p: &Push<'_>, f: &Pushed, new: &[u8], settings: &Settings) -> Result<Option<(Progress, Held)>, CbError> {
     let done = subtransaction(|| {
         Spi::connect_mut(|client| {
-            let Some(claimed) = file_row::claim(client, f.file_id)? else {
-                return Err(CbError::internal("a pushed file's row was not held by its push"));
-            };
-            let Claimed { state: old, integrity, .. } = claimed;
+            let (old, integrity) = (&f.claimed.state, f.claimed.integrity.clone());
             let progress = Progress {
-                offset: f.committed,
+                offset: old.offset,
                 lines: old.lines,
                 integrity,
                 tail_unterminated: old.tail_unterminated,
@@ -343,8 +403,18 @@ fn index(p: &Push<'_>, f: &Pushed, new: &[u8], settings: &Settings) -> Result<Op
                 settled: p.last,
                 max_bytes: u64::MAX,
             };
-            let progress =
-                event_store::index_stream(client, f.file_id, Stream::new(&f.held, new), progress, &rules, settings)?;
+            // Every line ends with a newline, but for the last one (judged when final).
+            let lines = memchr::memchr_iter(b'\n', new).count() + memchr::memchr_iter(b'\n', &f.held.bytes).count() + 1;
+            let progress = event_store::index_stream(
+                client,
+                f.file_id,
+                Stream::new(&f.held, new),
+                progress,
+                &rules,
+                settings,
+                lines,
+            )?;
+            let held = held_after(&f.held, new, progress.offset.saturating_sub(old.offset), keep_whole(settings.max_line_bytes));
             let report = progress.integrity.report(settings.max_corruption_ratio, false);
             let state = IndexState {
                 offset: progress.offset,
@@ -360,19 +430,35 @@ fn index(p: &Push<'_>, f: &Pushed, new: &[u8], settings: &Settings) -> Result<Op
                 tail_pending: progress.tail_pending,
                 quarantined: false,
             };
-            let recorded = file_row::finish(client, f.file_id, &old, &state, &progress.integrity, report.trusted)?;
+            let size = p.file_size.unwrap_or(0).max(progress.offset.saturating_add(held.len));
+            let also = AlsoRecord {
+                key: "push.finish",
+                sql: push_finish_sql,
+                args: vec![
+                    p.source.to_owned().into(),
+                    f.dialect_decided.into(),
+                    f.head_changed.then(|| f.head.clone()).into(),
+                    held.bytes.clone().into(),
+                    count_i64(held.len).into(),
+                    p.file_size.map(count_i64).into(),
+                    count_i64(size).into(),
+                    f.dialect.map(|d| d.label()).into(),
+                ],
+            };
+            let recorded =
+                file_row::finish_with(client, f.file_id, old, &state, &progress.integrity, report.trusted, Some(also))?;
             if !recorded {
                 return Err(CbError::internal("a pushed file's offset moved under its lock"));
             }
-            Ok(progress)
+            Ok((progress, held))
         })
     });
     match done {
-        Ok(progress) => Ok(Some(progress)),
+        Ok(done) => Ok(Some(done)),
         Err(failure) => {
             let error = failure.to_string();
-            let quarantined = subtransaction(|| file_row::record_failure(f.file_id, &error, settings.quarantine_after))
-                .unwrap_or(false);
+            let quarantined =
+                subtransaction(|| file_row::record_failure(f.file_id, &error, settings.quarantine_after)).unwrap_or(false);
             pgrx::warning!(
                 "cortex_buffer: could not index the chunk of \"{}\" pushed by \"{}\"{}: {error}",
                 p.relpath,

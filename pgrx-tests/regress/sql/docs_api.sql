@@ -189,6 +189,28 @@ SELECT line_no, type, seq, invocation_id, tool_name
   FROM cortex_buffer.job_events('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f');
 -- docs/api.md ### `clear_quarantine`
 SELECT cortex_buffer.clear_quarantine('logs/tools.jsonl') AS was_quarantined;
+-- docs/api.md ## Push ingestion (hidden setup)
+INSERT INTO cortex_buffer.job (id, agent_id, status)
+VALUES ('d0c5a000-0000-4000-8000-0000000000f1', 'd0c5a000-0000-4000-8000-0000000000a1', 'RUNNING')
+ON CONFLICT (id) DO NOTHING;
+INSERT INTO cortex_buffer.push_source (source, login) VALUES ('node-7', current_user) ON CONFLICT DO NOTHING;
+INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ('node-7', 'd0c5a000-0000-4000-8000-0000000000f1')
+ON CONFLICT DO NOTHING;
+-- docs/api.md ### `append_session_bytes`
+SELECT * FROM cortex_buffer.append_session_bytes('node-7',
+    'd0c5a000-0000-4000-8000-0000000000f1/session-001.jsonl', 0,
+    convert_to('{"version":"1.0","timestamp":"2026-03-02T10:00:00.000Z","jobId":"d0c5a000-0000-4000-8000-0000000000f1","sequence":0,"type":"SESSION_START","data":{}}' || E'\n' ||
+               '{"version":"1.0","timestamp":"2026-03-02T10:00:01', 'UTF8'),
+    '2049:7:1c2a3b4d', file_size => 199);
+-- past the end of what the server has (199 bytes): refused, with where to send from
+SELECT * FROM cortex_buffer.append_session_bytes('node-7',
+    'd0c5a000-0000-4000-8000-0000000000f1/session-001.jsonl', 500, '\x7b7d0a', '2049:7:1c2a3b4d');
+-- docs/api.md ### `pushed_offsets`
+SELECT relpath, file_identity, committed_offset, held_bytes, head_len
+  FROM cortex_buffer.pushed_offsets('node-7');
+-- docs/api.md ### `await_pushed`
+SELECT cortex_buffer.await_pushed('d0c5a000-0000-4000-8000-0000000000f1',
+    'd0c5a000-0000-4000-8000-0000000000f1/session-001.jsonl', 150, '1 second') AS pushed;
 -- docs/api.md ### `recovery_plan`
 SELECT p->>'plan_version' AS version, p->>'action' AS action, p->'checkpoint'->>'resume_step' AS resume_step,
        p->>'mode' AS mode, p->>'reason' AS reason, p->'marker'->>'kind' AS marker, p->'notes' AS notes

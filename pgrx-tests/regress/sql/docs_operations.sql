@@ -20,6 +20,22 @@ SELECT cortex_buffer.clear_quarantine('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f/sess
 -- docs/operations.md ## Untrusted files
 SELECT reason, job_id, path, corruption_ratio, corrupt_lines, valid_lines, unindexed_bytes, last_error
   FROM cortex_buffer.untrusted_session_files;
+-- docs/operations.md ## Push ingestion
+-- a node's DaemonSet shipper, trusted with every pod on its node
+INSERT INTO cortex_buffer.push_source (source, login, all_jobs, note)
+VALUES ('node-b', current_user, true, 'DaemonSet on node-b') ON CONFLICT (source) DO NOTHING;
+-- a pod's sidecar, which may write its own job only (the control plane grants it at dispatch)
+INSERT INTO cortex_buffer.push_source (source, login) VALUES ('agent-pod-x1', current_user)
+ON CONFLICT (source) DO NOTHING;
+INSERT INTO cortex_buffer.push_grant (source, job_id)
+VALUES ('agent-pod-x1', '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') ON CONFLICT DO NOTHING;
+SELECT source, login = current_user AS mine, all_jobs FROM cortex_buffer.push_source
+ WHERE source IN ('node-b', 'agent-pod-x1') ORDER BY source;
+-- docs/operations.md ## Push ingestion
+SELECT p.source, p.relpath, p.n, f.indexed_offset AS committed, p.held_len AS held,
+       p.reported_size, p.pushed_at IS NOT NULL AS pushed
+  FROM cortex_buffer.pushed_file p JOIN cortex_buffer.session_file f USING (file_id)
+ ORDER BY p.source, p.relpath, p.n;
 -- docs/operations.md ## Settings
 SELECT name, boot_val, unit, context, min_val, max_val
   FROM pg_settings WHERE name LIKE 'cortex\_buffer.%' ORDER BY name;
@@ -28,7 +44,8 @@ SET cortex_buffer.sesions_dir = '/data/sessions';
 -- docs/operations.md ## Privileges
 SELECT r.rolname, string_agg(p.proname, ', ' ORDER BY p.proname) AS may_call
   FROM pg_proc p
- CROSS JOIN (VALUES ('cortex_buffer_agent'), ('cortex_buffer_control_plane'), ('cortex_buffer_operator')) AS r(rolname)
+ CROSS JOIN (VALUES ('cortex_buffer_agent'), ('cortex_buffer_control_plane'), ('cortex_buffer_operator'),
+                    ('cortex_buffer_pusher')) AS r(rolname)
  WHERE p.pronamespace = 'cortex_buffer'::regnamespace
    AND has_function_privilege(r.rolname, p.oid, 'EXECUTE')
    AND NOT has_function_privilege('public', p.oid, 'EXECUTE')
@@ -46,7 +63,7 @@ SELECT r.rolname,
            AND has_table_privilege(r.rolname, c.oid, 'SELECT, INSERT, UPDATE, DELETE')
            AND NOT has_table_privilege('public', c.oid, 'SELECT')) AS tables_and_views
   FROM (VALUES ('cortex_buffer_agent'), ('cortex_buffer_control_plane'), ('cortex_buffer_operator'),
-               ('cortex_buffer_definer'), ('cortex_buffer_agent_call')) AS r(rolname);
+               ('cortex_buffer_pusher'), ('cortex_buffer_definer'), ('cortex_buffer_agent_call')) AS r(rolname);
 -- docs/operations.md #### Keeping tokens secret
 -- not in pg_settings (nor SHOW ALL); a session reads its own with current_setting()
 SELECT count(*) AS in_pg_settings FROM pg_settings WHERE name = 'cortex_buffer.job_token';

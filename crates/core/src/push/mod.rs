@@ -20,7 +20,7 @@ use crate::indexer::lines::{HoleSkip, OVERSIZE_HEAD_BYTES};
 
 /// How many leading bytes of a pushed file the server keeps, to tell a rewritten file from a
 /// replay: the tailer's fingerprint length.
-pub const HEAD_BYTES: usize = FINGERPRINT_BYTES as usize;
+pub const HEAD_BYTES: usize = 1024;
 
 /// Where a chunk lands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
