@@ -171,7 +171,9 @@ GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_file
 -- sidecar source and grants it its job at dispatch (and removes both when the job ends).
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_operator;
 GRANT SELECT ON cortex_buffer.pushed_file TO cortex_buffer_operator;
-GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_control_plane;
+GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
+-- A pod's own source only: never one trusted with every job (all_jobs stays false).
+GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
 
 -- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else. Every
 -- statement it causes runs as the definer role once its source and job check out.

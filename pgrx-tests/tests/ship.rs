@@ -22,15 +22,19 @@ const AGENT: &str = "0193a8b2-0000-7000-8000-00000000a9e2";
 
 /// The shipper binary the workspace builds (scripts/test.sh builds it first).
 fn ship_bin() -> PathBuf {
-    std::env::var("CORTEX_SHIP_BIN").map(PathBuf::from).unwrap_or_else(|_| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/cortex-buffer-ship")
-    })
+    std::env::var("CORTEX_SHIP_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/cortex-buffer-ship"))
 }
 
 fn cluster(name: &str) -> Cluster {
     let c = Cluster::new(
         name,
-        &["listen_addresses = '127.0.0.1'", "cortex_buffer.settle_period = '1s'", "password_encryption = 'scram-sha-256'"],
+        &[
+            "listen_addresses = '127.0.0.1'",
+            "cortex_buffer.settle_period = '1s'",
+            "password_encryption = 'scram-sha-256'",
+        ],
     );
     // Loopback TCP for the shipper, with a password, as a remote node connects.
     let hba = c.pgdata.join("pg_hba.conf");
@@ -89,9 +93,7 @@ fn digests(c: &Cluster, prefix: &str) -> Vec<(String, String)> {
            FROM cortex_buffer.session_file f JOIN cortex_buffer.event e USING (file_id)
           WHERE f.path LIKE '{prefix}%' GROUP BY f.path ORDER BY 1"
     ));
-    out.lines()
-        .filter_map(|l| l.split_once(' ').map(|(a, b)| (a.to_owned(), b.to_owned())))
-        .collect()
+    out.lines().filter_map(|l| l.split_once(' ').map(|(a, b)| (a.to_owned(), b.to_owned()))).collect()
 }
 
 #[test]
@@ -266,7 +268,14 @@ fn a_job_tailed_on_one_node_and_shipped_from_another_recovers_across_both() {
     // Pod 1 runs on the database's node: its volume is tailed. It checkpoints step 1, sends an
     // email, and dies.
     c.psql(&format!("SELECT checkpoint_id FROM cortex_buffer.write_checkpoint('{job}', '{{\"step_index\": 1}}')"));
-    node_write(&c.sessions, &job, "s1", 0, &[call("send_email", json!({"to": "a@example.com"})), result("send_email", "sent")], None);
+    node_write(
+        &c.sessions,
+        &job,
+        "s1",
+        0,
+        &[call("send_email", json!({"to": "a@example.com"})), result("send_email", "sent")],
+        None,
+    );
     c.psql("SELECT count(*) FROM cortex_buffer.index_sessions()");
     // Pod 2 is rescheduled on another node: it starts at session-001.jsonl again, in its own
     // volume, shipped. It charges a card and dies mid-line.
@@ -280,9 +289,14 @@ fn a_job_tailed_on_one_node_and_shipped_from_another_recovers_across_both() {
         Some(30),
     );
     ship_once(&c, &node2, "node-2", &["--settle", "60"]);
-    let plan: Value = serde_json::from_str(&c.psql(&format!("SELECT cortex_buffer.recovery_plan('{job}')"))).expect("plan");
-    let sessions: Vec<String> =
-        plan["sessions"].as_array().into_iter().flatten().map(|s| s["path"].as_str().unwrap_or("").to_owned()).collect();
+    let plan: Value =
+        serde_json::from_str(&c.psql(&format!("SELECT cortex_buffer.recovery_plan('{job}')"))).expect("plan");
+    let sessions: Vec<String> = plan["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| s["path"].as_str().unwrap_or("").to_owned())
+        .collect();
     assert_eq!(sessions.len(), 2, "{plan}");
     assert!(!sessions[0].starts_with("push:"), "the tailed file first (it appeared first): {sessions:?}");
     assert!(sessions[1].starts_with("push:/"), "{sessions:?}");
@@ -297,4 +311,150 @@ fn a_job_tailed_on_one_node_and_shipped_from_another_recovers_across_both() {
     assert_eq!(plan["sessions"][1]["pushed"]["unpushed_bytes"], json!(0), "{plan}");
     assert!(!tools("completed").contains(&"charge_card".to_owned()));
     let _ = std::fs::remove_dir_all(&node2);
+}
+
+#[test]
+fn a_source_over_its_rate_limit_is_refused_and_the_shipper_catches_up() {
+    let c = Cluster::new("ship-rate", &["cortex_buffer.push_rate_limit = '4kB'", "listen_addresses = '127.0.0.1'"]);
+    c.start();
+    c.create_extension();
+    let job = job_id(5150);
+    c.psql(&format!(
+        "INSERT INTO cortex_buffer.push_source (source, login) VALUES ('rated', current_user);
+         INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ('rated', '{job}')"
+    ));
+    // 3 kB, then 3 kB more in the same second: over 4 kB/s, refused with 53400 and a HINT.
+    let chunk = |start: usize| {
+        format!(
+            "SELECT action FROM cortex_buffer.append_session_bytes('rated', '{job}/session-001.jsonl', {start},
+                    convert_to(repeat('{{\"type\":\"X\",\"pad\":\"{}\"}}' || E'\\n', 1), 'UTF8'), 'id')",
+            "p".repeat(3000)
+        )
+    };
+    // Five 3 kB pushes in quick succession: at least two fall in one second, and the second of
+    // those is refused (the same chunk again: a replay counts against the limit too).
+    let outcomes: Vec<Result<String, String>> = (0..5).map(|_| c.try_psql("postgres", &chunk(0))).collect();
+    assert!(outcomes[0].is_ok(), "{outcomes:?}");
+    let refused = outcomes.iter().filter_map(|o| o.as_ref().err()).collect::<Vec<_>>();
+    assert!(!refused.is_empty(), "{outcomes:?}");
+    assert!(refused.iter().all(|e| e.contains("push_rate_limit") && e.contains("HINT")), "{refused:?}");
+    // The shipper backs off and gets everything through, a second at a time.
+    let node = tempdir("ship-rate-node");
+    std::fs::create_dir_all(node.join(&job)).expect("mkdir");
+    let lines: String = (0..40).map(|n| format!("{}\n", line(&job, 1, n))).collect();
+    std::fs::write(node.join(&job).join("session-002.jsonl"), &lines).expect("write");
+    let out = Command::new(ship_bin())
+        .args(["--sessions-dir", &node.display().to_string(), "--source", "rated", "--once", "--settle", "0"])
+        .args([
+            "--chunk-bytes",
+            "2000",
+            "--dsn",
+            &format!("host={} port={} user=postgres dbname=postgres", c.socket_dir.display(), c.port),
+        ])
+        .output()
+        .expect("run the shipper");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let pushed = c.psql(&format!(
+        "SELECT valid_lines FROM cortex_buffer.session_file WHERE path = 'push:/{job}/session-002.jsonl'"
+    ));
+    // --once stops after a walk sends nothing; a refused push counts as sent, so it may take
+    // more than one run: run it until the file is complete.
+    let mut pushed: i64 = pushed.parse().unwrap_or(0);
+    for _ in 0..20 {
+        if pushed == 40 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let out = Command::new(ship_bin())
+            .args(["--sessions-dir", &node.display().to_string(), "--source", "rated", "--once", "--settle", "0"])
+            .args([
+                "--chunk-bytes",
+                "2000",
+                "--dsn",
+                &format!("host={} port={} user=postgres dbname=postgres", c.socket_dir.display(), c.port),
+            ])
+            .output()
+            .expect("run the shipper");
+        assert!(out.status.success());
+        pushed = c
+            .psql(&format!(
+                "SELECT valid_lines FROM cortex_buffer.session_file WHERE path = 'push:/{job}/session-002.jsonl'"
+            ))
+            .parse()
+            .unwrap_or(0);
+    }
+    assert_eq!(pushed, 40, "every line got through, at the source's pace");
+    let _ = std::fs::remove_dir_all(&node);
+}
+
+#[test]
+fn a_file_rewritten_in_place_while_shipped_becomes_a_new_file() {
+    let c = cluster("ship-rewrite");
+    c.psql("INSERT INTO cortex_buffer.push_source (source, login, all_jobs) VALUES ('node-r', 'shipper', true)");
+    let node = tempdir("ship-rewrite-node");
+    let job = job_id(808);
+    std::fs::create_dir_all(node.join(&job)).expect("mkdir");
+    let path = node.join(&job).join("session-001.jsonl");
+    let old: String = (0..5).map(|n| format!("{}\n", line(&job, 1, n))).collect();
+    std::fs::write(&path, &old).expect("write");
+    let mut child = start_shipper(&c, &node, "node-r", &["--watch", "poll", "--settle", "60"]);
+    let pushed = |suffix: &str| -> String {
+        c.psql(&format!(
+            "SELECT coalesce(string_agg(valid_lines::text || '/' || corrupt_lines, ',' ORDER BY path), '')
+               FROM cortex_buffer.session_file WHERE path LIKE 'push:/{job}/session-001.jsonl{suffix}'"
+        ))
+    };
+    wait_for(Duration::from_secs(20), || pushed("") == "5/0").unwrap_or_else(|| panic!("first file: {}", pushed("")));
+    // The pod's volume is reused: the file is overwritten from its first byte, in place (same
+    // inode, never shorter than before), with another session's lines, more of them.
+    let new: String = (0..12).map(|n| format!("{}\n", line(&job, 2, n))).collect();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = OpenOptions::new().write(true).open(&path).expect("open");
+        f.write_all_at(new.as_bytes(), 0).expect("overwrite");
+    }
+    wait_for(Duration::from_secs(20), || pushed("#%") == "12/0")
+        .unwrap_or_else(|| panic!("the rewrite is a new file: {} / {}", pushed(""), pushed("#%")));
+    child.kill().expect("SIGKILL the shipper");
+    let _ = child.wait();
+    assert_eq!(pushed(""), "5/0", "the first file kept its own lines, nothing of the rewrite");
+    let tail = c.psql(&format!(
+        "SELECT string_agg(e.payload->>'session_id', ',' ORDER BY e.byte_offset) FROM cortex_buffer.event e
+           JOIN cortex_buffer.session_file f USING (file_id) WHERE f.path LIKE 'push:/{job}/session-001.jsonl#%'"
+    ));
+    assert_eq!(tail, ["s2"; 12].join(","), "the new file is the rewrite, from its first byte");
+    let _ = std::fs::remove_dir_all(&node);
+}
+
+#[test]
+fn concurrent_first_pushes_of_one_file_start_it_once() {
+    let c = Cluster::new("ship-race", &[]);
+    c.start();
+    c.create_extension();
+    let job = job_id(9090);
+    c.psql(&format!(
+        "INSERT INTO cortex_buffer.push_source (source, login) VALUES ('race', current_user);
+         INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ('race', '{job}')"
+    ));
+    // Two shippers for one node (a rollout overlaps the old pod and the new): each round, four
+    // sessions send the same first chunk of a new file at once.
+    for round in 0..8 {
+        let push = format!(
+            "SELECT action FROM cortex_buffer.append_session_bytes('race', '{job}/session-{round:03}.jsonl', 0,
+                    convert_to('{}' || E'\\n{}\\n', 'UTF8'), 'same-identity')",
+            line(&job, round, 0),
+            line(&job, round, 1)
+        );
+        let outcomes = cortex_buffer_e2e::psql_concurrently(&c, "postgres", vec![push; 4]);
+        assert!(outcomes.iter().all(Result::is_ok), "round {round}: {outcomes:?}");
+    }
+    assert_eq!(
+        c.psql(&format!(
+            "SELECT count(*) || ' files, ' || sum(valid_lines) || ' lines, ' || count(*) FILTER (WHERE path LIKE '%#%') || ' renumbered'
+               FROM cortex_buffer.session_file WHERE path LIKE 'push:/{job}/%'"
+        )),
+        "8 files, 16 lines, 0 renumbered",
+        "each file started once, its lines indexed once"
+    );
+    assert_eq!(c.psql(&format!("SELECT count(*) FROM cortex_buffer.pushed_file WHERE job_id = '{job}'")), "8");
 }

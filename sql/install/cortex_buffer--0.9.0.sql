@@ -1379,12 +1379,13 @@ GRANT SELECT ON
   TO cortex_buffer_operator;
 GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_operator;
 
--- Push ingestion's mapping is the operator's to edit; the control plane may grant and revoke a
--- pod's source its job at dispatch.
+-- Push ingestion's mapping is the operator's to edit; the control plane registers a pod's
+-- sidecar source and grants it its job at dispatch (and removes both when the job ends).
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_operator;
 GRANT SELECT ON cortex_buffer.pushed_file TO cortex_buffer_operator;
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
-GRANT SELECT ON cortex_buffer.push_source TO cortex_buffer_control_plane;
+-- A pod's own source only: never one trusted with every job (all_jobs stays false).
+GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
 
 -- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else. Every
 -- statement it causes runs as the definer role once its source and job check out.
@@ -1509,7 +1510,7 @@ COMMENT ON COLUMN cortex_buffer.pushed_file.identity IS 'The shipper''s file ide
 COMMENT ON COLUMN cortex_buffer.pushed_file.first_source IS 'The source that pushed the file first.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.source IS 'The source that pushed it last.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.dialect_decided IS 'The dialect is decided (a complete line that is an object came, or 256 KiB without one, or the end of the file); until then every byte is held.';
-COMMENT ON COLUMN cortex_buffer.pushed_file.head IS 'The file''s first bytes (up to 4096): a chunk that repeats them differently is a rewrite, not a replay.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.head IS 'The file''s first bytes (up to 1024): a chunk that repeats them differently is a rewrite, not a replay.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.held IS 'The bytes after indexed_offset the server holds: the unterminated tail, whole up to the line cap, else its first 1024 bytes.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.held_len IS 'How many bytes after indexed_offset the server has: the next chunk may start anywhere up to indexed_offset + held_len.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.reported_size IS 'The file''s size as the shipper last reported it; more than indexed_offset + held_len means bytes not pushed yet.';

@@ -15,6 +15,9 @@ use cortex_buffer_core::error::{CbError, SqlState};
 
 const BUCKETS: usize = 256;
 
+/// What one call counts for at least (so that the limit bounds calls too).
+const CALL_BYTES: u64 = 512;
+
 #[derive(Default)]
 #[repr(C)]
 struct Bucket {
@@ -67,6 +70,8 @@ pub fn charge(source: &str, bytes: u64, limit: u64, now_s: i64) -> Result<(), Cb
     if limit == 0 {
         return Ok(());
     }
+    // A call costs at least this much, however short its chunk: empty pushes are not free.
+    let bytes = bytes.max(CALL_BYTES);
     let Some(bucket) = bucket_of(source) else { return Ok(()) };
     let window = bucket.window.load(Ordering::Acquire);
     if window != now_s && bucket.window.compare_exchange(window, now_s, Ordering::AcqRel, Ordering::Acquire).is_ok() {

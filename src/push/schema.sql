@@ -71,7 +71,7 @@ COMMENT ON COLUMN cortex_buffer.pushed_file.identity IS 'The shipper''s file ide
 COMMENT ON COLUMN cortex_buffer.pushed_file.first_source IS 'The source that pushed the file first.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.source IS 'The source that pushed it last.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.dialect_decided IS 'The dialect is decided (a complete line that is an object came, or 256 KiB without one, or the end of the file); until then every byte is held.';
-COMMENT ON COLUMN cortex_buffer.pushed_file.head IS 'The file''s first bytes (up to 4096): a chunk that repeats them differently is a rewrite, not a replay.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.head IS 'The file''s first bytes (up to 1024): a chunk that repeats them differently is a rewrite, not a replay.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.held IS 'The bytes after indexed_offset the server holds: the unterminated tail, whole up to the line cap, else its first 1024 bytes.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.held_len IS 'How many bytes after indexed_offset the server has: the next chunk may start anywhere up to indexed_offset + held_len.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.reported_size IS 'The file''s size as the shipper last reported it; more than indexed_offset + held_len means bytes not pushed yet.';

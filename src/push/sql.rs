@@ -36,11 +36,14 @@ fn invalid(what: &str, why: String) -> CbError {
         .with_hint("See docs/api.md, append_session_bytes.")
 }
 
+/// What a transaction was already allowed: `(local transaction id, user, [(source, job)])`.
+type Allowed = (u32, pgrx::pg_sys::Oid, Vec<(String, Option<Uuid>)>);
+
 thread_local! {
-    /// What this transaction was already allowed: `(local transaction id, [(source, job)])`. A
-    /// shipper's batch calls append_session_bytes many times in one statement; the mapping is
-    /// read once per transaction, not once per chunk.
-    static ALLOWED: std::cell::RefCell<(u32, Vec<(String, Option<Uuid>)>)> = const { std::cell::RefCell::new((0, Vec::new())) };
+    /// What this transaction was already allowed. A shipper's batch calls append_session_bytes
+    /// many times in one statement; the mapping is read once per transaction, not once per
+    /// chunk.
+    static ALLOWED: std::cell::RefCell<Allowed> = const { std::cell::RefCell::new((0, pgrx::pg_sys::InvalidOid, Vec::new())) };
 }
 
 fn local_xid() -> u32 {
@@ -51,9 +54,11 @@ fn local_xid() -> u32 {
 /// [`check_mapping`] once per transaction for each (source, job).
 fn authorize_source(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
     let lxid = local_xid();
+    // SAFETY: reads the current user.
+    let user = unsafe { pgrx::pg_sys::GetUserId() };
     let known = ALLOWED.with(|a| {
         let a = a.borrow();
-        a.0 == lxid && a.1.iter().any(|(s, j)| s == source && *j == job)
+        a.0 == lxid && a.1 == user && a.2.iter().any(|(s, j)| s == source && *j == job)
     });
     if known {
         return Ok(());
@@ -61,11 +66,11 @@ fn authorize_source(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
     check_mapping(source, job)?;
     ALLOWED.with(|a| {
         let mut a = a.borrow_mut();
-        if a.0 != lxid {
-            *a = (lxid, Vec::new());
+        if a.0 != lxid || a.1 != user {
+            *a = (lxid, user, Vec::new());
         }
-        if a.1.len() < 1024 {
-            a.1.push((source.to_owned(), job));
+        if a.2.len() < 1024 {
+            a.2.push((source.to_owned(), job));
         }
     });
     Ok(())

@@ -158,10 +158,36 @@ fn lock(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Option<Pushed>, CbEr
     }))
 }
 
-/// Starts a new file under the push's relpath: the first one under its plain path, in one
-/// statement; a later one (another identity, a rewrite) numbered after those there are (the
-/// advisory lock, taken in a statement of its own, makes the next statement's snapshot see every
-/// file a concurrent push created first).
+/// Takes the advisory lock of the push's job and relpath, to the end of the transaction: what
+/// serialises the creation of a relpath's files. In a statement of its own, so that the next
+/// statement's snapshot sees every file a concurrent push created first.
+fn lock_relpath(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<(), CbError> {
+    let job_text = p.job.to_string();
+    let stmt = prepared(client, "push.create_lock", || CREATE_LOCK_SQL.to_owned(), &[TEXT, TEXT])?;
+    client.update(&*stmt, None, &[job_text.as_str().into(), p.relpath.into()]).map_err(spi)?;
+    Ok(())
+}
+
+/// A file replaced by a rewrite will have no more bytes: its last report is what it has.
+fn settle_report(client: &mut SpiClient<'_>, file_id: i64) -> Result<(), CbError> {
+    let stmt = prepared(
+        client,
+        "push.settle_report",
+        || {
+            "UPDATE cortex_buffer.pushed_file p SET reported_size = f.indexed_offset OPERATOR(pg_catalog.+) p.held_len
+               FROM cortex_buffer.session_file f
+              WHERE p.file_id OPERATOR(pg_catalog.=) $1 AND f.file_id OPERATOR(pg_catalog.=) p.file_id"
+                .to_owned()
+        },
+        &[INT8],
+    )?;
+    client.update(&*stmt, None, &[file_id.into()]).map_err(spi)?;
+    Ok(())
+}
+
+/// Starts a new file under the push's relpath (the caller holds the relpath's lock): the first
+/// one under its plain path; a later one (another identity, a rewrite) numbered after those
+/// there are.
 fn create(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Pushed, CbError> {
     let types = [TEXT, TEXT, INT8, UUID, INT8, TEXT, TEXT, TEXT];
     let args = |path: String| -> [DatumWithOid<'_>; 8] {
@@ -177,14 +203,14 @@ fn create(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Pushed, CbError> {
         ]
     };
     let stmt = prepared(client, "push.create_first", || CREATE_FIRST_SQL.to_owned(), &types)?;
-    let first =
-        client.update(&*stmt, Some(1), &args(recorded_path(p.relpath, 1))).map_err(spi)?.next().and_then(|r| r.get::<i64>(1).ok().flatten());
+    let first = client
+        .update(&*stmt, Some(1), &args(recorded_path(p.relpath, 1)))
+        .map_err(spi)?
+        .next()
+        .and_then(|r| r.get::<i64>(1).ok().flatten());
     let file_id = match first {
         Some(id) => id,
         None => {
-            let job_text = p.job.to_string();
-            let stmt = prepared(client, "push.create_lock", || CREATE_LOCK_SQL.to_owned(), &[TEXT, TEXT])?;
-            client.update(&*stmt, None, &[job_text.as_str().into(), p.relpath.into()]).map_err(spi)?;
             let stmt = prepared(client, "push.create", || CREATE_SQL.to_owned(), &types)?;
             client
                 .update(&*stmt, Some(1), &args(recorded_path(p.relpath, 1)))
@@ -276,7 +302,15 @@ pub fn apply(p: &Push<'_>, settings: &Settings) -> Result<Outcome, CbError> {
     Spi::connect_mut(|client| {
         let (mut f, mut started) = match lock(client, p)? {
             Some(f) => (f, false),
-            None => (create(client, p)?, true),
+            None => {
+                // Another connection may be creating the same file right now (overlapping
+                // shippers): take the relpath's lock, then look again before creating it.
+                lock_relpath(client, p)?;
+                match lock(client, p)? {
+                    Some(f) => (f, false),
+                    None => (create(client, p)?, true),
+                }
+            }
         };
         if f.claimed.state.quarantined {
             return Ok(Outcome { committed: count_i64(f.committed()), events: 0, corrupt: 0, action: "quarantined" });
@@ -287,8 +321,19 @@ pub fn apply(p: &Push<'_>, settings: &Settings) -> Result<Outcome, CbError> {
         // stay.
         let shrank = p.file_size.is_some_and(|size| size < have);
         if !started && (shrank || place(have, &f.head, p.start, p.chunk) == Placement::Rewritten) {
-            f = create(client, p)?;
-            started = true;
+            // Under the relpath's lock, the file may have been started again by a concurrent
+            // push that saw the same rewrite: continue that one if so.
+            lock_relpath(client, p)?;
+            match lock(client, p)? {
+                Some(again) if again.file_id != f.file_id => f = again,
+                _ => {
+                    // The old file's bytes past what the server has are gone with the rewrite:
+                    // its report must not keep recovery plans stale.
+                    settle_report(client, f.file_id)?;
+                    f = create(client, p)?;
+                    started = true;
+                }
+            }
         }
         let have = f.committed().saturating_add(f.held.len);
         let new: &[u8] = match place(have, &f.head, p.start, p.chunk) {
@@ -414,7 +459,12 @@ fn index(p: &Push<'_>, f: &Pushed, new: &[u8], settings: &Settings) -> Result<Op
                 settings,
                 lines,
             )?;
-            let held = held_after(&f.held, new, progress.offset.saturating_sub(old.offset), keep_whole(settings.max_line_bytes));
+            let held = held_after(
+                &f.held,
+                new,
+                progress.offset.saturating_sub(old.offset),
+                keep_whole(settings.max_line_bytes),
+            );
             let report = progress.integrity.report(settings.max_corruption_ratio, false);
             let state = IndexState {
                 offset: progress.offset,
@@ -457,8 +507,8 @@ fn index(p: &Push<'_>, f: &Pushed, new: &[u8], settings: &Settings) -> Result<Op
         Ok(done) => Ok(Some(done)),
         Err(failure) => {
             let error = failure.to_string();
-            let quarantined =
-                subtransaction(|| file_row::record_failure(f.file_id, &error, settings.quarantine_after)).unwrap_or(false);
+            let quarantined = subtransaction(|| file_row::record_failure(f.file_id, &error, settings.quarantine_after))
+                .unwrap_or(false);
             pgrx::warning!(
                 "cortex_buffer: could not index the chunk of \"{}\" pushed by \"{}\"{}: {error}",
                 p.relpath,

@@ -94,8 +94,17 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         match name {
             "--help" | "-h" => return Ok(Parsed::Help),
             "--once" => once = true,
-            "--sessions-dir" | "--source" | "--dsn" | "--chunk-bytes" | "--batch" | "--settle" | "--watch"
-            | "--poll-interval" | "--rescan-interval" | "--report-every" | "--synchronous-commit" => {
+            "--sessions-dir"
+            | "--source"
+            | "--dsn"
+            | "--chunk-bytes"
+            | "--batch"
+            | "--settle"
+            | "--watch"
+            | "--poll-interval"
+            | "--rescan-interval"
+            | "--report-every"
+            | "--synchronous-commit" => {
                 let v = it.next().ok_or_else(|| format!("{name} needs a value"))?;
                 flags.insert(name, v.clone());
             }
@@ -173,8 +182,13 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
 /// A key=value connection string from libpq's environment variables.
 fn dsn_from_env(env: &dyn Fn(&str) -> Option<String>) -> String {
     let mut parts = Vec::new();
-    for (var, key) in [("PGHOST", "host"), ("PGPORT", "port"), ("PGUSER", "user"), ("PGPASSWORD", "password"), ("PGDATABASE", "dbname")]
-    {
+    for (var, key) in [
+        ("PGHOST", "host"),
+        ("PGPORT", "port"),
+        ("PGUSER", "user"),
+        ("PGPASSWORD", "password"),
+        ("PGDATABASE", "dbname"),
+    ] {
         if let Some(v) = env(var) {
             parts.push(format!("{key}='{}'", v.replace('\\', "\\\\").replace('\'', "\\'")));
         }

@@ -101,7 +101,8 @@ const PUSH_SQL: &str = "
 
 impl Db {
     pub fn connect(dsn: &str, source: &str, synchronous_commit: bool) -> Result<Db, Failure> {
-        let mut config: postgres::Config = dsn.parse().map_err(|e: postgres::Error| Failure::Connection(e.to_string()))?;
+        let mut config: postgres::Config =
+            dsn.parse().map_err(|e: postgres::Error| Failure::Connection(e.to_string()))?;
         config.application_name("cortex-buffer-ship");
         config.connect_timeout(std::time::Duration::from_secs(10));
         let mut client = config.connect(NoTls).map_err(|e| classify(&e))?;

@@ -12,14 +12,34 @@ pub const IDENTITY_BYTES: usize = 4096;
 /// line another fingerprint; both are new files to the server. `None` while the first line is
 /// not complete (the identity would change as it grows), unless `settled` (the file has been
 /// quiet for the settle period: what is there is all there is).
-pub fn identity(device: u64, inode: u64, head: &[u8], settled: bool) -> Option<String> {
+pub fn identity(device: u64, inode: u64, head: &[u8], settled: bool) -> Option<Identity> {
     let covered = match memchr::memchr(b'\n', head) {
         Some(nl) => head.get(..=nl)?,
         None if head.len() >= IDENTITY_BYTES => head.get(..IDENTITY_BYTES)?,
         None if settled && !head.is_empty() => head,
         None => return None,
     };
-    Some(format!("{device}:{inode}:{:08x}", crc32fast::hash(covered)))
+    let crc = crc32fast::hash(covered);
+    Some(Identity { text: format!("{device}:{inode}:{crc:08x}"), covered: covered.len(), crc })
+}
+
+/// A file's identity, and what it covers: the shipper reads those bytes again before it sends
+/// more, so that a file truncated and rewritten in place between two looks (the same inode,
+/// possibly longer than before) is seen as the new file it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub text: String,
+    /// How many first bytes the fingerprint covers.
+    pub covered: usize,
+    pub crc: u32,
+}
+
+impl Identity {
+    /// Whether `head` (the file's first bytes, as read now) still starts with what the identity
+    /// covers.
+    pub fn still_covers(&self, head: &[u8]) -> bool {
+        head.get(..self.covered).is_some_and(|h| crc32fast::hash(h) == self.crc)
+    }
 }
 
 /// What the server has of a file, as far as the shipper knows.
@@ -36,7 +56,11 @@ pub struct Remote {
 pub enum Next {
     Nothing,
     /// `len` bytes from `start` (`len` may be 0 for a final push of a held tail).
-    Push { start: u64, len: usize, last: bool },
+    Push {
+        start: u64,
+        len: usize,
+        last: bool,
+    },
 }
 
 /// The next push of a file of `size` bytes, quiet for `quiet`, of which the server has
@@ -71,13 +95,21 @@ mod tests {
     fn identity_waits_for_the_first_line_and_then_never_changes() {
         assert_eq!(identity(1, 2, b"{\"a\":1", false), None);
         let id = identity(1, 2, b"{\"a\":1}\n", false);
-        assert!(id.as_deref().is_some_and(|i| i.starts_with("1:2:")));
+        assert!(id.as_ref().is_some_and(|i| i.text.starts_with("1:2:") && i.covered == 8));
         assert_eq!(identity(1, 2, b"{\"a\":1}\n{\"b\":2}\n", false), id, "later lines do not change it");
         assert_ne!(identity(1, 3, b"{\"a\":1}\n", false), id, "another inode");
         assert_ne!(identity(1, 2, b"{\"a\":2}\n", false), id, "another first line");
         assert!(identity(1, 2, b"{\"a\":1", true).is_some(), "settled: what is there");
         assert!(identity(1, 2, &[b'x'; 5000], false).is_some(), "a first line longer than 4096 bytes");
         assert_eq!(identity(1, 2, b"", true), None);
+    }
+
+    #[test]
+    fn a_file_rewritten_in_place_no_longer_matches_its_identity() {
+        let Some(id) = identity(1, 2, b"{\"a\":1}\n{\"b\":2}\n", false) else { panic!("complete first line") };
+        assert!(id.still_covers(b"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n"), "appended to");
+        assert!(!id.still_covers(b"{\"a\":9}\n{\"b\":2}\n{\"c\":3}\n"), "rewritten, longer than before");
+        assert!(!id.still_covers(b"{\"a\""), "truncated below its first line");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use cortex_buffer_watch::scan::{read_head, relative, resolve_root, scan_dir, sca
 use cortex_buffer_watch::volume::Volume;
 use cortex_buffer_watch::watcher::Watcher;
 use db::{Db, Failure, Push};
-use files::{identity, next, Next, Remote, IDENTITY_BYTES};
+use files::{identity, next, Identity, Next, Remote, IDENTITY_BYTES};
 use log::V;
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -41,7 +41,7 @@ fn stopping() -> bool {
 struct Tracked {
     device: u64,
     inode: u64,
-    identity: Option<String>,
+    identity: Option<Identity>,
     remote: Option<Remote>,
     final_sent: bool,
     /// The server quarantined it, or refused it (a missing grant, say): left alone until the
@@ -109,7 +109,10 @@ fn run(cfg: &Config) -> i32 {
                     Err(e) => log::warn("reconnecting", &[("error", V::S(&e.to_string()))]),
                 }
             }
-            Err(e) => log::warn("cannot connect", &[("error", V::S(&e.to_string())), ("retry_ms", V::U(backoff.as_millis() as u64))]),
+            Err(e) => log::warn(
+                "cannot connect",
+                &[("error", V::S(&e.to_string())), ("retry_ms", V::U(backoff.as_millis() as u64))],
+            ),
         }
         sleep_unless_stopped(backoff);
         backoff = (backoff * 2).min(Duration::from_secs(30));
@@ -290,11 +293,16 @@ fn plan(
                 continue;
             }
         };
+        let Ok((head, _)) = read_head(&file, IDENTITY_BYTES) else { continue };
+        if t.identity.as_ref().is_some_and(|id| !id.still_covers(&head)) {
+            // Truncated and rewritten in place since the last look (same inode, another first
+            // line): a new file to the server, whatever its size now.
+            *t = Tracked { device: f.stat.device, inode: f.stat.inode, ..Tracked::default() };
+        }
         if t.identity.is_none() {
-            let Ok((head, _)) = read_head(&file, IDENTITY_BYTES) else { continue };
             t.identity = identity(f.stat.device, f.stat.inode, &head, settled);
         }
-        let Some(id) = t.identity.clone() else { continue };
+        let Some(id) = t.identity.as_ref().map(|i| i.text.clone()) else { continue };
         if t.remote.is_none() {
             t.remote = Some(match offsets.get(&(relpath.clone(), id.clone())) {
                 None => Remote::default(),
@@ -380,7 +388,8 @@ fn one(db: &mut Db, p: &Push, tracked: &mut HashMap<String, Tracked>, totals: &m
         }
         Err(Failure::Gap { expected }) => {
             if let Some(t) = tracked.get_mut(&p.relpath) {
-                t.remote = Some(Remote { have: expected, committed: expected.min(t.remote.map_or(0, |r| r.committed)) });
+                t.remote =
+                    Some(Remote { have: expected, committed: expected.min(t.remote.map_or(0, |r| r.committed)) });
             }
             Ok(())
         }

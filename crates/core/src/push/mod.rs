@@ -15,7 +15,6 @@ use std::io::{self, Read};
 
 use crate::indexer::dialect::{detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
 use crate::indexer::discovery::{classify, is_uuid, Layout};
-use crate::indexer::index_plan::FINGERPRINT_BYTES;
 use crate::indexer::lines::{HoleSkip, OVERSIZE_HEAD_BYTES};
 
 /// How many leading bytes of a pushed file the server keeps, to tell a rewritten file from a
