@@ -68,6 +68,16 @@ fn start_shipper(c: &Cluster, dir: &Path, source: &str, extra: &[&str]) -> Child
         .unwrap_or_else(|e| panic!("{}: {e} (build it: cargo build -p cortex_buffer_ship)", ship_bin().display()))
 }
 
+/// A running shipper, SIGKILLed and reaped when dropped.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Runs the shipper with `--once` to its end; panics with its log when it fails.
 fn ship_once(c: &Cluster, dir: &Path, source: &str, extra: &[&str]) {
     let out = shipper(c, dir, source, extra).arg("--once").output().expect("run the shipper");
@@ -397,7 +407,8 @@ fn a_file_rewritten_in_place_while_shipped_becomes_a_new_file() {
     let path = node.join(&job).join("session-001.jsonl");
     let old: String = (0..5).map(|n| format!("{}\n", line(&job, 1, n))).collect();
     std::fs::write(&path, &old).expect("write");
-    let mut child = start_shipper(&c, &node, "node-r", &["--watch", "poll", "--settle", "60"]);
+    // Killed when the test ends, failed or not: a panic must not leave a shipper running.
+    let child = KillOnDrop(start_shipper(&c, &node, "node-r", &["--watch", "poll", "--settle", "60"]));
     let pushed = |suffix: &str| -> String {
         c.psql(&format!(
             "SELECT coalesce(string_agg(valid_lines::text || '/' || corrupt_lines, ',' ORDER BY path), '')
@@ -415,8 +426,7 @@ fn a_file_rewritten_in_place_while_shipped_becomes_a_new_file() {
     }
     wait_for(Duration::from_secs(20), || pushed("#%") == "12/0")
         .unwrap_or_else(|| panic!("the rewrite is a new file: {} / {}", pushed(""), pushed("#%")));
-    child.kill().expect("SIGKILL the shipper");
-    let _ = child.wait();
+    drop(child);
     assert_eq!(pushed(""), "5/0", "the first file kept its own lines, nothing of the rewrite");
     let tail = c.psql(&format!(
         "SELECT string_agg(e.payload->>'session_id', ',' ORDER BY e.byte_offset) FROM cortex_buffer.event e
