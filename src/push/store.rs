@@ -88,18 +88,6 @@ fn lock_sql() -> String {
     )
 }
 
-/// The first file pushed under a relpath: its plain path is free (a unique index says so, and
-/// waits for a concurrent push of the same path to end).
-const CREATE_FIRST_SQL: &str = "
-    WITH f AS (
-        INSERT INTO cortex_buffer.session_file (path, job_dir, size_bytes, mtime, device, inode, job_id, session_ordinal)
-        VALUES ($1, $2, 0, pg_catalog.now(), 0, $3, $4, $5)
-        ON CONFLICT (path) DO NOTHING
-        RETURNING file_id)
-    INSERT INTO cortex_buffer.pushed_file (file_id, job_id, relpath, n, identity, first_source, source)
-    SELECT f.file_id, $4, $6, 1, $7, $8, $8 FROM f
-    RETURNING file_id";
-
 /// Serialises the creation of a relpath's files (their numbers): an advisory lock on a hash of
 /// the job and relpath, held to the end of the transaction.
 const CREATE_LOCK_SQL: &str = "SELECT pg_catalog.pg_advisory_xact_lock(
@@ -121,19 +109,6 @@ const CREATE_SQL: &str = "
     INSERT INTO cortex_buffer.pushed_file (file_id, job_id, relpath, n, identity, first_source, source)
     SELECT f.file_id, $4, $6, n.n, $7, $8, $8 FROM f, n
     RETURNING file_id";
-
-const SAVE_SQL: &str = "
-    UPDATE cortex_buffer.pushed_file
-       SET source = $2, dialect_decided = $3, head = coalesce($4, head), held = $5, held_len = $6,
-           reported_size = coalesce($7, reported_size),
-           reported_at = CASE WHEN $7 IS NULL THEN reported_at ELSE pg_catalog.now() END,
-           pushed_at = pg_catalog.now(), pushes = pushes OPERATOR(pg_catalog.+) 1
-     WHERE file_id OPERATOR(pg_catalog.=) $1";
-
-const FILE_SQL: &str = "
-    UPDATE cortex_buffer.session_file
-       SET dialect = $2, size_bytes = GREATEST(size_bytes, $3), mtime = pg_catalog.now(), last_seen = pg_catalog.now()
-     WHERE file_id OPERATOR(pg_catalog.=) $1";
 
 fn lock(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Option<Pushed>, CbError> {
     let stmt = prepared(client, "push.lock", lock_sql, &[UUID, TEXT, TEXT])?;
@@ -185,41 +160,30 @@ fn settle_report(client: &mut SpiClient<'_>, file_id: i64) -> Result<(), CbError
     Ok(())
 }
 
-/// Starts a new file under the push's relpath (the caller holds the relpath's lock): the first
-/// one under its plain path; a later one (another identity, a rewrite) numbered after those
-/// there are.
+/// Starts a new file under the push's relpath (the caller holds the relpath's lock, which
+/// serialises the numbering): the first one under its plain path; a later one (another
+/// identity, a rewrite) numbered after those there are, `#n` zero-padded to 6 digits, so that a
+/// relpath's files sort in the order they were pushed.
 fn create(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Pushed, CbError> {
     let types = [TEXT, TEXT, INT8, UUID, INT8, TEXT, TEXT, TEXT];
-    let args = |path: String| -> [DatumWithOid<'_>; 8] {
-        [
-            path.into(),
-            p.job_dir.as_str().into(),
-            identity_number(p.identity).into(),
-            p.job.into(),
-            session_ordinal(&p.file_name).into(),
-            p.relpath.into(),
-            p.identity.into(),
-            p.source.into(),
-        ]
-    };
-    let stmt = prepared(client, "push.create_first", || CREATE_FIRST_SQL.to_owned(), &types)?;
-    let first = client
-        .update(&*stmt, Some(1), &args(recorded_path(p.relpath, 1)))
+    let stmt = prepared(client, "push.create", || CREATE_SQL.to_owned(), &types)?;
+    let path = recorded_path(p.relpath);
+    let args: [DatumWithOid<'_>; 8] = [
+        path.as_str().into(),
+        p.job_dir.as_str().into(),
+        identity_number(p.identity).into(),
+        p.job.into(),
+        session_ordinal(&p.file_name).into(),
+        p.relpath.into(),
+        p.identity.into(),
+        p.source.into(),
+    ];
+    let file_id = client
+        .update(&*stmt, Some(1), &args)
         .map_err(spi)?
         .next()
-        .and_then(|r| r.get::<i64>(1).ok().flatten());
-    let file_id = match first {
-        Some(id) => id,
-        None => {
-            let stmt = prepared(client, "push.create", || CREATE_SQL.to_owned(), &types)?;
-            client
-                .update(&*stmt, Some(1), &args(recorded_path(p.relpath, 1)))
-                .map_err(spi)?
-                .next()
-                .and_then(|r| r.get::<i64>(1).ok().flatten())
-                .ok_or_else(|| CbError::internal("a pushed file's rows were not created"))?
-        }
-    };
+        .and_then(|r| r.get::<i64>(1).ok().flatten())
+        .ok_or_else(|| CbError::internal("a pushed file's rows were not created"))?;
     Ok(Pushed {
         file_id,
         dialect_decided: false,
@@ -236,10 +200,21 @@ fn create(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Pushed, CbError> {
     })
 }
 
-/// Records what the server holds of the file after a push.
+/// Records what the server holds of the file after a push that indexes nothing (a replay, a
+/// held tail, a restart): the pushed file's row and `session_file`'s, in one statement.
 fn save(client: &mut SpiClient<'_>, p: &Push<'_>, f: &Pushed) -> Result<(), CbError> {
-    let stmt = prepared(client, "push.save", || SAVE_SQL.to_owned(), &[INT8, TEXT, BOOL, BYTEA, BYTEA, INT8, INT8])?;
-    let reported = p.file_size.map(count_i64);
+    let types = [INT8, TEXT, BOOL, BYTEA, BYTEA, INT8, INT8, INT8, TEXT];
+    // The same record a finish makes along with the offset (push_finish_sql), without one.
+    let stmt = prepared(
+        client,
+        "push.save",
+        || {
+            let (with, sets) = push_finish_sql(2);
+            format!("WITH {with} UPDATE cortex_buffer.session_file SET {sets} WHERE file_id OPERATOR(pg_catalog.=) $1")
+        },
+        &types,
+    )?;
+    let size = count_i64(p.file_size.unwrap_or(0).max(f.committed().saturating_add(f.held.len)));
     client
         .update(
             &*stmt,
@@ -251,13 +226,12 @@ fn save(client: &mut SpiClient<'_>, p: &Push<'_>, f: &Pushed) -> Result<(), CbEr
                 f.head_changed.then_some(f.head.as_slice()).into(),
                 f.held.bytes.as_slice().into(),
                 count_i64(f.held.len).into(),
-                reported.into(),
+                p.file_size.map(count_i64).into(),
+                size.into(),
+                f.dialect.map(|d| d.label()).into(),
             ],
         )
         .map_err(spi)?;
-    let size = count_i64(p.file_size.unwrap_or(0).max(f.committed().saturating_add(f.held.len)));
-    let stmt = prepared(client, "push.file", || FILE_SQL.to_owned(), &[INT8, TEXT, INT8])?;
-    client.update(&*stmt, None, &[f.file_id.into(), f.dialect.map(|d| d.label()).into(), size.into()]).map_err(spi)?;
     Ok(())
 }
 
@@ -399,7 +373,9 @@ pub fn apply(p: &Push<'_>, settings: &Settings) -> Result<Outcome, CbError> {
 }
 
 /// What a push records with its finish, in the same statement: the pushed file's row
-/// (`source` .. `reported_size`) and `session_file`'s size, time and dialect.
+/// (`source` .. `reported_size`) and `session_file`'s size, time and dialect. Its parameters are
+/// numbered from `first`: source, dialect_decided, head, held, held_len, reported size, size,
+/// dialect.
 fn push_finish_sql(first: usize) -> (String, String) {
     let n = |k: usize| format!("${}", first + k);
     let with = format!(

@@ -6,6 +6,10 @@ use std::time::Duration;
 /// How many first bytes a file's identity covers at most.
 pub const IDENTITY_BYTES: usize = 4096;
 
+// The server's head of a file (what a resumed file is checked against) lies within the bytes
+// read for its identity, so one read serves both.
+const _: () = assert!(cortex_buffer_core::push::HEAD_BYTES <= IDENTITY_BYTES);
+
 /// A file's identity: `device:inode:fingerprint`, the fingerprint being the CRC-32 of its first
 /// line (with its newline), or of its first 4096 bytes when the first line is longer. A file
 /// replaced under its name has another inode; one truncated and rewritten with another first

@@ -15,10 +15,11 @@ mod log;
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use config::{Config, Parsed, WatchMode};
 use cortex_buffer_core::push::check_relpath;
+use cortex_buffer_watch::pass::now_us;
 use cortex_buffer_watch::scan::{read_head, relative, resolve_root, scan_dir, scan_root, Found};
 use cortex_buffer_watch::volume::Volume;
 use cortex_buffer_watch::watcher::Watcher;
@@ -57,10 +58,6 @@ struct Totals {
     events: i64,
     corrupt: i64,
     round_trips: u64,
-}
-
-fn now_us() -> i64 {
-    i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_micros()).unwrap_or(0)
 }
 
 fn main() {
@@ -309,8 +306,11 @@ fn plan(
                 Some(o) => {
                     // The server's first bytes of the file must still be the file's: otherwise it
                     // was rewritten in place, and goes again from its start (a new file there).
-                    let same = read_head(&file, usize::try_from(o.head_len).unwrap_or(0))
-                        .is_ok_and(|(h, _)| h.len() as u64 == o.head_len && crc32fast::hash(&h) == o.head_crc);
+                    // (The server keeps at most 1024 first bytes, within the identity's read.)
+                    let same = usize::try_from(o.head_len)
+                        .ok()
+                        .and_then(|n| head.get(..n))
+                        .is_some_and(|h| crc32fast::hash(h) == o.head_crc);
                     if same {
                         Remote { have: o.committed + o.held, committed: o.committed }
                     } else {

@@ -215,15 +215,11 @@ pub fn decide_dialect(file_name: &str, layout: Layout, prefix: &[u8], whole: boo
     None
 }
 
-/// The path a pushed file is recorded under in `session_file`: `push:/<relpath>`, and for the
-/// `n`-th file pushed under the same relpath (another identity, or a rewrite), `#n` zero-padded
-/// after it, so that the files of one relpath sort in the order they were pushed.
-pub fn recorded_path(relpath: &str, n: i32) -> String {
-    if n <= 1 {
-        format!("push:/{relpath}")
-    } else {
-        format!("push:/{relpath}#{n:06}")
-    }
+/// The path the first file pushed under `relpath` is recorded under in `session_file`:
+/// `push:/<relpath>` (a later file under the same relpath gets `#n` after it, numbered where it
+/// is created, under the relpath's lock).
+pub fn recorded_path(relpath: &str) -> String {
+    format!("push:/{relpath}")
 }
 
 /// A source name: 1 to 128 characters of letters, digits, `.`, `_`, `:` and `-`.
