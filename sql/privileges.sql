@@ -89,7 +89,9 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
     cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
     cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
-    cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval)
+    cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
+    cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
+    cortex_buffer.storage_report()
   FROM PUBLIC;
 
 -- Prices are reference data: everyone may read them (llm_cost() runs with the caller's
@@ -157,6 +159,12 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
     cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
+  TO cortex_buffer_operator;
+-- Retention deletes files as the database's operating-system user: the operator's alone
+-- (and superusers'). It reads the bound job table as its caller.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
+    cortex_buffer.storage_report()
   TO cortex_buffer_operator;
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.circuit_config, cortex_buffer.model_price TO cortex_buffer_operator;
 GRANT SELECT ON

@@ -20,6 +20,7 @@ pub mod liveness;
 pub mod pg;
 pub mod push;
 pub mod recovery;
+pub mod retention;
 pub mod spend;
 mod upgrade;
 pub mod worker;

@@ -5,5 +5,5 @@
 mod circuit_store;
 #[cfg(any(test, feature = "pg_test"))]
 mod liveness_pg_tests;
-mod liveness_store;
+pub(crate) mod liveness_store;
 mod sql;

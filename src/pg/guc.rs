@@ -31,6 +31,11 @@ pub static RESCAN_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(300);
 pub static WORKERS: GucSetting<i32> = GucSetting::<i32>::new(1);
 pub static PUSH_MAX_CHUNK_KB: GucSetting<i32> = GucSetting::<i32>::new(4096);
 pub static PUSH_RATE_LIMIT_KB: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
+pub static GONE_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(7 * 86_400);
+pub static KEEP_FAILED_FOR_S: GucSetting<i32> = GucSetting::<i32>::new(3 * 86_400);
+pub static JOB_ROWS_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(30 * 86_400);
+pub static CLEANUP_MAX_DIRS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+pub static CLEANUP_PAUSE_AT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// How the worker learns that session files changed (`cortex_buffer.watch`).
 #[derive(pgrx::PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
@@ -304,8 +309,61 @@ pub fn define() {
         GucContext::Userset,
         GucFlags::NO_SHOW_ALL | GucFlags::DISALLOW_IN_FILE,
     );
+    define_retention();
     // SAFETY: called from _PG_init on the main thread with a static NUL-terminated string.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"cortex_buffer".as_ptr()) };
+}
+
+/// Retention (cleanup_session_buffers): superuser-only, since they decide what gets deleted.
+fn define_retention() {
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.gone_retention",
+        c"How long the index rows of a session file that is gone are kept.",
+        c"A file deleted from the volume, or pushed from another node and no longer kept, loses its session_file, event and corrupt_line rows this long after it went (keep_failed_for instead, when longer, for a failed job's files).",
+        &GONE_RETENTION_S,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.keep_failed_for",
+        c"How long the buffers of failed and dead-lettered jobs are kept after the job ended.",
+        c"Used by cleanup_session_buffers instead of post_terminal (and of gone_retention) when longer: failed jobs are the ones people debug.",
+        &KEEP_FAILED_FOR_S,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.job_rows_retention",
+        c"How long the extension's own per-job rows outlive their job.",
+        c"cleanup_session_buffers deletes the usage_ledger, job_usage, crash, circuit, reservation, wait and checkpoint rows of jobs gone from the job table, or terminal for longer than this. Keep it longer than the longest budget window.",
+        &JOB_ROWS_RETENTION_S,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.cleanup_max_dirs",
+        c"How many directories one cleanup_session_buffers call deletes from, when max_dirs is NULL.",
+        c"Bounds a call, so that a first cleanup of a long-grown volume runs as many short calls (from cron) rather than one long one.",
+        &CLEANUP_MAX_DIRS,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"cortex_buffer.cleanup_pause_at",
+        c"Test hook: the cleanup step at which cleanup_session_buffers stops for 60 seconds.",
+        c"decided, rows_deleted, committed or unlinking. For crash tests that kill the backend at each step; empty (the default) in production.",
+        &CLEANUP_PAUSE_AT,
+        GucContext::Suset,
+        GucFlags::NO_SHOW_ALL,
+    );
 }
 
 fn string_setting(setting: &GucSetting<Option<CString>>) -> String {
@@ -423,4 +481,20 @@ pub fn push_rate_limit() -> u64 {
 /// `pass_dir_bytes` in bytes.
 pub fn pass_dir_bytes() -> u64 {
     u64::try_from(PASS_DIR_KB.get()).unwrap_or(64 * 1024).max(1024) * 1024
+}
+
+/// `gone_retention`, `keep_failed_for` and `job_rows_retention` in microseconds.
+pub fn retention_us() -> (i64, i64, i64) {
+    let us = |s: &GucSetting<i32>| i64::from(s.get().max(0)) * 1_000_000;
+    (us(&GONE_RETENTION_S), us(&KEEP_FAILED_FOR_S), us(&JOB_ROWS_RETENTION_S))
+}
+
+/// `cleanup_max_dirs`.
+pub fn cleanup_max_dirs() -> usize {
+    usize::try_from(CLEANUP_MAX_DIRS.get()).unwrap_or(1000).max(1)
+}
+
+/// `cleanup_pause_at`, as written.
+pub fn cleanup_pause_at() -> String {
+    string_setting(&CLEANUP_PAUSE_AT)
 }

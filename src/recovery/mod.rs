@@ -5,7 +5,7 @@
 //! (`transcript`), and maps SQL to both (`sql`).
 
 mod index;
-mod plan;
+pub(crate) mod plan;
 #[cfg(any(test, feature = "pg_test"))]
 mod recovery_pg_tests;
 mod sql;

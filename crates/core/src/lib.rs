@@ -6,7 +6,7 @@
 //! Modules keep the layout of the capabilities they serve: `json` (JavaScript-compatible JSON,
 //! binary jsonb), `indexer` (session-file lines, dialects, integrity, what to index),
 //! `checkpoint` (canonical JSON CRC, identity and fencing rules), `liveness` (retry and breaker
-//! rules), `push` (pushed chunks against what the server holds), `recovery` (the decision tree, pairing, keys, agent state),
+//! rules), `push` (pushed chunks against what the server holds), `recovery` (the decision tree, pairing, keys, agent state), `retention` (what a cleanup deletes and keeps),
 //! `spend` (exact decimals, usage spellings, prices, budgets), `job` (the bound table's
 //! column contract), `readiness` (when the worker may index), `error` (errors with SQLSTATE
 //! and HINT).
@@ -21,4 +21,5 @@ pub mod liveness;
 pub mod push;
 pub mod readiness;
 pub mod recovery;
+pub mod retention;
 pub mod spend;

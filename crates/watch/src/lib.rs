@@ -5,6 +5,7 @@
 
 pub mod pass;
 pub mod pipeline;
+pub mod remove;
 pub mod scan;
 pub mod volume;
 pub mod watcher;

@@ -257,3 +257,9 @@ SELECT cortex_buffer.session_file_refusal(false, 1, 10, 10, false, false, false,
 -- docs/api.md ### `job_sessions`
 SELECT regexp_replace(path, '^.*/', '') AS file, last_event_type, agent_state, recovery_refusal
   FROM cortex_buffer.job_sessions WHERE job_id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
+-- docs/api.md ### `cleanup_session_buffers`
+SELECT action, count(*) AS actions
+  FROM cortex_buffer.cleanup_session_buffers(dry_run => true, max_unknown_ratio => 1)
+ GROUP BY action ORDER BY action;
+-- docs/api.md ### `storage_report`
+SELECT job_state, age, files, next_cleanup_files FROM cortex_buffer.storage_report() ORDER BY job_state, age;

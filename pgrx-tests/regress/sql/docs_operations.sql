@@ -36,6 +36,20 @@ SELECT p.source, p.relpath, p.n, f.indexed_offset AS committed, p.held_len AS he
        p.reported_size, p.pushed_at IS NOT NULL AS pushed
   FROM cortex_buffer.pushed_file p JOIN cortex_buffer.session_file f USING (file_id)
  ORDER BY p.source, p.relpath, p.n;
+-- docs/operations.md ## Retention
+SELECT action, count(*) AS actions, sum(bytes) AS bytes, sum(rows_deleted) AS index_rows
+  FROM cortex_buffer.cleanup_session_buffers(dry_run => true, max_unknown_ratio => 1)
+ GROUP BY action ORDER BY action;
+-- docs/operations.md ## Retention (hidden setup)
+CREATE EXTENSION IF NOT EXISTS pg_cron;
+BEGIN; -- the test suite never lets the schedule fire
+-- docs/operations.md ## Retention
+SELECT cron.schedule('cortex-reaper', '* * * * *', $$SELECT count(*) FROM cortex_buffer.reap_zombies()$$);
+SELECT cron.schedule('cortex-cleanup', '0 3 * * *',
+                     $$SELECT count(*) FROM cortex_buffer.cleanup_session_buffers()$$);
+SELECT jobname, schedule FROM cron.job WHERE jobname LIKE 'cortex-%' ORDER BY jobname;
+-- docs/operations.md ## Retention (hidden setup)
+ROLLBACK;
 -- docs/operations.md ## Settings
 SELECT name, boot_val, unit, context, min_val, max_val
   FROM pg_settings WHERE name LIKE 'cortex\_buffer.%' ORDER BY name;

@@ -1,0 +1,390 @@
+//! Deleting from the sessions volume, for retention: what a first-level directory holds, and
+//! removing it or single files in it. Nothing here ever follows a symbolic link, not even one
+//! that stays inside the volume: a link is an entry like any other, unlinked itself, so that an
+//! orphan link can never delete the files of the job it points to. Every descent opens the next
+//! directory with `O_NOFOLLOW` from its parent's handle, so nothing leaves the volume either.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::volume::{Entry, Kind, Volume};
+
+/// How deep a directory tree may be for the cleanup to walk or remove it; deeper is an error
+/// (the discovery rule reads three levels; anything far deeper is not a session buffer).
+pub const MAX_DEPTH: usize = 16;
+
+/// One entry found below a first-level directory, links and special files included.
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// Path relative to the volume.
+    pub rel: PathBuf,
+    pub entry: Entry,
+}
+
+/// What a first-level directory holds, every level down, links not followed.
+#[derive(Debug, Default, Clone)]
+pub struct Survey {
+    /// Everything that is not a directory: regular files, links, special files.
+    pub found: Vec<Found>,
+    /// The newest mtime among its regular files (`None`: none in it).
+    pub newest_us: Option<i64>,
+    pub bytes: u64,
+    /// Directories (relative to the volume, the first-level one included) in which this process
+    /// may not delete entries: their deletions would fail, so they are not attempted.
+    pub unwritable: Vec<PathBuf>,
+}
+
+impl Survey {
+    /// Whether `rel`'s entry can be unlinked from its directory.
+    pub fn can_unlink(&self, rel: &Path) -> bool {
+        rel.parent().is_none_or(|p| !self.unwritable.iter().any(|u| u == p))
+    }
+}
+
+/// Whether this process may delete entries of the directory `dir` (write and search
+/// permission, as the kernel will judge the unlink: effective ids).
+pub fn writable(dir: &OwnedFd) -> bool {
+    // SAFETY: a directory descriptor we hold and a static NUL-terminated name.
+    unsafe { libc::faccessat(dir.as_raw_fd(), c".".as_ptr(), libc::W_OK | libc::X_OK, libc::AT_EACCESS) == 0 }
+}
+
+fn single(name: &OsStr) -> io::Result<CString> {
+    let b = name.as_bytes();
+    if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    CString::new(b).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn unlink_at(dir: &OwnedFd, name: &OsStr, flags: libc::c_int) -> io::Result<()> {
+    let c = single(name)?;
+    // SAFETY: a directory descriptor we hold and a NUL-terminated single name.
+    if unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), flags) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn too_deep(rel: &Path) -> io::Error {
+    io::Error::other(format!("{} is nested more than {MAX_DEPTH} levels deep", rel.display()))
+}
+
+/// Lists everything below the first-level directory `name` (its entries, their entries, and so
+/// on), each with its own `lstat`.
+pub fn survey(volume: &Volume, name: &OsStr) -> io::Result<Survey> {
+    let dir = volume.open_subdir(volume.root(), name)?;
+    let mut out = Survey::default();
+    walk(volume, &dir, Path::new(name), 1, &mut out)?;
+    Ok(out)
+}
+
+fn walk(volume: &Volume, dir: &OwnedFd, rel: &Path, depth: usize, out: &mut Survey) -> io::Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(too_deep(rel));
+    }
+    if !writable(dir) {
+        out.unwritable.push(rel.to_path_buf());
+    }
+    for name in volume.list(dir)? {
+        let entry = match volume.stat_at(dir, &name) {
+            Ok(e) => e,
+            // Deleted between the listing and the look: nothing to keep or delete.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let child = rel.join(&name);
+        if entry.kind == Kind::Dir {
+            match volume.open_subdir(dir, &name) {
+                Ok(sub) => walk(volume, &sub, &child, depth + 1, out)?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            continue;
+        }
+        // Links and special files are not session files: only regular files date a directory.
+        if entry.kind == Kind::File {
+            out.newest_us = Some(out.newest_us.map_or(entry.stat.mtime_us, |n| n.max(entry.stat.mtime_us)));
+            out.bytes = out.bytes.saturating_add(entry.stat.size);
+        }
+        out.found.push(Found { rel: child, entry });
+    }
+    Ok(())
+}
+
+/// What a removal took away.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Removed {
+    /// Entries that were not directories (files, links, special files).
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+/// Removes the first-level directory `name` and everything in it. A link inside is unlinked,
+/// never followed. A directory that gains an entry meanwhile is left (`ENOTEMPTY`), with what
+/// was removed so far counted.
+pub fn remove_dir(volume: &Volume, name: &OsStr) -> (Removed, io::Result<()>) {
+    let mut removed = Removed::default();
+    let result = volume
+        .open_subdir(volume.root(), name)
+        .and_then(|dir| empty(volume, &dir, Path::new(name), 1, &mut removed))
+        .and_then(|()| unlink_at(volume.root(), name, libc::AT_REMOVEDIR));
+    (removed, result)
+}
+
+fn empty(volume: &Volume, dir: &OwnedFd, rel: &Path, depth: usize, removed: &mut Removed) -> io::Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(too_deep(rel));
+    }
+    for name in volume.list(dir)? {
+        let entry = match volume.stat_at(dir, &name) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        if entry.kind == Kind::Dir {
+            let sub = volume.open_subdir(dir, &name)?;
+            empty(volume, &sub, &rel.join(&name), depth + 1, removed)?;
+            unlink_at(dir, &name, libc::AT_REMOVEDIR)?;
+            continue;
+        }
+        match unlink_at(dir, &name, 0) {
+            Ok(()) => {
+                removed.entries += 1;
+                if entry.kind == Kind::File {
+                    removed.bytes = removed.bytes.saturating_add(entry.stat.size);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The parent directory of `rel` (relative to the volume), opened with no link followed at any
+/// level, and the last component's name.
+fn parent_of(volume: &Volume, rel: &Path) -> io::Result<(OwnedFd, OsString)> {
+    let name = rel.file_name().ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?.to_os_string();
+    let mut dir: Option<OwnedFd> = None;
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    for part in parent.components() {
+        let std::path::Component::Normal(part) = part else {
+            return Err(io::Error::from_raw_os_error(libc::EXDEV));
+        };
+        let next = volume.open_subdir(dir.as_ref().unwrap_or(volume.root()), part)?;
+        dir = Some(next);
+    }
+    let dir = match dir {
+        Some(d) => d,
+        None => volume.open_dir(Path::new(""))?,
+    };
+    Ok((dir, name))
+}
+
+/// Unlinks the file at `rel` if it is still the one examined (same device and inode) and still
+/// not a directory. `Ok(false)`: it was already gone. A file replaced since it was examined is
+/// an error, and stays.
+pub fn remove_file(volume: &Volume, rel: &Path, device: u64, inode: u64) -> io::Result<bool> {
+    let (dir, name) = match parent_of(volume, rel) {
+        Ok(p) => p,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let now = match volume.stat_at(&dir, &name) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if now.kind == Kind::Dir || now.stat.device != device || now.stat.inode != inode {
+        return Err(io::Error::other(format!("{} was replaced since it was examined", rel.display())));
+    }
+    match unlink_at(&dir, &name, 0) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// What `rel` is now (its own `lstat`, no link followed at any level); `None` when it is gone.
+pub fn restat(volume: &Volume, rel: &Path) -> io::Result<Option<Entry>> {
+    let (dir, name) = match parent_of(volume, rel) {
+        Ok(p) => p,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    match volume.stat_at(&dir, &name) {
+        Ok(e) => Ok(Some(e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes the empty directories below the first-level directory `name`, then `name` itself
+/// if it is left empty. Only empty directories are ever removed (`rmdir` refuses any other),
+/// so a file written meanwhile is never lost. True when `name` is gone.
+pub fn prune(volume: &Volume, name: &OsStr) -> io::Result<bool> {
+    match volume.open_subdir(volume.root(), name) {
+        Ok(dir) => prune_below(volume, &dir, 1),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(e),
+    }
+    remove_if_empty(volume, name)
+}
+
+fn prune_below(volume: &Volume, dir: &OwnedFd, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let Ok(names) = volume.list(dir) else { return };
+    for name in names {
+        if !matches!(volume.stat_at(dir, &name), Ok(e) if e.kind == Kind::Dir) {
+            continue;
+        }
+        if let Ok(sub) = volume.open_subdir(dir, &name) {
+            prune_below(volume, &sub, depth + 1);
+        }
+        // Fails harmlessly (ENOTEMPTY) when something is left in it.
+        let _ = unlink_at(dir, &name, libc::AT_REMOVEDIR);
+    }
+}
+
+/// Removes the first-level directory `name` if it is empty; `Ok(false)` when it is not (or is
+/// gone).
+pub fn remove_if_empty(volume: &Volume, name: &OsStr) -> io::Result<bool> {
+    match unlink_at(volume.root(), name, libc::AT_REMOVEDIR) {
+        Ok(()) => Ok(true),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST) | Some(libc::ENOENT)) => {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    /// A volume (`root`) and a directory outside it, removed when dropped.
+    struct Tmp(PathBuf);
+    impl Tmp {
+        fn new(tag: &str) -> (Tmp, Volume) {
+            let p = std::env::temp_dir().join(format!("cb-remove-{tag}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&p);
+            fs::create_dir_all(p.join("root")).unwrap_or_else(|e| panic!("{e}"));
+            fs::create_dir_all(p.join("outside")).unwrap_or_else(|e| panic!("{e}"));
+            let v = Volume::open(&p.join("root")).unwrap_or_else(|e| panic!("{e}"));
+            (Tmp(p), v)
+        }
+        fn root(&self) -> PathBuf {
+            self.0.join("root")
+        }
+        fn outside(&self) -> PathBuf {
+            self.0.join("outside")
+        }
+    }
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn ok<T>(r: io::Result<T>) -> T {
+        r.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_survey_counts_files_and_links_without_following_them() {
+        let (t, v) = Tmp::new("survey");
+        ok(fs::write(t.outside().join("secret.jsonl"), "x".repeat(100)));
+        ok(fs::create_dir_all(t.root().join("job/sub")));
+        ok(fs::write(t.root().join("job/a.jsonl"), "abc"));
+        ok(fs::write(t.root().join("job/sub/b.jsonl"), "de"));
+        ok(symlink(t.outside(), t.root().join("job/out")));
+        let s = ok(survey(&v, OsStr::new("job")));
+        assert_eq!(s.bytes, 5, "the link's target is not counted");
+        assert_eq!(s.found.len(), 3);
+        assert!(s.found.iter().any(|f| f.entry.kind == Kind::Symlink && f.rel == Path::new("job/out")));
+    }
+
+    #[test]
+    fn removing_a_directory_unlinks_links_and_never_what_they_point_to() {
+        let (t, v) = Tmp::new("rmdir");
+        ok(fs::write(t.outside().join("keep.jsonl"), "keep"));
+        ok(fs::create_dir_all(t.root().join("other")));
+        ok(fs::write(t.root().join("other/live.jsonl"), "live"));
+        ok(fs::create_dir_all(t.root().join("orphan/deep")));
+        ok(fs::write(t.root().join("orphan/deep/x.jsonl"), "xx"));
+        ok(symlink(t.outside(), t.root().join("orphan/escape")));
+        ok(symlink(t.root().join("other"), t.root().join("orphan/inside")));
+        let (removed, r) = remove_dir(&v, OsStr::new("orphan"));
+        ok(r);
+        assert_eq!(removed, Removed { entries: 3, bytes: 2 });
+        assert!(!t.root().join("orphan").exists());
+        assert!(t.outside().join("keep.jsonl").exists());
+        assert!(t.root().join("other/live.jsonl").exists());
+    }
+
+    #[test]
+    fn a_first_level_link_is_never_entered() {
+        let (t, v) = Tmp::new("link1");
+        ok(fs::create_dir_all(t.root().join("real")));
+        ok(fs::write(t.root().join("real/a.jsonl"), "a"));
+        ok(symlink(t.root().join("real"), t.root().join("link")));
+        assert!(survey(&v, OsStr::new("link")).is_err());
+        let (_, r) = remove_dir(&v, OsStr::new("link"));
+        assert!(r.is_err());
+        assert!(t.root().join("real/a.jsonl").exists());
+    }
+
+    #[test]
+    fn a_file_is_removed_only_if_it_is_the_one_examined() {
+        let (t, v) = Tmp::new("rmfile");
+        ok(fs::create_dir_all(t.root().join("job")));
+        let p = t.root().join("job/a.jsonl");
+        ok(fs::write(&p, "a"));
+        let e = ok(survey(&v, OsStr::new("job"))).found.remove(0).entry;
+        // Another file under the same name (a different inode: the old one is still linked
+        // as held.jsonl, so its number cannot be reused).
+        ok(fs::rename(&p, t.root().join("job/held.jsonl")));
+        ok(fs::write(&p, "b"));
+        assert!(remove_file(&v, Path::new("job/a.jsonl"), e.stat.device, e.stat.inode).is_err());
+        assert!(p.exists());
+        ok(fs::remove_file(t.root().join("job/held.jsonl")));
+        let now = ok(survey(&v, OsStr::new("job"))).found.remove(0).entry;
+        assert!(ok(remove_file(&v, Path::new("job/a.jsonl"), now.stat.device, now.stat.inode)));
+        assert!(!p.exists());
+        assert!(!ok(remove_file(&v, Path::new("job/a.jsonl"), now.stat.device, now.stat.inode)));
+        assert!(ok(remove_if_empty(&v, OsStr::new("job"))));
+    }
+
+    #[test]
+    fn pruning_removes_empty_directories_and_nothing_else() {
+        let (t, v) = Tmp::new("prune");
+        ok(fs::create_dir_all(t.root().join("p/a/b")));
+        ok(fs::create_dir_all(t.root().join("p/c")));
+        ok(fs::write(t.root().join("p/c/keep.jsonl"), "k"));
+        assert!(!ok(prune(&v, OsStr::new("p"))));
+        assert!(!t.root().join("p/a").exists());
+        assert!(t.root().join("p/c/keep.jsonl").exists());
+        ok(fs::remove_file(t.root().join("p/c/keep.jsonl")));
+        assert!(ok(prune(&v, OsStr::new("p"))));
+        assert!(!t.root().join("p").exists());
+        assert!(ok(restat(&v, Path::new("p/c/keep.jsonl"))).is_none());
+    }
+
+    #[test]
+    fn a_parent_that_is_a_link_is_refused() {
+        let (t, v) = Tmp::new("linkparent");
+        ok(fs::create_dir_all(t.root().join("real")));
+        ok(fs::write(t.root().join("real/a.jsonl"), "a"));
+        ok(symlink(t.root().join("real"), t.root().join("link")));
+        let e = ok(survey(&v, OsStr::new("real"))).found.remove(0).entry;
+        assert!(remove_file(&v, Path::new("link/a.jsonl"), e.stat.device, e.stat.inode).is_err());
+        assert!(t.root().join("real/a.jsonl").exists());
+    }
+}

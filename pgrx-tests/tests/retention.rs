@@ -1,0 +1,428 @@
+//! Retention end to end, where transactions commit and files really go: a constructed volume
+//! cleaned first as a dry run (nothing changes) and then for real (exactly the reported actions
+//! happen, and the index stays consistent with the disk), with a concurrent UPDATE of every job
+//! row never blocked; then a cleanup killed at each of its steps.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+use cortex_buffer_e2e::{kill, wait_for, Cluster};
+
+fn line(job: &str, seq: i64) -> String {
+    format!(
+        r#"{{"type":"SESSION_START","timestamp":"2026-02-23T14:30:{:02}.000Z","job_id":"{job}","session_id":"s","seq":{seq},"buffer_schema_version":1}}"#,
+        seq % 60
+    ) + "\n"
+}
+
+fn write(path: &Path, body: &[u8], days_old: u64) {
+    fs::create_dir_all(path.parent().unwrap_or(Path::new("/"))).unwrap_or_else(|e| panic!("{e}"));
+    fs::write(path, body).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let f = fs::File::options().append(true).open(path).unwrap_or_else(|e| panic!("{e}"));
+    f.set_modified(SystemTime::now() - Duration::from_secs(days_old * 86_400 + 60)).unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn chown_postgres(path: &Path) {
+    let out =
+        Command::new("chown").args(["-R", "postgres:postgres"]).arg(path).output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success());
+}
+
+/// Inserts a job and returns its id.
+fn job(c: &Cluster, status: &str, cols: &str, vals: &str) -> String {
+    c.psql(&format!(
+        "INSERT INTO cortex_buffer.job (agent_id, status{cols}) VALUES (gen_random_uuid(), '{status}'{vals}) RETURNING id"
+    ))
+}
+
+/// A job with a session file `days_old` days old and one written now.
+fn job_dir(c: &Cluster, status: &str, cols: &str, vals: &str, old_files: u64) -> String {
+    let id = job(c, status, cols, vals);
+    for n in 1..=old_files {
+        write(
+            &c.sessions.join(&id).join(format!("session-00{n}.jsonl")),
+            (line(&id, 0) + &line(&id, 1)).as_bytes(),
+            10,
+        );
+    }
+    write(&c.sessions.join(&id).join("session-009.jsonl"), line(&id, 0).as_bytes(), 0);
+    id
+}
+
+/// A live job whose two files are both old: its plan reads at least the newer one.
+fn live_dir(c: &Cluster, status: &str, cols: &str, vals: &str) -> String {
+    let id = job(c, status, cols, vals);
+    for n in 1..=2 {
+        write(
+            &c.sessions.join(&id).join(format!("session-00{n}.jsonl")),
+            (line(&id, 0) + &line(&id, 1)).as_bytes(),
+            10,
+        );
+    }
+    id
+}
+
+/// The paths a job's recovery plan reads now.
+fn plan_paths(c: &Cluster, job: &str) -> Vec<String> {
+    c.psql(&format!("SELECT jsonb_array_elements(cortex_buffer.recovery_plan('{job}') -> 'sessions') ->> 'path'"))
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every entry under `root` (not following links) with its size.
+fn tree(root: &Path) -> BTreeSet<(Vec<u8>, u64)> {
+    let mut out = BTreeSet::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            let meta = fs::symlink_metadata(&p).unwrap_or_else(|e| panic!("{e}"));
+            if meta.is_dir() {
+                stack.push(p.clone());
+            }
+            out.insert((p.as_os_str().as_bytes().to_vec(), if meta.is_file() { meta.len() } else { 0 }));
+        }
+    }
+    out
+}
+
+fn index_rows(c: &Cluster) -> i64 {
+    c.psql(
+        "SELECT (SELECT count(*) FROM cortex_buffer.session_file) + (SELECT count(*) FROM cortex_buffer.event)
+              + (SELECT count(*) FROM cortex_buffer.corrupt_line)",
+    )
+    .parse()
+    .unwrap_or(-1)
+}
+
+/// Rows of the index whose file should be on disk but is not: what no cleanup may leave.
+fn rows_without_files(c: &Cluster) -> Vec<String> {
+    c.psql("SELECT path FROM cortex_buffer.session_file WHERE gone_at IS NULL AND path NOT LIKE 'push:/%'")
+        .lines()
+        .filter(|p| fs::symlink_metadata(p).is_err())
+        .map(str::to_owned)
+        .collect()
+}
+
+const COLUMNS: &str = "action || '|' || path || '|' || coalesce(job_status, '') || '|' || bytes || '|' || files || '|' || rows_deleted || '|' || reason";
+
+#[test]
+fn a_constructed_tree_is_cleaned_exactly_as_its_dry_run_said() {
+    let c = Cluster::new("retention-tree", &["cortex_buffer.worker_enabled = off"]);
+    c.start();
+    c.create_extension();
+    let days_ago = |d: u32| format!("now() - interval '{d} days'");
+    let done_old = job_dir(&c, "COMPLETED", ", completed_at", &format!(", {}", days_ago(2)), 1);
+    let done_new = job_dir(&c, "COMPLETED", ", completed_at", ", now() - interval '1 hour'", 1);
+    let dead = job_dir(&c, "DEAD_LETTER", ", updated_at, attempt", &format!(", {}, 3", days_ago(4)), 1);
+    let failed_final =
+        job_dir(&c, "FAILED", ", completed_at, attempt, max_attempts", &format!(", {}, 3, 3", days_ago(2)), 1);
+    let timed_out =
+        job_dir(&c, "TIMED_OUT", ", completed_at, attempt, max_attempts", &format!(", {}, 3, 3", days_ago(5)), 1);
+    let failed_retry = job_dir(&c, "FAILED", ", completed_at, attempt, max_attempts", ", now(), 1, 3", 1);
+    let pending = job_dir(&c, "PENDING", "", "", 1);
+    let scheduled = job_dir(&c, "SCHEDULED", "", "", 1);
+    let running = live_dir(&c, "RUNNING", ", started_at, heartbeat_at", ", now(), now()");
+    let waiting = live_dir(&c, "WAITING_FOR_APPROVAL", ", started_at", ", now()");
+    let retrying = live_dir(&c, "RETRYING", ", attempt", ", 1");
+    let busy = job_dir(&c, "COMPLETED", ", completed_at", &format!(", {}", days_ago(3)), 1);
+    let locked = job_dir(&c, "COMPLETED", ", completed_at", &format!(", {}", days_ago(3)), 1);
+    // Orphans: job ids with no row, one old (with a link out of the volume and one to a live
+    // job's directory) and one young.
+    let outside = c.base.join("outside");
+    write(&outside.join("precious.jsonl"), b"{}\n", 30);
+    let orphan_old = c.psql("SELECT gen_random_uuid()");
+    write(&c.sessions.join(&orphan_old).join("session-001.jsonl"), line(&orphan_old, 0).as_bytes(), 2);
+    symlink(&outside, c.sessions.join(&orphan_old).join("escape")).unwrap_or_else(|e| panic!("{e}"));
+    symlink(c.sessions.join(&running), c.sessions.join(&orphan_old).join("inside")).unwrap_or_else(|e| panic!("{e}"));
+    let orphan_young = c.psql("SELECT gen_random_uuid()");
+    write(&c.sessions.join(&orphan_young).join("session-001.jsonl"), line(&orphan_young, 0).as_bytes(), 0);
+    // A top-level link named like a job, to a terminal job's directory: never followed.
+    let link_name = c.psql("SELECT gen_random_uuid()");
+    symlink(c.sessions.join(&done_new), c.sessions.join(&link_name)).unwrap_or_else(|e| panic!("{e}"));
+    // A Claude Code project: only max_file_age applies; one file name is not UTF-8.
+    let project = c.sessions.join("-home-user-proj");
+    let odd = project.join(OsStr::from_bytes(b"old-\xff.jsonl"));
+    write(&odd, b"{}\n", 9);
+    write(&project.join("0b4f6f3e-5d2c-4c38-9d8e-2c1a3c4b5d6e.jsonl"), b"{\"type\":\"user\"}\n", 0);
+    chown_postgres(&c.sessions);
+    // A terminal job's subdirectory the server may not write: its deletion is an error row.
+    write(&c.sessions.join(&locked).join("subagents/agent-1.jsonl"), line(&locked, 0).as_bytes(), 10);
+    let out = Command::new("chown").args(["-R", "root:root"]).arg(c.sessions.join(&locked).join("subagents")).output();
+    assert!(out.is_ok_and(|o| o.status.success()));
+
+    c.psql("SELECT cortex_buffer.index_sessions()");
+    // A file being indexed: its row locked as the indexer locks it, for the two runs below.
+    let t = Tree {
+        done_old,
+        done_new,
+        dead,
+        failed_final,
+        timed_out,
+        failed_retry,
+        pending,
+        scheduled,
+        running,
+        waiting,
+        retrying,
+        busy,
+        locked,
+        orphan_old,
+        orphan_young,
+        link_name,
+        outside,
+        odd,
+    };
+    std::thread::scope(|scope| cleaned(scope, &c, &t));
+}
+
+struct Tree {
+    done_old: String,
+    done_new: String,
+    dead: String,
+    failed_final: String,
+    timed_out: String,
+    failed_retry: String,
+    pending: String,
+    scheduled: String,
+    running: String,
+    waiting: String,
+    retrying: String,
+    busy: String,
+    locked: String,
+    orphan_old: String,
+    orphan_young: String,
+    link_name: String,
+    outside: PathBuf,
+    odd: PathBuf,
+}
+
+fn cleaned<'s>(scope: &'s std::thread::Scope<'s, '_>, c: &'s Cluster, t: &'s Tree) {
+    let Tree {
+        done_old,
+        done_new,
+        dead,
+        failed_final,
+        timed_out,
+        failed_retry,
+        pending,
+        scheduled,
+        running,
+        waiting,
+        retrying,
+        busy,
+        locked,
+        orphan_old,
+        orphan_young,
+        link_name,
+        outside,
+        odd,
+    } = t;
+    let holder = scope.spawn(move || {
+        c.try_psql(
+            "postgres",
+            &format!(
+                "BEGIN; SELECT 1 FROM cortex_buffer.session_file WHERE job_dir = '{busy}' FOR UPDATE; SELECT pg_sleep(8); COMMIT;"
+            ),
+        )
+    });
+    assert!(
+        wait_for(Duration::from_secs(10), || c.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(8)%' AND state = 'active' AND pid <> pg_backend_pid()"
+        ) == "1")
+        .is_some(),
+        "the lock holder did not start"
+    );
+
+    let plans: Vec<Vec<String>> = [running, waiting, retrying].iter().map(|j| plan_paths(c, j)).collect();
+    let before_tree = tree(&c.base);
+    let before_rows = index_rows(c);
+    let dry = c.psql(&format!(
+        "SELECT {COLUMNS} FROM cortex_buffer.cleanup_session_buffers(dry_run => true) ORDER BY path, action"
+    ));
+    assert_eq!(tree(&c.base), before_tree, "the dry run changed the volume");
+    assert_eq!(index_rows(c), before_rows, "the dry run changed the index");
+
+    // The real run, in a transaction kept open for two seconds while every job row is updated
+    // by another session with a lock timeout: the cleanup locks no job row.
+    let runner = scope.spawn(move || {
+        c.try_psql(
+            "postgres",
+            "BEGIN; CREATE TABLE cleanup_result AS SELECT * FROM cortex_buffer.cleanup_session_buffers();
+             SELECT pg_sleep(2); COMMIT;",
+        )
+    });
+    assert!(
+        wait_for(Duration::from_secs(10), || c.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%CREATE TABLE cleanup_result%' AND wait_event = 'PgSleep'"
+        ) == "1")
+        .is_some(),
+        "the cleanup did not reach its sleep"
+    );
+    c.psql("BEGIN; SET LOCAL lock_timeout = '500ms'; UPDATE cortex_buffer.job SET priority = priority; ROLLBACK;");
+    runner.join().unwrap_or_else(|_| panic!("runner")).unwrap_or_else(|e| panic!("cleanup: {e}"));
+    let real = c.psql(&format!("SELECT {COLUMNS} FROM cleanup_result ORDER BY path, action"));
+    assert_eq!(real, dry, "the real run did what its dry run said");
+
+    let row = |action: &str, path: &str| -> Option<Vec<String>> {
+        real.lines()
+            .map(|l| l.split('|').map(str::to_owned).collect::<Vec<_>>())
+            .find(|f| f.first().map(String::as_str) == Some(action) && f.get(1).map(String::as_str) == Some(path))
+    };
+    let s = |rel: &str| c.sessions.join(rel).display().to_string();
+    for gone in [done_old, dead, timed_out, orphan_old] {
+        assert!(row("delete_dir", &s(gone)).is_some(), "{gone}: no delete_dir in\n{real}");
+        assert!(fs::symlink_metadata(c.sessions.join(gone)).is_err(), "{gone} is still there");
+    }
+    assert!(outside.join("precious.jsonl").exists(), "a link's target outside the volume was deleted");
+    assert!(c.sessions.join(running).join("session-002.jsonl").exists(), "a link's target inside was deleted");
+    for (id, reason) in [
+        (&done_new, "older than max_file_age"),
+        (&failed_final, "older than max_file_age"),
+        (&failed_retry, "older than max_file_age"),
+        (&pending, "older than max_file_age"),
+        (&scheduled, "older than max_file_age"),
+    ] {
+        let old = format!("{id}/session-001.jsonl");
+        let r = row("delete_file", &s(&old)).unwrap_or_else(|| panic!("{old}: no delete_file in\n{real}"));
+        assert!(r.get(6).is_some_and(|x| x.contains(reason)), "{r:?}");
+        assert!(!c.sessions.join(&old).exists(), "{old} is still there");
+        assert!(c.sessions.join(id).join("session-009.jsonl").exists(), "{id}'s young file went");
+    }
+    // A failed job with no retry left is kept for keep_failed_for (3 days) after it ended: the
+    // one that ended 2 days ago lost only its old file above; the one timed out 5 days ago went
+    // whole.
+    // A live job keeps exactly the files its recovery plan reads (its newest at least), however
+    // old; its other old files go.
+    for (live, plan) in [running, waiting, retrying].iter().zip(&plans) {
+        let newest = s(&format!("{live}/session-002.jsonl"));
+        assert!(plan.contains(&newest), "{live}: the plan does not read its newest file: {plan:?}");
+        for n in 1..=2 {
+            let f = s(&format!("{live}/session-00{n}.jsonl"));
+            if plan.contains(&f) {
+                let r = row("keep", &f).unwrap_or_else(|| panic!("{f}: read by the plan, not kept, in\n{real}"));
+                assert!(r.get(6).is_some_and(|x| x.contains("recovery plan")), "{r:?}");
+                assert!(Path::new(&f).exists());
+            } else {
+                assert!(row("delete_file", &f).is_some(), "{f}: not in the plan, not deleted, in\n{real}");
+                assert!(!Path::new(&f).exists());
+            }
+        }
+    }
+    assert!(row("keep", &s(orphan_young)).is_some_and(|r| r.get(6).is_some_and(|x| x.contains("orphan kept"))));
+    assert!(row("keep", &s(link_name)).is_some_and(|r| r.get(6).is_some_and(|x| x.contains("symbolic link"))));
+    assert!(fs::symlink_metadata(c.sessions.join(link_name)).is_ok());
+    assert!(c.sessions.join(done_new).join("session-009.jsonl").exists());
+    assert!(row("keep", &s(busy)).is_some_and(|r| r.get(6).is_some_and(|x| x.contains("being indexed"))));
+    assert!(c.sessions.join(busy).exists());
+    assert!(row("error", &s(locked)).is_some_and(|r| r.get(6).is_some_and(|x| x.contains("permission denied"))));
+    assert!(c.sessions.join(locked).join("session-009.jsonl").exists(), "a directory that cannot go is left whole");
+    let odd_shown = odd.to_string_lossy().into_owned();
+    assert!(row("delete_file", &odd_shown).is_some(), "the non-UTF-8 name: {odd_shown} not in\n{real}");
+    assert!(fs::symlink_metadata(odd).is_err());
+
+    // The index lost exactly the rows reported, and keeps no row of a deleted file.
+    let reported: i64 = real
+        .lines()
+        .filter(|l| l.starts_with("delete_dir|") || l.starts_with("delete_file|"))
+        .filter_map(|l| l.split('|').nth(5).and_then(|n| n.parse::<i64>().ok()))
+        .sum();
+    assert!(reported > 0);
+    assert_eq!(index_rows(c), before_rows - reported, "index rows: before {before_rows}, reported {reported}");
+    assert_eq!(rows_without_files(c), Vec::<String>::new());
+
+    // Once the indexer lets go, the next run deletes the busy directory, and nothing else new.
+    holder.join().unwrap_or_else(|_| panic!("holder")).unwrap_or_else(|e| panic!("{e}"));
+    let again = c.psql(&format!(
+        "SELECT {COLUMNS} FROM cortex_buffer.cleanup_session_buffers() WHERE action IN ('delete_dir', 'delete_file') ORDER BY path"
+    ));
+    assert!(again.starts_with(&format!("delete_dir|{}|COMPLETED|", s(busy))), "{again}");
+    assert_eq!(again.lines().filter(|l| l.starts_with("delete_")).count(), 1, "{again}");
+    assert!(fs::symlink_metadata(c.sessions.join(busy)).is_err());
+    assert_eq!(rows_without_files(c), Vec::<String>::new());
+    // The root-owned directory is left for the operator; the test cleans it.
+    let _ = fs::remove_dir_all(c.sessions.join(locked));
+}
+
+#[test]
+fn a_cleanup_killed_at_any_step_leaves_no_trusted_row_for_a_deleted_file_and_the_next_run_finishes() {
+    let c = Cluster::new("retention-kill", &["cortex_buffer.worker_enabled = off"]);
+    c.start();
+    c.create_extension();
+    for step in ["decided", "rows_deleted", "committed", "unlinking"] {
+        let a = job_dir(&c, "COMPLETED", ", completed_at", ", now() - interval '2 days'", 2);
+        let b = job_dir(&c, "COMPLETED", ", completed_at", ", now() - interval '2 days'", 2);
+        let p = job_dir(&c, "PENDING", "", "", 1);
+        chown_postgres(&c.sessions);
+        c.psql("SELECT cortex_buffer.index_sessions()");
+        let rows_before = index_rows(&c);
+        std::thread::scope(|scope| {
+            let c = &c;
+            let runner = scope.spawn(move || {
+            c.try_psql(
+                "postgres",
+                &format!(
+                    "SET cortex_buffer.cleanup_pause_at = '{step}'; SELECT count(*) FROM cortex_buffer.cleanup_session_buffers()"
+                ),
+            )
+        });
+            let pid = || {
+                c.try_psql(
+                "postgres",
+                "SELECT pid FROM pg_stat_activity WHERE query LIKE '%cleanup_session_buffers()%' AND pid <> pg_backend_pid()",
+            )
+            .unwrap_or_default()
+            };
+            assert!(wait_for(Duration::from_secs(10), || !pid().is_empty()).is_some(), "{step}: no cleanup backend");
+            // The run takes milliseconds; the pause holds it for a minute.
+            std::thread::sleep(Duration::from_millis(1500));
+            let victim: i32 =
+                pid().lines().next().and_then(|l| l.parse().ok()).unwrap_or_else(|| panic!("{step}: pid"));
+            kill(victim, "KILL");
+            let _ = runner.join();
+        });
+        assert!(
+            wait_for(Duration::from_secs(60), || c.try_psql("postgres", "SELECT 1").is_ok()).is_some(),
+            "{step}: the server did not come back"
+        );
+        let a_exists = c.sessions.join(&a).exists();
+        let b_exists = c.sessions.join(&b).exists();
+        let p_exists = c.sessions.join(&p).join("session-001.jsonl").exists();
+        let rows_now = index_rows(&c);
+        match step {
+            "decided" | "rows_deleted" => {
+                assert!(a_exists && b_exists && p_exists, "{step}: a file went before the commit");
+                assert_eq!(rows_now, rows_before, "{step}: rows went without a commit");
+            }
+            "committed" => {
+                assert!(a_exists && b_exists && p_exists, "{step}: a file went before the pause");
+                assert!(rows_now < rows_before, "{step}: the commit did not delete the rows");
+            }
+            _ => {
+                let done = [a_exists, b_exists, p_exists].iter().filter(|e| !**e).count();
+                assert_eq!(done, 1, "{step}: exactly the first deletion happened ({a_exists} {b_exists} {p_exists})");
+                assert!(rows_now < rows_before);
+            }
+        }
+        assert_eq!(rows_without_files(&c), Vec::<String>::new(), "{step}: trusted rows of deleted files");
+        // The next run finishes the work, whatever the kill left.
+        c.psql("SELECT count(*) FROM cortex_buffer.cleanup_session_buffers()");
+        assert!(!c.sessions.join(&a).exists() && !c.sessions.join(&b).exists(), "{step}: the next run left files");
+        assert!(!c.sessions.join(&p).join("session-001.jsonl").exists());
+        assert!(c.sessions.join(&p).join("session-009.jsonl").exists());
+        assert_eq!(rows_without_files(&c), Vec::<String>::new(), "{step}");
+        assert_eq!(
+            c.psql(&format!("SELECT count(*) FROM cortex_buffer.session_file WHERE job_dir IN ('{a}', '{b}')")),
+            "0",
+            "{step}"
+        );
+    }
+}

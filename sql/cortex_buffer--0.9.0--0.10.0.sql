@@ -1,0 +1,241 @@
+-- cortex_buffer 0.9.0 -> 0.10.0: retention. cleanup_session_buffers() deletes what the policy
+-- no longer keeps (job directories of jobs terminal past post_terminal, orphans, files past
+-- max_file_age except those a live job's recovery plan reads, index rows of gone files, and the
+-- extension's per-job rows of jobs long gone), with the index rows in the calling transaction
+-- and the files unlinked at its commit; storage_report() says what is held and what the next
+-- cleanup would free. New settings: gone_retention, keep_failed_for, job_rows_retention,
+-- cleanup_max_dirs. Both functions are the operator's (and superusers').
+\echo Use "ALTER EXTENSION cortex_buffer UPDATE TO '0.10.0'" to load this file. \quit
+
+CREATE FUNCTION cortex_buffer."cleanup_session_buffers"(
+	"post_terminal" interval DEFAULT '24 hours', /* Option < Interval > */
+	"max_file_age" interval DEFAULT '7 days', /* Option < Interval > */
+	"dry_run" bool DEFAULT false, /* Option < bool > */
+	"max_dirs" INT DEFAULT NULL, /* Option < i32 > */
+	"max_unknown_ratio" double precision DEFAULT 0.5 /* Option < f64 > */
+) RETURNS TABLE (
+	"action" TEXT,  /* String */
+	"path" TEXT,  /* String */
+	"job_id" uuid,  /* Option < Uuid > */
+	"job_status" TEXT,  /* Option < String > */
+	"bytes" bigint,  /* i64 */
+	"files" INT,  /* i32 */
+	"rows_deleted" bigint,  /* i64 */
+	"reason" TEXT  /* String */
+)
+VOLATILE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'cleanup_session_buffers_wrapper';
+
+CREATE FUNCTION cortex_buffer."storage_report"() RETURNS TABLE (
+	"job_state" TEXT,  /* String */
+	"age" TEXT,  /* String */
+	"files" bigint,  /* i64 */
+	"bytes" bigint,  /* i64 */
+	"index_rows" bigint,  /* i64 */
+	"next_cleanup_files" bigint,  /* i64 */
+	"next_cleanup_bytes" bigint,  /* i64 */
+	"next_cleanup_rows" bigint  /* i64 */
+)
+STRICT VOLATILE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'storage_report_wrapper';
+
+COMMENT ON FUNCTION cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision) IS
+'Applies the retention policy (README: Retention): deletes job directories of jobs terminal for longer than post_terminal (cortex_buffer.keep_failed_for for failed ones, when longer) and of orphans whose newest file is older than post_terminal, files older than max_file_age (except those a live job''s recovery plan reads), index rows of files gone for cortex_buffer.gone_retention, and per-job rows of jobs gone or terminal past cortex_buffer.job_rows_retention. One row per action: delete_dir, delete_file, delete_rows, keep or error. Index rows go in the calling transaction; files are unlinked when it commits. Never follows symbolic links; locks no job row; refuses when most job ids are unknown to the job table (max_unknown_ratio). dry_run changes nothing and returns the same rows.';
+COMMENT ON FUNCTION cortex_buffer.storage_report() IS
+'Session files in the index by job state (the job''s status, orphan, or not a job) and age bucket (by mtime): files, bytes on disk, index rows, and the same three that cleanup_session_buffers() with its defaults would free now (its dry run).';
+
+-- Who may do what (README: Privileges): every grant and revoke of the extension's objects is
+-- here. Runs last in a fresh install; the upgrade scripts set the same.
+--
+-- First, every object's privileges go back to its owner's alone (and PUBLIC's USAGE of the
+-- types, PostgreSQL's default): whatever ALTER DEFAULT PRIVILEGES the installing role has set
+-- (for itself, or for PUBLIC, on tables, sequences, functions or types) added nothing that the
+-- grants below do not give. The schema's own USAGE is PUBLIC's (sql/bootstrap.sql).
+DO $reset$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN
+        SELECT pg_catalog.format('TABLE %s', c.oid::pg_catalog.regclass) AS obj, a.grantee
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'v', 'm', 'p', 'f'])
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('SEQUENCE %s', c.oid::pg_catalog.regclass), a.grantee
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND c.relkind OPERATOR(pg_catalog.=) 'S' AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('FUNCTION %s', p.oid::pg_catalog.regprocedure), a.grantee
+          FROM pg_catalog.pg_proc p,
+               pg_catalog.aclexplode(COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+        UNION
+        SELECT pg_catalog.format('TYPE %s', t.oid::pg_catalog.regtype), a.grantee
+          FROM pg_catalog.pg_type t, pg_catalog.aclexplode(t.typacl) a
+         WHERE t.typnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) t.typowner AND a.grantee OPERATOR(pg_catalog.<>) 0
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %s', o.obj,
+            CASE WHEN o.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE pg_catalog.quote_ident(o.grantee::pg_catalog.regrole::pg_catalog.text) END);
+    END LOOP;
+END
+$reset$;
+
+-- cortex_buffer_definer (NOLOGIN, not a superuser, no members) is the role the extension's
+-- own writes run as: the functions switch to it for their statements on these tables, exactly
+-- as a SECURITY DEFINER function owned by it would, and the background worker runs its
+-- transactions as it. Statements on the bound job table run as the caller.
+GRANT SELECT, INSERT, UPDATE, DELETE ON
+    cortex_buffer.checkpoint_history, cortex_buffer.crash, cortex_buffer.job_wait,
+    cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
+    cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_definer;
+GRANT SELECT ON cortex_buffer.circuit_config TO cortex_buffer_definer;
+GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.crash_seq, cortex_buffer.usage_ledger_seq,
+      cortex_buffer.session_file_seq, cortex_buffer.checkpoint_mark_seq TO cortex_buffer_definer;
+GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
+-- The job-token secret: the definer role alone reads it (and makes it, on first use).
+GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
+-- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file TO cortex_buffer_definer;
+GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
+-- job_events runs as the definer role (its owner) and asks authorize_job first.
+GRANT EXECUTE ON FUNCTION cortex_buffer.authorize_job(uuid) TO cortex_buffer_definer;
+
+-- Functions: PUBLIC keeps only the pure ones (checkpoint_crc, canonical_json, llm_cost,
+-- call_idempotency_key, session_file_refusal) and indexer_worker (the worker's figures). The
+-- reset above took EXECUTE from PUBLIC on every function: these get it back.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.checkpoint_crc(jsonb), cortex_buffer.canonical_json(jsonb),
+    cortex_buffer.llm_cost(jsonb, text, timestamptz),
+    cortex_buffer.call_idempotency_key(uuid, jsonb, integer, text, jsonb),
+    cortex_buffer.session_file_refusal(boolean, integer, bigint, bigint, boolean, boolean, boolean, double precision),
+    cortex_buffer.indexer_worker()
+  TO PUBLIC;
+REVOKE ALL ON FUNCTION
+    cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean), cortex_buffer.read_checkpoint(uuid),
+    cortex_buffer.verify_checkpoints(), cortex_buffer.heartbeat(uuid), cortex_buffer.reap_zombies(interval, integer),
+    cortex_buffer.reaper_index_sql(), cortex_buffer.idle_paused_jobs(interval),
+    cortex_buffer.record_crash(uuid, integer, text, text, integer, text, jsonb), cortex_buffer.retry_decision(uuid),
+    cortex_buffer.admit_job(uuid, uuid), cortex_buffer.record_outcome(uuid, uuid, boolean),
+    cortex_buffer.circuit_state(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
+    cortex_buffer.set_budget(uuid, bigint, numeric), cortex_buffer.check_token_budget(uuid),
+    cortex_buffer.reserve_budget(uuid, jsonb, text), cortex_buffer.settle_usage(uuid, jsonb, text),
+    cortex_buffer.release_reservation(uuid), cortex_buffer.index_sessions(text), cortex_buffer.index_now(),
+    cortex_buffer.file_integrity(text), cortex_buffer.job_events(uuid, timestamptz),
+    cortex_buffer.recovery_plan(uuid, uuid, boolean), cortex_buffer.session_recovery(text),
+    cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid),
+    cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
+    cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
+    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
+    cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
+    cortex_buffer.storage_report()
+  FROM PUBLIC;
+
+-- Prices are reference data: everyone may read them (llm_cost() runs with the caller's
+-- rights). The indexer's status is for monitoring and operators.
+GRANT SELECT ON cortex_buffer.model_price TO PUBLIC;
+REVOKE ALL ON cortex_buffer.indexer_status FROM PUBLIC;
+GRANT SELECT ON cortex_buffer.indexer_status TO pg_monitor, cortex_buffer_operator;
+
+-- cortex_buffer_agent_call (NOLOGIN, no members) is the role an agent's call runs as once its
+-- job token checks out: it reads what the lookups read and writes the job table's agent columns.
+-- It cannot read the token secret or write the extension's tables (those statements switch to
+-- the definer role, as everyone's do), so a bound table's triggers, which run as this role during
+-- an agent's call, gain nothing the agent's functions do not already do.
+GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
+    ON cortex_buffer.job TO cortex_buffer_agent_call;
+GRANT SELECT ON
+    cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.crash, cortex_buffer.job_wait,
+    cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome, cortex_buffer.job_usage,
+    cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_agent_call;
+
+-- The agent: its own job's heartbeat, checkpoints, spend, recovery, timeline, state and events,
+-- and nothing else. Each of these functions checks the session's job token (cortex_buffer.job_token)
+-- against the job it is asked about, and then runs as cortex_buffer_agent_call: the agent role
+-- holds no privilege on any table, the job table included.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.heartbeat(uuid), cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean),
+    cortex_buffer.read_checkpoint(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
+    cortex_buffer.check_token_budget(uuid), cortex_buffer.reserve_budget(uuid, jsonb, text),
+    cortex_buffer.settle_usage(uuid, jsonb, text), cortex_buffer.release_reservation(uuid),
+    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.recovery_plan(uuid, uuid, boolean),
+    cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid),
+    cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid), cortex_buffer.job_timeline(uuid),
+    cortex_buffer.job_usage_from_buffer(uuid), cortex_buffer.log_entries(text, text, integer, bigint, bigint),
+    cortex_buffer.check_log_snapshot(text, bigint, bigint, text), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.await_pushed(uuid, text, bigint, interval)
+  TO cortex_buffer_agent;
+
+-- The control plane: dispatching, reaping, retry decisions, breaker admission.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.reap_zombies(interval, integer), cortex_buffer.idle_paused_jobs(interval),
+    cortex_buffer.record_crash(uuid, integer, text, text, integer, text, jsonb), cortex_buffer.retry_decision(uuid),
+    cortex_buffer.admit_job(uuid, uuid), cortex_buffer.record_outcome(uuid, uuid, boolean),
+    cortex_buffer.circuit_state(uuid), cortex_buffer.index_now(), cortex_buffer.recovery_plan(uuid, uuid, boolean),
+    cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text),
+    cortex_buffer.agent_state(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.await_pushed(uuid, text, bigint, interval)
+  TO cortex_buffer_control_plane;
+GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
+    cortex_buffer.session_file, cortex_buffer.event
+    TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_control_plane;
+
+-- The operator: budgets, prices, breaker configuration, file inspection and transcripts.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.set_budget(uuid, bigint, numeric), cortex_buffer.verify_checkpoints(),
+    cortex_buffer.reaper_index_sql(), cortex_buffer.index_sessions(text), cortex_buffer.file_integrity(text),
+    cortex_buffer.index_now(), cortex_buffer.job_events(uuid, timestamptz),
+    cortex_buffer.recovery_plan(uuid, uuid, boolean), cortex_buffer.session_recovery(text),
+    cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid),
+    cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
+    cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
+    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
+  TO cortex_buffer_operator;
+-- Retention deletes files as the database's operating-system user: the operator's alone
+-- (and superusers'). It reads the bound job table as its caller.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
+    cortex_buffer.storage_report()
+  TO cortex_buffer_operator;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.circuit_config, cortex_buffer.model_price TO cortex_buffer_operator;
+GRANT SELECT ON
+    cortex_buffer.job, cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.crash,
+    cortex_buffer.job_wait, cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
+    cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_operator;
+
+-- Push ingestion's mapping is the operator's to edit; the control plane registers a pod's
+-- sidecar source and grants it its job at dispatch (and removes both when the job ends).
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.pushed_file TO cortex_buffer_operator;
+GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
+-- A pod's own source only: never one trusted with every job (all_jobs stays false).
+GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
+
+-- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else. Every
+-- statement it causes runs as the definer role once its source and job check out.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.pushed_offsets(text)
+  TO cortex_buffer_pusher;

@@ -1,0 +1,573 @@
+//! One run of `cleanup_session_buffers`: the walk of `sessions_dir`, one directory at a time,
+//! then the index rows that have no file here (gone, or pushed from other nodes), then the
+//! extension's own per-job rows.
+//!
+//! **Order, and what a crash leaves.** Everything is decided from the caller's snapshot without
+//! locking a job row. A directory or file to delete has its `session_file` rows locked as the
+//! indexer locks them (a file being indexed is kept, never waited for), is looked at again
+//! under that lock, and its index rows are deleted in the calling transaction. The files
+//! themselves are unlinked only once that transaction has committed (a commit callback), so:
+//! - a rollback, or a crash before the commit, deletes nothing at all;
+//! - a crash after the commit, before or during the unlinks, leaves files whose index rows are
+//!   gone: they still qualify, and the next run deletes them. No run ever leaves index rows
+//!   that a plan would trust for a file it deleted.
+//!
+//! Nothing follows a symbolic link (`cortex_buffer_watch::remove`), and only the caller's
+//! transaction's fate decides what goes: a dry run locks as gently as the indexer allows and
+//! changes nothing.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use pgrx::pg_sys;
+use pgrx::Uuid;
+
+use super::index_rows::{self, Held};
+use super::jobs::{self, Job, Jobs};
+use super::{job_rows, progress};
+use crate::pg::guc;
+use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::retention::{
+    dir_verdict, file_verdict, gone_rows_expired, human, DirKind, DirVerdict, FileVerdict, JobClass, Policy, Step,
+};
+use cortex_buffer_watch::remove::{self as fs_remove, Survey};
+use cortex_buffer_watch::scan::resolve_root;
+use cortex_buffer_watch::volume::{Kind, Volume};
+
+/// The caller's arguments, checked.
+#[derive(Debug, Clone, Copy)]
+pub struct Args {
+    pub post_terminal_us: i64,
+    pub max_file_age_us: i64,
+    pub dry_run: bool,
+    pub max_dirs: usize,
+    pub max_unknown_ratio: f64,
+}
+
+/// One row of the result.
+#[derive(Debug, Clone)]
+pub struct Action {
+    pub action: &'static str,
+    pub path: String,
+    pub job_id: Option<Uuid>,
+    pub job_status: Option<String>,
+    pub bytes: i64,
+    pub files: i32,
+    pub rows_deleted: i64,
+    pub reason: String,
+}
+
+impl Action {
+    fn new(action: &'static str, path: String, job: Option<(Uuid, Option<&Job>)>, reason: String) -> Action {
+        Action {
+            action,
+            path,
+            job_id: job.map(|(id, _)| id),
+            job_status: job.and_then(|(_, j)| j.map(|j| j.status.clone())),
+            bytes: 0,
+            files: 0,
+            rows_deleted: 0,
+            reason,
+        }
+    }
+}
+
+/// What is done to the volume once the transaction has committed.
+#[derive(Debug, Clone)]
+pub enum Op {
+    RemoveDir(OsString),
+    RemoveFile {
+        rel: PathBuf,
+        device: u64,
+        inode: u64,
+    },
+    /// Remove the directory if nothing is left in it.
+    Prune(OsString),
+}
+
+/// The run's state: the result rows, the files whose index rows go (and the row each counts
+/// towards), and the file-system work for after the commit.
+struct Run<'a> {
+    args: Args,
+    policy: Policy,
+    jobs: &'a Jobs,
+    actions: Vec<Action>,
+    rows_of: Vec<(usize, i64)>,
+    taken: HashSet<i64>,
+    ops: Vec<Op>,
+    /// Jobs whose per-job rows go.
+    purge: Vec<Uuid>,
+    job_rows_retention_us: i64,
+}
+
+impl Run<'_> {
+    fn push(&mut self, a: Action) -> usize {
+        self.actions.push(a);
+        self.actions.len() - 1
+    }
+
+    /// The index rows of `held` go with action `at`.
+    fn take_rows(&mut self, at: usize, held: &[Held]) {
+        for h in held {
+            if self.taken.insert(h.file_id) {
+                self.rows_of.push((at, h.file_id));
+            }
+        }
+    }
+}
+
+fn uuid_of(name: &str) -> Option<Uuid> {
+    cortex_buffer_core::checkpoint::identity::parse_uuid(name).map(Uuid::from_bytes)
+}
+
+/// Runs a cleanup. Refuses (55000) inside a subtransaction, whose rollback would keep rows the
+/// commit callback then deletes files of.
+pub fn run(args: Args) -> Result<Vec<Action>, CbError> {
+    // SAFETY: reads the current transaction's nesting level.
+    if !args.dry_run && unsafe { pg_sys::GetCurrentTransactionNestLevel() } > 1 {
+        return Err(CbError::new(
+            SqlState::ObjectNotInPrerequisiteState,
+            "cleanup_session_buffers cannot run inside a subtransaction",
+        )
+        .with_hint("Call it as a statement of its own (a savepoint or a PL/pgSQL EXCEPTION block is a subtransaction), or pass dry_run => true."));
+    }
+    let binding = jobs::readable_binding()?;
+    let (_, keep_failed_for_us, job_rows_retention_us) = guc::retention_us();
+    let policy = Policy {
+        now_us: cortex_buffer_watch::pass::now_us(),
+        post_terminal_us: args.post_terminal_us,
+        max_file_age_us: args.max_file_age_us,
+        keep_failed_for_us,
+    };
+    let volume = match resolve_root(&guc::sessions_dir()) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            crate::pg::raise::notice(
+                format!("sessions_dir cannot be read ({e}): only index rows are cleaned up"),
+                Some("A server that only receives pushed files has no sessions directory; otherwise check cortex_buffer.sessions_dir."),
+            );
+            None
+        }
+    };
+    let mut names: Vec<OsString> = match &volume {
+        Some(v) => v.list(v.root()).map_err(|e| CbError::io("list sessions directory", &guc::sessions_dir(), &e))?,
+        None => Vec::new(),
+    };
+    names.sort();
+    let mut ids: Vec<Uuid> = names.iter().filter_map(|n| n.to_str().and_then(uuid_of)).collect();
+    ids.extend(index_rows::known_job_ids()?);
+    ids.sort_unstable_by_key(|u| *u.as_bytes());
+    ids.dedup_by_key(|u| *u.as_bytes());
+    let jobs = jobs::lookup(&binding, &ids)?;
+    jobs::refuse_wrong_table(&binding, ids.len(), &jobs, args.max_unknown_ratio)?;
+
+    let mut run = Run {
+        args,
+        policy,
+        jobs: &jobs,
+        actions: Vec::new(),
+        rows_of: Vec::new(),
+        taken: HashSet::new(),
+        ops: Vec::new(),
+        purge: Vec::new(),
+        job_rows_retention_us,
+    };
+    let mut report = progress::Progress::new(names.len());
+    if let Some(volume) = &volume {
+        let mut acted = 0usize;
+        for name in &names {
+            report.examined(acted);
+            if acted >= args.max_dirs {
+                crate::pg::raise::notice(
+                    format!(
+                        "cleanup_session_buffers stopped after acting on {acted} directories (max_dirs); {} were not examined",
+                        names.len().saturating_sub(report.done())
+                    ),
+                    Some("Call it again (cron does) to go on, or pass a larger max_dirs."),
+                );
+                break;
+            }
+            if directory(&mut run, volume, name)? {
+                acted += 1;
+            }
+        }
+    }
+    remote_rows(&mut run)?;
+    per_job_rows(&mut run, &ids);
+    progress::pause_at(Step::Decided);
+    let files: Vec<i64> = run.rows_of.iter().map(|(_, f)| *f).collect();
+    let counts = index_rows::remove(&files, args.dry_run)?;
+    for (at, file) in &run.rows_of {
+        if let Some(a) = run.actions.get_mut(*at) {
+            a.rows_deleted += counts.get(file).copied().unwrap_or(0);
+        }
+    }
+    per_job_apply(&mut run)?;
+    progress::pause_at(Step::RowsDeleted);
+    report.finish();
+    if !args.dry_run {
+        if let Some(volume) = volume {
+            super::unlink::after_commit(volume, std::mem::take(&mut run.ops));
+        }
+    }
+    Ok(run.actions)
+}
+
+/// Decides and does one first-level entry of the volume. True when something in it is deleted.
+fn directory(run: &mut Run<'_>, volume: &Volume, name: &OsString) -> Result<bool, CbError> {
+    let shown = format!("{}/{}", volume.path().display(), name.to_string_lossy());
+    let entry = match volume.stat_at(volume.root(), name) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => {
+            run.push(Action::new("error", shown, None, format!("cannot look at it: {e}")));
+            return Ok(false);
+        }
+    };
+    match entry.kind {
+        Kind::Dir => {}
+        Kind::Symlink => {
+            run.push(Action::new(
+                "keep",
+                shown,
+                None,
+                "a symbolic link: the cleanup never follows links, nor deletes them at the top level".into(),
+            ));
+            return Ok(false);
+        }
+        // A file at the top level is not a session file by the discovery rule: not ours.
+        _ => return Ok(false),
+    }
+    let text = name.to_str();
+    let id = text.and_then(uuid_of);
+    let job = id.map(|id| (id, run.jobs.get(id.as_bytes())));
+    let kind = match job {
+        Some((_, Some(j))) => DirKind::Job(j.class),
+        Some((_, None)) => DirKind::Orphan,
+        None => DirKind::NotJob,
+    };
+    let survey = match fs_remove::survey(volume, name) {
+        Ok(s) => s,
+        Err(e) => {
+            run.push(Action::new("error", shown, job, format!("cannot list it: {e}")));
+            return Ok(false);
+        }
+    };
+    match dir_verdict(&run.policy, kind, survey.newest_us) {
+        DirVerdict::Delete(reason) => delete_dir(run, volume, name, &survey, shown, job, kind, reason),
+        DirVerdict::Files { live, note } => {
+            if let Some(note) = note {
+                let mut a = Action::new("keep", shown.clone(), job, note);
+                a.bytes = i64::try_from(survey.bytes).unwrap_or(i64::MAX);
+                a.files = count_files(&survey);
+                run.push(a);
+            }
+            delete_files(run, volume, name, &survey, job, live)
+        }
+    }
+}
+
+fn count_files(s: &Survey) -> i32 {
+    i32::try_from(s.found.iter().filter(|f| f.entry.kind == Kind::File).count()).unwrap_or(i32::MAX)
+}
+
+/// Why a directory cannot be deleted by this process, if it cannot: found before anything is
+/// decided, so that the deletions after the commit do not fail for it.
+fn undeletable(volume: &Volume, survey: &Survey) -> Option<String> {
+    if !fs_remove::writable(volume.root()) {
+        return Some(
+            "permission denied: the database's operating-system user may not delete entries of sessions_dir".into(),
+        );
+    }
+    survey.unwritable.first().map(|d| {
+        format!(
+            "permission denied: the database's operating-system user may not delete entries of {}",
+            volume.path().join(d).display()
+        )
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn delete_dir(
+    run: &mut Run<'_>,
+    volume: &Volume,
+    name: &OsString,
+    survey: &Survey,
+    shown: String,
+    job: Option<(Uuid, Option<&Job>)>,
+    kind: DirKind,
+    reason: String,
+) -> Result<bool, CbError> {
+    if let Some(why) = undeletable(volume, survey) {
+        run.push(Action::new("error", shown, job, why));
+        return Ok(false);
+    }
+    // Only a directory whose name is text can have index rows (paths are text).
+    let (held, busy) = match name.to_str() {
+        Some(dir) => index_rows::lock_dir(dir, run.args.dry_run)?,
+        None => (Vec::new(), 0),
+    };
+    if busy > 0 {
+        run.push(Action::new(
+            "keep",
+            shown,
+            job,
+            format!("{busy} of its files are being indexed right now; a later run deletes it"),
+        ));
+        return Ok(false);
+    }
+    // Looked at again under the lock: a file written meanwhile can make an orphan young.
+    let again = match fs_remove::survey(volume, name) {
+        Ok(s) => s,
+        Err(e) => {
+            run.push(Action::new("error", shown, job, format!("cannot list it: {e}")));
+            return Ok(false);
+        }
+    };
+    if !matches!(dir_verdict(&run.policy, kind, again.newest_us), DirVerdict::Delete(_)) {
+        run.push(Action::new("keep", shown, job, "it changed while it was examined; a later run looks again".into()));
+        return Ok(false);
+    }
+    let mut a = Action::new("delete_dir", shown, job, reason);
+    a.bytes = i64::try_from(again.bytes).unwrap_or(i64::MAX);
+    a.files = count_files(&again);
+    let at = run.push(a);
+    run.take_rows(at, &held);
+    run.ops.push(Op::RemoveDir(name.clone()));
+    Ok(true)
+}
+
+/// A live job's current recovery plan: the paths of the sessions it reads.
+fn plan_paths(job: Uuid) -> Result<HashSet<String>, CbError> {
+    let text = crate::recovery::plan::job_plan(job, None, false)?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| CbError::internal(format!("reading a recovery plan: {e}")))?;
+    Ok(v.get("sessions")
+        .and_then(serde_json::Value::as_array)
+        .map(|s| {
+            s.iter().filter_map(|f| f.get("path").and_then(serde_json::Value::as_str).map(str::to_owned)).collect()
+        })
+        .unwrap_or_default())
+}
+
+fn delete_files(
+    run: &mut Run<'_>,
+    volume: &Volume,
+    name: &OsString,
+    survey: &Survey,
+    job: Option<(Uuid, Option<&Job>)>,
+    live: bool,
+) -> Result<bool, CbError> {
+    let root = volume.path();
+    let expired: Vec<_> = survey
+        .found
+        .iter()
+        .filter(|f| f.entry.kind != Kind::Dir && run.policy.file_expired(f.entry.stat.mtime_us))
+        .collect();
+    if expired.is_empty() {
+        return Ok(false);
+    }
+    let plan: Result<HashSet<String>, String> = match (live, job) {
+        (true, Some((id, _))) => plan_paths(id).map_err(|e| e.message),
+        _ => Ok(HashSet::new()),
+    };
+    let mut doomed = Vec::new();
+    for f in expired {
+        let abs = root.join(&f.rel);
+        let shown = abs.to_string_lossy().into_owned();
+        let in_plan = match &plan {
+            Ok(p) => p.contains(&shown),
+            Err(e) => {
+                run.push(Action::new(
+                    "keep",
+                    shown,
+                    job,
+                    format!("the live job's recovery plan could not be computed: {e}"),
+                ));
+                continue;
+            }
+        };
+        match file_verdict(&run.policy, f.entry.stat.mtime_us, in_plan) {
+            FileVerdict::Untouched => {}
+            FileVerdict::Keep(reason) => {
+                let mut a = Action::new("keep", shown, job, reason);
+                a.bytes = i64::try_from(f.entry.stat.size).unwrap_or(i64::MAX);
+                a.files = 1;
+                run.push(a);
+            }
+            FileVerdict::Delete(reason) => doomed.push((f, shown, reason)),
+        }
+    }
+    let paths: Vec<String> =
+        doomed.iter().filter(|(f, _, _)| f.rel.to_str().is_some()).map(|(_, s, _)| s.clone()).collect();
+    let (held, busy) = index_rows::lock_paths(&paths, run.args.dry_run)?;
+    let busy: HashSet<String> = busy.into_iter().collect();
+    let held: HashMap<String, Held> = held.into_iter().map(|h| (h.path.clone(), h)).collect();
+    let mut deleted = 0usize;
+    for (f, shown, reason) in doomed {
+        if busy.contains(&shown) {
+            run.push(Action::new("keep", shown, job, "being indexed right now; a later run deletes it".into()));
+            continue;
+        }
+        if !survey.can_unlink(&f.rel) {
+            let why = "permission denied: the database's operating-system user may not delete entries of its directory";
+            run.push(Action::new("error", shown, job, why.into()));
+            continue;
+        }
+        // Looked at again under the lock: still the file examined, still past the age.
+        match fs_remove::restat(volume, &f.rel) {
+            Ok(Some(now))
+                if now.stat.inode == f.entry.stat.inode
+                    && now.stat.device == f.entry.stat.device
+                    && run.policy.file_expired(now.stat.mtime_us) => {}
+            Ok(None) => continue,
+            Ok(Some(_)) => {
+                run.push(Action::new(
+                    "keep",
+                    shown,
+                    job,
+                    "it changed while it was examined; a later run looks again".into(),
+                ));
+                continue;
+            }
+            Err(e) => {
+                run.push(Action::new("error", shown, job, format!("cannot look at it: {e}")));
+                continue;
+            }
+        }
+        let mut a = Action::new("delete_file", shown.clone(), job, reason);
+        a.bytes = if f.entry.kind == Kind::File { i64::try_from(f.entry.stat.size).unwrap_or(i64::MAX) } else { 0 };
+        a.files = i32::from(f.entry.kind == Kind::File);
+        let at = run.push(a);
+        if let Some(h) = held.get(&shown) {
+            run.take_rows(at, std::slice::from_ref(h));
+        }
+        run.ops.push(Op::RemoveFile { rel: f.rel.clone(), device: f.entry.stat.device, inode: f.entry.stat.inode });
+        deleted += 1;
+    }
+    // A directory left empty goes too, unless its job is live (its agent may write again).
+    if deleted == survey.found.len() && !live {
+        run.ops.push(Op::Prune(name.clone()));
+    }
+    Ok(deleted > 0)
+}
+
+/// Index rows with no file here to look at: files gone from the volume (after
+/// `gone_retention`), and files pushed from other nodes (by the same rules as directories).
+fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
+    let (gone_retention_us, _, _) = guc::retention_us();
+    let p = run.policy;
+    let pushed_window = p.post_terminal_us.min(p.max_file_age_us);
+    let candidates = index_rows::remote_candidates(
+        p.now_us.saturating_sub(gone_retention_us),
+        p.now_us.saturating_sub(pushed_window),
+    )?;
+    let candidates: Vec<_> = candidates.into_iter().filter(|c| !run.taken.contains(&c.file_id)).collect();
+    let mut plans: HashMap<[u8; 16], Result<HashSet<String>, String>> = HashMap::new();
+    let mut doomed = Vec::new();
+    for c in candidates {
+        let job = c.job_id.map(|id| (id, run.jobs.get(id.as_bytes())));
+        let class = job.and_then(|(_, j)| j.map(|j| j.class));
+        let failed = matches!(class, Some(JobClass::Terminal { failed: true, .. }));
+        let reason = if let Some(gone_us) = c.gone_us {
+            gone_rows_expired(&p, gone_us, gone_retention_us, failed).then(|| {
+                if failed && p.keep_failed_for_us > gone_retention_us {
+                    format!(
+                        "the file is gone, for longer than cortex_buffer.keep_failed_for ({})",
+                        human(p.keep_failed_for_us)
+                    )
+                } else {
+                    format!(
+                        "the file is gone, for longer than cortex_buffer.gone_retention ({})",
+                        human(gone_retention_us)
+                    )
+                }
+            })
+        } else {
+            let kind = match (c.job_id, class) {
+                (Some(_), Some(k)) => DirKind::Job(k),
+                (Some(_), None) => DirKind::Orphan,
+                (None, _) => DirKind::NotJob,
+            };
+            match dir_verdict(&p, kind, Some(c.mtime_us)) {
+                DirVerdict::Delete(r) => Some(format!("pushed file; {r}")),
+                DirVerdict::Files { live, .. } => {
+                    // A live job's plan that cannot be computed keeps its files.
+                    let in_plan = match (live, c.job_id) {
+                        (true, Some(id)) => plans
+                            .entry(*id.as_bytes())
+                            .or_insert_with(|| plan_paths(id).map_err(|e| e.message))
+                            .as_ref()
+                            .map_or(true, |paths| paths.contains(&c.path)),
+                        _ => false,
+                    };
+                    match file_verdict(&p, c.mtime_us, in_plan) {
+                        FileVerdict::Delete(r) => Some(format!("pushed file; {r}")),
+                        FileVerdict::Keep(r) => {
+                            let mut a = Action::new("keep", c.path.clone(), job, format!("pushed file; {r}"));
+                            a.bytes = c.size;
+                            run.push(a);
+                            None
+                        }
+                        FileVerdict::Untouched => None,
+                    }
+                }
+            }
+        };
+        if let Some(reason) = reason {
+            doomed.push((c, job, reason));
+        }
+    }
+    let paths: Vec<String> = doomed.iter().map(|(c, _, _)| c.path.clone()).collect();
+    let (held, busy) = index_rows::lock_paths(&paths, run.args.dry_run)?;
+    let busy: HashSet<String> = busy.into_iter().collect();
+    let held: HashMap<String, Held> = held.into_iter().map(|h| (h.path.clone(), h)).collect();
+    for (c, job, reason) in doomed {
+        if busy.contains(&c.path) {
+            run.push(Action::new("keep", c.path, job, "being indexed right now; a later run deletes its rows".into()));
+            continue;
+        }
+        let Some(h) = held.get(&c.path) else { continue };
+        let mut a = Action::new("delete_file", c.path.clone(), job, reason);
+        a.bytes = if c.gone_us.is_some() { 0 } else { c.size };
+        let at = run.push(a);
+        run.take_rows(at, std::slice::from_ref(h));
+    }
+    Ok(())
+}
+
+/// The per-job rows of jobs gone from the job table or terminal past `job_rows_retention`:
+/// decided here, deleted by [`per_job_apply`] with the index rows.
+fn per_job_rows(run: &mut Run<'_>, ids: &[Uuid]) {
+    let now = run.policy.now_us;
+    let retention_us = run.job_rows_retention_us;
+    run.purge = ids
+        .iter()
+        .copied()
+        .filter(|id| match run.jobs.get(id.as_bytes()) {
+            None => true,
+            Some(j) => {
+                matches!(j.class, JobClass::Terminal { ended_us, .. } if now.saturating_sub(ended_us) > retention_us)
+            }
+        })
+        .collect();
+}
+
+fn per_job_apply(run: &mut Run<'_>) -> Result<(), CbError> {
+    let purge = std::mem::take(&mut run.purge);
+    for (table, rows) in job_rows::remove(&purge, run.args.dry_run)? {
+        let mut a = Action::new(
+            "delete_rows",
+            format!("cortex_buffer.{table}"),
+            None,
+            format!(
+                "rows of jobs gone from the job table, or terminal for longer than cortex_buffer.job_rows_retention ({})",
+                human(run.job_rows_retention_us)
+            ),
+        );
+        a.rows_deleted = rows;
+        run.push(a);
+    }
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! The index rows a cleanup removes: `session_file` rows locked as the indexer locks them
+//! (`FOR UPDATE SKIP LOCKED`: a file being indexed is skipped, never waited for or deleted),
+//! and their `event` and `corrupt_line` rows, deleted (or, in a dry run, counted) in batches of
+//! files. Every statement runs as `cortex_buffer_definer`.
+
+use std::collections::HashMap;
+
+use pgrx::prelude::*;
+
+use crate::pg::privilege::as_definer;
+use crate::pg::spi_util::spi;
+use crate::pg::time::unix_us;
+use cortex_buffer_core::error::CbError;
+
+/// How many files one DELETE statement covers.
+pub const FILES_PER_BATCH: usize = 2_000;
+
+/// A `session_file` row the cleanup holds locked.
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub file_id: i64,
+    pub path: String,
+}
+
+/// Locks the rows of `paths` (a dry run takes a share lock, which the indexer's claim skips
+/// just the same). Returns the rows locked, and the paths that have a row another transaction
+/// holds (being indexed).
+pub fn lock_paths(paths: &[String], dry_run: bool) -> Result<(Vec<Held>, Vec<String>), CbError> {
+    if paths.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let lock = if dry_run { "FOR KEY SHARE SKIP LOCKED" } else { "FOR UPDATE SKIP LOCKED" };
+    as_definer(|| {
+        Spi::connect_mut(|c| {
+            let mut held = Vec::new();
+            let sql = format!(
+                "SELECT file_id, path FROM cortex_buffer.session_file
+                  WHERE path OPERATOR(pg_catalog.=) ANY ($1) {lock}"
+            );
+            for r in c.update(&sql, None, &[paths.to_vec().into()]).map_err(spi)? {
+                let (Some(file_id), Some(path)) = (r.get::<i64>(1).map_err(spi)?, r.get::<String>(2).map_err(spi)?)
+                else {
+                    continue;
+                };
+                held.push(Held { file_id, path });
+            }
+            let mut busy = Vec::new();
+            if held.len() < paths.len() {
+                let got: std::collections::HashSet<&str> = held.iter().map(|h| h.path.as_str()).collect();
+                let rows = c
+                    .select(
+                        "SELECT path FROM cortex_buffer.session_file WHERE path OPERATOR(pg_catalog.=) ANY ($1)",
+                        None,
+                        &[paths.to_vec().into()],
+                    )
+                    .map_err(spi)?;
+                for r in rows {
+                    if let Some(p) = r.get::<String>(1).map_err(spi)? {
+                        if !got.contains(p.as_str()) {
+                            busy.push(p);
+                        }
+                    }
+                }
+            }
+            Ok((held, busy))
+        })
+    })
+}
+
+/// The local (not pushed) rows under a job directory: locked as [`lock_paths`] locks, and how
+/// many others hold.
+pub fn lock_dir(job_dir: &str, dry_run: bool) -> Result<(Vec<Held>, usize), CbError> {
+    let lock = if dry_run { "FOR KEY SHARE SKIP LOCKED" } else { "FOR UPDATE SKIP LOCKED" };
+    as_definer(|| {
+        Spi::connect_mut(|c| {
+            let sql = format!(
+                "SELECT file_id, path FROM cortex_buffer.session_file
+                  WHERE job_dir OPERATOR(pg_catalog.=) $1 AND path OPERATOR(pg_catalog.!~~) 'push:/%' {lock}"
+            );
+            let mut held = Vec::new();
+            for r in c.update(&sql, None, &[job_dir.into()]).map_err(spi)? {
+                if let (Some(file_id), Some(path)) = (r.get::<i64>(1).map_err(spi)?, r.get::<String>(2).map_err(spi)?) {
+                    held.push(Held { file_id, path });
+                }
+            }
+            let all: i64 = c
+                .select(
+                    "SELECT pg_catalog.count(*) FROM cortex_buffer.session_file
+                      WHERE job_dir OPERATOR(pg_catalog.=) $1 AND path OPERATOR(pg_catalog.!~~) 'push:/%'",
+                    None,
+                    &[job_dir.into()],
+                )
+                .map_err(spi)?
+                .first()
+                .get_one()
+                .map_err(spi)?
+                .unwrap_or(0);
+            let busy = usize::try_from(all).unwrap_or(0).saturating_sub(held.len());
+            Ok((held, busy))
+        })
+    })
+}
+
+/// Deletes (or, for a dry run, counts) the `event` and `corrupt_line` rows and the
+/// `session_file` rows of `files`, in batches. Returns the index rows per file id (events and
+/// corrupt lines, plus the file's own row).
+pub fn remove(files: &[i64], dry_run: bool) -> Result<HashMap<i64, i64>, CbError> {
+    let mut counts: HashMap<i64, i64> = HashMap::new();
+    for batch in files.chunks(FILES_PER_BATCH) {
+        as_definer(|| {
+            Spi::connect_mut(|c| {
+                for table in ["event", "corrupt_line"] {
+                    let sql = if dry_run {
+                        format!(
+                            "SELECT file_id, pg_catalog.count(*) FROM cortex_buffer.{table}
+                              WHERE file_id OPERATOR(pg_catalog.=) ANY ($1) GROUP BY file_id"
+                        )
+                    } else {
+                        format!(
+                            "WITH d AS (DELETE FROM cortex_buffer.{table} WHERE file_id OPERATOR(pg_catalog.=) ANY ($1)
+                                RETURNING file_id)
+                             SELECT file_id, pg_catalog.count(*) FROM d GROUP BY file_id"
+                        )
+                    };
+                    for r in c.update(&sql, None, &[batch.to_vec().into()]).map_err(spi)? {
+                        if let (Some(id), Some(n)) = (r.get::<i64>(1).map_err(spi)?, r.get::<i64>(2).map_err(spi)?) {
+                            *counts.entry(id).or_default() += n;
+                        }
+                    }
+                }
+                let sql = if dry_run {
+                    "SELECT file_id FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) ANY ($1)"
+                } else {
+                    "DELETE FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) ANY ($1) RETURNING file_id"
+                };
+                for r in c.update(sql, None, &[batch.to_vec().into()]).map_err(spi)? {
+                    if let Some(id) = r.get::<i64>(1).map_err(spi)? {
+                        *counts.entry(id).or_default() += 1;
+                    }
+                }
+                Ok(())
+            })
+        })?;
+    }
+    Ok(counts)
+}
+
+/// A row with no file of its own on this server to look at: gone from the volume, or pushed.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    pub file_id: i64,
+    pub path: String,
+    pub job_id: Option<pgrx::Uuid>,
+    pub gone_us: Option<i64>,
+    pub mtime_us: i64,
+    pub size: i64,
+}
+
+/// Rows of files that are gone (since before `gone_before`), and pushed files last changed
+/// before `pushed_before`: the candidates of the row-driven retention.
+pub fn remote_candidates(gone_before: i64, pushed_before: i64) -> Result<Vec<Remote>, CbError> {
+    as_definer(|| {
+        Spi::connect(|c| {
+            let rows = c
+                .select(
+                    "SELECT file_id, path, job_id, gone_at, mtime, size_bytes FROM cortex_buffer.session_file
+                      WHERE (gone_at IS NOT NULL AND gone_at OPERATOR(pg_catalog.<) $1)
+                         OR (gone_at IS NULL AND path OPERATOR(pg_catalog.~~) 'push:/%' AND mtime OPERATOR(pg_catalog.<) $2)
+                      ORDER BY file_id",
+                    None,
+                    &[
+                        crate::pg::time::timestamptz(Some(gone_before)).into(),
+                        crate::pg::time::timestamptz(Some(pushed_before)).into(),
+                    ],
+                )
+                .map_err(spi)?;
+            let mut out = Vec::new();
+            for r in rows {
+                let (Some(file_id), Some(path)) = (r.get::<i64>(1).map_err(spi)?, r.get::<String>(2).map_err(spi)?)
+                else {
+                    continue;
+                };
+                out.push(Remote {
+                    file_id,
+                    path,
+                    job_id: r.get(3).map_err(spi)?,
+                    gone_us: unix_us(r.get(4).map_err(spi)?),
+                    mtime_us: unix_us(r.get(5).map_err(spi)?).unwrap_or(0),
+                    size: r.get(6).map_err(spi)?.unwrap_or(0),
+                });
+            }
+            Ok(out)
+        })
+    })
+}
+
+/// Every job id the extension's index and per-job tables know.
+pub fn known_job_ids() -> Result<Vec<pgrx::Uuid>, CbError> {
+    let mut sql = String::from("SELECT job_id FROM cortex_buffer.session_file WHERE job_id IS NOT NULL");
+    for t in super::job_rows::TABLES {
+        sql.push_str(&format!(" UNION SELECT job_id FROM cortex_buffer.{t}"));
+    }
+    as_definer(|| {
+        Spi::connect(|c| {
+            let mut out = Vec::new();
+            for r in c.select(&sql, None, &[]).map_err(spi)? {
+                if let Some(id) = r.get::<pgrx::Uuid>(1).map_err(spi)? {
+                    out.push(id);
+                }
+            }
+            Ok(out)
+        })
+    })
+}

@@ -1,0 +1,201 @@
+//! Retention inside one transaction (a `#[pg_test]` always rolls back, so the files stay: what
+//! happens after a commit is tested end to end in `pgrx-tests/tests/retention.rs`): the
+//! arguments' errors, the refusals, the rows a dry run and a real run return, and the index
+//! rows a real run deletes before its commit.
+
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::testing::{error_of, new_job_with, one, run, sqlstate_of};
+
+    const SESSIONS: &str = "/tmp/cortex_buffer-pgtest-sessions";
+
+    fn line(job: &str, seq: i64) -> String {
+        format!(
+            r#"{{"type":"SESSION_START","timestamp":"2026-02-23T14:30:{:02}.000Z","job_id":"{job}","session_id":"s","seq":{seq},"buffer_schema_version":1}}"#,
+            seq % 60
+        ) + "\n"
+    }
+
+    /// Sets a file's modification time `days` days back.
+    fn age(path: &str, days: u64) {
+        let f = std::fs::File::options().append(true).open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let t = std::time::SystemTime::now() - std::time::Duration::from_secs(days * 86_400);
+        f.set_modified(t).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// The actions on paths under `prefix`, as `action path rows_deleted`.
+    fn actions(prefix: &str, args: &str) -> Vec<String> {
+        let text = one(&format!(
+            "SELECT coalesce(string_agg(action || ' ' || replace(path, '{prefix}/', '') || ' ' || rows_deleted, E'\\n'
+                                        ORDER BY path, action), '')
+               FROM cortex_buffer.cleanup_session_buffers({args})
+              WHERE path LIKE '{prefix}/%'"
+        ));
+        text.lines().map(str::to_owned).filter(|l| !l.is_empty()).collect()
+    }
+
+    #[pg_test]
+    fn arguments_out_of_range_are_refused_with_a_hint() {
+        for (args, what) in [
+            ("post_terminal => '-1 hour'", "post_terminal"),
+            ("max_file_age => '-1 day'", "max_file_age"),
+            ("max_dirs => 0", "max_dirs"),
+            ("max_unknown_ratio => 1.5", "max_unknown_ratio"),
+        ] {
+            let sql = format!("SELECT * FROM cortex_buffer.cleanup_session_buffers({args})");
+            let (state, hint, _) = error_of(&sql).unwrap_or_else(|| panic!("{args} was accepted"));
+            assert_eq!(state, "22023", "{args}");
+            assert!(
+                hint.is_some_and(|h| h.contains(what) || h.contains("directories") || h.contains("share")),
+                "{args}"
+            );
+        }
+    }
+
+    #[pg_test]
+    fn inside_a_subtransaction_it_refuses_except_for_a_dry_run() {
+        let sql = "DO $$ BEGIN PERFORM * FROM cortex_buffer.cleanup_session_buffers(max_unknown_ratio => 1);
+                   EXCEPTION WHEN division_by_zero THEN NULL; END $$";
+        let (state, hint, _) = error_of(sql).unwrap_or_else(|| panic!("ran in a subtransaction"));
+        assert_eq!(state, "55000");
+        assert!(hint.unwrap_or_default().contains("subtransaction"));
+        run(
+            "DO $$ BEGIN PERFORM * FROM cortex_buffer.cleanup_session_buffers(dry_run => true, max_unknown_ratio => 1);
+             EXCEPTION WHEN division_by_zero THEN NULL; END $$",
+        );
+    }
+
+    #[pg_test]
+    fn only_the_operator_and_superusers_may_call_it() {
+        run("CREATE ROLE cb_retention_nobody");
+        run("CREATE ROLE cb_retention_op IN ROLE cortex_buffer_operator");
+        run("SET ROLE cb_retention_nobody");
+        assert_eq!(sqlstate_of("SELECT * FROM cortex_buffer.cleanup_session_buffers(dry_run => true)").0, "42501");
+        assert_eq!(sqlstate_of("SELECT * FROM cortex_buffer.storage_report()").0, "42501");
+        run("RESET ROLE");
+        run("SET ROLE cb_retention_op");
+        run(
+            "SELECT count(*)::text FROM cortex_buffer.cleanup_session_buffers(dry_run => true, max_unknown_ratio => 1)",
+        );
+        run("RESET ROLE");
+    }
+
+    #[pg_test]
+    fn a_job_table_the_caller_cannot_read_is_refused_with_a_hint() {
+        run(crate::testing::CONTROL_PLANE_FIXTURE);
+        run("CREATE ROLE cb_retention_op2 IN ROLE cortex_buffer_operator");
+        run("SET cortex_buffer.job_table = 'cp.job'");
+        run("GRANT USAGE ON SCHEMA cp TO cb_retention_op2");
+        run("SET ROLE cb_retention_op2");
+        let (state, hint, _) = error_of("SELECT * FROM cortex_buffer.cleanup_session_buffers(dry_run => true)")
+            .unwrap_or_else(|| panic!("an unreadable job table was accepted"));
+        run("RESET ROLE");
+        run("RESET cortex_buffer.job_table");
+        assert_eq!(state, "42501");
+        assert!(hint.unwrap_or_default().contains("GRANT SELECT ON cp.job"));
+    }
+
+    #[pg_test]
+    fn most_job_ids_unknown_to_the_job_table_means_the_wrong_table() {
+        // Six job directories whose jobs are in no job table.
+        let ids: Vec<String> = (0..6).map(|_| one("SELECT gen_random_uuid()::text")).collect();
+        for id in &ids {
+            let p = format!("{SESSIONS}/{id}/session-001.jsonl");
+            std::fs::create_dir_all(format!("{SESSIONS}/{id}")).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(&p, line(id, 0)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        run("SELECT cortex_buffer.index_sessions()");
+        let (state, hint, detail) = error_of("SELECT * FROM cortex_buffer.cleanup_session_buffers(dry_run => true)")
+            .unwrap_or_else(|| panic!("six unknown jobs out of six were taken as orphans"));
+        assert_eq!(state, "55000");
+        assert!(hint.unwrap_or_default().contains("max_unknown_ratio"));
+        assert!(detail.unwrap_or_default().contains("nothing was deleted"));
+        // Overridden, they are orphans: young ones are kept and said so.
+        let rows = one(&format!(
+            "SELECT count(*)::text FROM cortex_buffer.cleanup_session_buffers(dry_run => true, max_unknown_ratio => 1)
+              WHERE action = 'keep' AND reason LIKE 'orphan kept%' AND path = ANY (ARRAY['{}'])",
+            ids.iter().map(|i| format!("{SESSIONS}/{i}")).collect::<Vec<_>>().join("','")
+        ));
+        assert_eq!(rows, "6");
+        for id in &ids {
+            let _ = std::fs::remove_dir_all(format!("{SESSIONS}/{id}"));
+        }
+    }
+
+    #[pg_test]
+    fn a_dry_run_and_a_real_run_return_the_same_rows_and_the_real_one_deletes_the_index_rows_first() {
+        // Jobs: one completed two days ago, one running with an old file, one pending with an
+        // old and a new file.
+        let done = new_job_with(
+            "cortex_buffer.job",
+            "COMPLETED",
+            "completed_at, updated_at",
+            "now() - interval '2 days', now() - interval '2 days'",
+        );
+        let running = new_job_with("cortex_buffer.job", "RUNNING", "started_at, heartbeat_at", "now(), now()");
+        let pending = new_job_with("cortex_buffer.job", "PENDING", "updated_at", "now()");
+        let mut paths = Vec::new();
+        for (job, files) in [(&done, 2), (&running, 1), (&pending, 2)] {
+            std::fs::create_dir_all(format!("{SESSIONS}/{job}")).unwrap_or_else(|e| panic!("{e}"));
+            for n in 1..=files {
+                let p = format!("{SESSIONS}/{job}/session-00{n}.jsonl");
+                std::fs::write(&p, line(job, 0) + &line(job, 1)).unwrap_or_else(|e| panic!("{e}"));
+                paths.push(p);
+            }
+        }
+        run("SELECT cortex_buffer.index_sessions()");
+        for p in &paths {
+            if !p.ends_with("session-002.jsonl") {
+                age(p, 10);
+            }
+        }
+        let args = "max_unknown_ratio => 1";
+        let dry: Vec<String> = actions(SESSIONS, &format!("dry_run => true, {args}"))
+            .into_iter()
+            .filter(|l| [&done, &running, &pending].iter().any(|j| l.contains(j.as_str())))
+            .collect();
+        let expected = vec![
+            format!("delete_dir {done} 6"),
+            format!("delete_file {pending}/session-001.jsonl 3"),
+            format!("keep {running}/session-001.jsonl 0"),
+        ];
+        let mut sorted_expected = expected.clone();
+        sorted_expected.sort();
+        let mut sorted_dry = dry.clone();
+        sorted_dry.sort();
+        assert_eq!(sorted_dry, sorted_expected, "the dry run");
+        assert_eq!(
+            one(&format!("SELECT count(*)::text FROM cortex_buffer.session_file WHERE job_dir = '{done}'")),
+            "2"
+        );
+        let real: Vec<String> = actions(SESSIONS, args)
+            .into_iter()
+            .filter(|l| [&done, &running, &pending].iter().any(|j| l.contains(j.as_str())))
+            .collect();
+        let mut sorted_real = real.clone();
+        sorted_real.sort();
+        assert_eq!(sorted_real, sorted_expected, "the real run returns what the dry run said");
+        // The index rows are gone in this transaction; the files wait for its commit (which a
+        // pg_test never reaches).
+        assert_eq!(
+            one(&format!("SELECT count(*)::text FROM cortex_buffer.session_file WHERE job_dir = '{done}'")),
+            "0"
+        );
+        assert_eq!(
+            one(&format!(
+                "SELECT count(*)::text FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id)
+                  WHERE f.path = '{SESSIONS}/{pending}/session-001.jsonl'"
+            )),
+            "0"
+        );
+        assert!(std::path::Path::new(&format!("{SESSIONS}/{done}/session-001.jsonl")).exists());
+        let report =
+            one("SELECT count(*)::text FROM cortex_buffer.storage_report() WHERE job_state IN ('RUNNING', 'PENDING') AND files > 0");
+        assert!(report.parse::<i64>().unwrap_or(0) >= 2, "{report}");
+        for job in [&done, &running, &pending] {
+            let _ = std::fs::remove_dir_all(format!("{SESSIONS}/{job}"));
+        }
+    }
+}

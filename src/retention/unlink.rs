@@ -1,0 +1,47 @@
+//! The file-system half of a cleanup, run once the transaction that deleted the index rows has
+//! committed: what a rollback undoes is never deleted. A failure is logged as a WARNING and
+//! left for the next run (the files still qualify, and have no index rows any more).
+
+use pgrx::{register_xact_callback, PgXactCallbackEvent};
+
+use super::cleanup::Op;
+use super::progress::pause_at;
+use cortex_buffer_core::retention::Step;
+use cortex_buffer_watch::remove;
+use cortex_buffer_watch::volume::Volume;
+
+/// Schedules `ops` for the commit of the current transaction.
+pub fn after_commit(volume: Volume, ops: Vec<Op>) {
+    if ops.is_empty() {
+        return;
+    }
+    register_xact_callback(PgXactCallbackEvent::Commit, move || apply(&volume, &ops));
+}
+
+/// Does `ops`, never raising an error (the transaction has committed).
+fn apply(volume: &Volume, ops: &[Op]) {
+    pause_at(Step::Committed);
+    let mut failed = 0usize;
+    for (i, op) in ops.iter().enumerate() {
+        let (what, result) = match op {
+            Op::RemoveDir(name) => (name.to_string_lossy().into_owned(), remove::remove_dir(volume, name).1),
+            Op::RemoveFile { rel, device, inode } => {
+                (rel.to_string_lossy().into_owned(), remove::remove_file(volume, rel, *device, *inode).map(|_| ()))
+            }
+            Op::Prune(name) => (name.to_string_lossy().into_owned(), remove::prune(volume, name).map(|_| ())),
+        };
+        if let Err(e) = result {
+            failed += 1;
+            pgrx::warning!(
+                "cortex_buffer.cleanup_session_buffers: could not delete {}/{what}: {e}; the next run tries again",
+                volume.path().display()
+            );
+        }
+        if i == 0 {
+            pause_at(Step::Unlinking);
+        }
+    }
+    if failed > 0 {
+        pgrx::log!("cortex_buffer.cleanup_session_buffers: {failed} of {} deletions failed after commit", ops.len());
+    }
+}
