@@ -12,9 +12,11 @@ say() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
 
 ensure_apt_packages() {
-    # pg_cron: the docs' scheduling examples run in the golden-file tests.
+    # pg_cron: the docs' scheduling examples run in the golden-file tests, and the schedules for
+    # real in the end-to-end suite; the exporter and Prometheus (promtool) test the monitoring
+    # examples (examples/monitoring/).
     local wanted=("postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" "postgresql-${PG_MAJOR}-cron" libclang-dev clang
-                  sudo shellcheck)
+                  sudo shellcheck prometheus prometheus-postgres-exporter)
     local missing=()
     for p in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -59,11 +61,16 @@ ensure_toolchain() {
     ensure_cargo_pgrx
 }
 
-# The Node client example (examples/node/) and its one dependency, pg, at the locked version.
+# The Node client example (examples/node/) and its one dependency, pg, at the locked version;
+# and Graphile Worker for the cron example (examples/graphile/).
 ensure_node_example() {
     if [ ! -d "${REPO_ROOT}/examples/node/node_modules/pg" ]; then
         say "installing the Node example's dependencies (npm ci)"
         (cd "${REPO_ROOT}/examples/node" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+    if [ ! -x "${REPO_ROOT}/examples/graphile/node_modules/.bin/graphile-worker" ]; then
+        say "installing Graphile Worker for the cron example (npm ci)"
+        (cd "${REPO_ROOT}/examples/graphile" && npm ci --no-audit --no-fund --loglevel=error)
     fi
 }
 

@@ -146,7 +146,8 @@ GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane
 GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
     cortex_buffer.session_file, cortex_buffer.event
     TO cortex_buffer_control_plane;
-GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files, cortex_buffer.oversized_buffers
+  TO cortex_buffer_control_plane;
 
 -- The operator: budgets, prices, breaker configuration, file inspection and transcripts.
 GRANT EXECUTE ON FUNCTION
@@ -173,7 +174,8 @@ GRANT SELECT ON
     cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
     cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
   TO cortex_buffer_operator;
-GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files, cortex_buffer.oversized_buffers
+  TO cortex_buffer_operator;
 
 -- Push ingestion's mapping is the operator's to edit; the control plane registers a pod's
 -- sidecar source and grants it its job at dispatch (and removes both when the job ends).

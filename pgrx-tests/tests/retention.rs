@@ -426,3 +426,45 @@ fn a_cleanup_killed_at_any_step_leaves_no_trusted_row_for_a_deleted_file_and_the
         );
     }
 }
+
+#[test]
+fn the_worker_warns_once_when_a_file_crosses_oversized_file() {
+    let c = Cluster::new(
+        "retention-oversized",
+        &["cortex_buffer.oversized_file = '2kB'", "cortex_buffer.poll_interval = 100"],
+    );
+    c.start();
+    c.create_extension();
+    let id = c.psql("SELECT gen_random_uuid()");
+    let rel = format!("{id}/session-001.jsonl");
+    let grow = |seq: i64| {
+        let body = format!(
+            r#"{{"type":"TOOL_RESULT","timestamp":"2026-02-23T14:30:00.000Z","job_id":"{id}","session_id":"s","seq":{seq},"result_summary":"{}"}}"#,
+            "x".repeat(900)
+        ) + "\n";
+        let path = c.sessions.join(&rel);
+        fs::create_dir_all(path.parent().unwrap_or(Path::new("/"))).unwrap_or_else(|e| panic!("{e}"));
+        let mut f = fs::OpenOptions::new().create(true).append(true).open(&path).unwrap_or_else(|e| panic!("{e}"));
+        std::io::Write::write_all(&mut f, body.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    };
+    let indexed = |lines: i64| {
+        wait_for(Duration::from_secs(20), || {
+            c.psql(&format!(
+                "SELECT coalesce(max(indexed_lines), 0) FROM cortex_buffer.session_file WHERE job_dir = '{id}'"
+            )) == lines.to_string()
+        })
+        .is_some()
+    };
+    let needle = "has grown past cortex_buffer.oversized_file";
+    grow(0);
+    assert!(indexed(1));
+    assert_eq!(c.log_count(needle), 0, "under the limit");
+    grow(1);
+    grow(2);
+    assert!(indexed(3));
+    assert!(wait_for(Duration::from_secs(5), || c.log_count(needle) == 1).is_some(), "{}", c.log_tail());
+    grow(3);
+    assert!(indexed(4));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(c.log_count(needle), 1, "warned again for a file already over the limit");
+}

@@ -1400,7 +1400,8 @@ GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane
 GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
     cortex_buffer.session_file, cortex_buffer.event
     TO cortex_buffer_control_plane;
-GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files, cortex_buffer.oversized_buffers
+  TO cortex_buffer_control_plane;
 
 -- The operator: budgets, prices, breaker configuration, file inspection and transcripts.
 GRANT EXECUTE ON FUNCTION
@@ -1427,7 +1428,8 @@ GRANT SELECT ON
     cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
     cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
   TO cortex_buffer_operator;
-GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files, cortex_buffer.oversized_buffers
+  TO cortex_buffer_operator;
 
 -- Push ingestion's mapping is the operator's to edit; the control plane registers a pod's
 -- sidecar source and grants it its job at dispatch (and removes both when the job ends).
@@ -1677,6 +1679,86 @@ COMMENT ON FUNCTION cortex_buffer.job_events(uuid, timestamptz) IS
 'A job''s events (optionally those at or after since), in order: session files by (session_ordinal, first_seen, path), then byte offset; lines naming another job than their directory''s are left out. Uses session_file''s job index and event''s primary key. Fleet roles read any job''s; an agent session its own job''s (authorize_job). Runs as cortex_buffer_definer.';
 COMMENT ON FUNCTION cortex_buffer.clear_quarantine(text) IS
 'Lets the indexer try a quarantined session file again: clears session_file.quarantined_at, failures and last_error. True when the file was quarantined, false when it was not. index_sessions() and the per-job lookups retry it at once; the worker within cortex_buffer''s catalogue refresh (a minute). Path: session_file.path, or relative to sessions_dir.';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   indexer_schema
+--   sql::cleanup_session_buffers
+--   sql::storage_report
+
+-- Retention's functions (sql.rs defines them): their comments; and the oversized_buffers view.
+-- Grants: sql/privileges.sql.
+COMMENT ON FUNCTION cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision) IS
+'Applies the retention policy (README: Retention): deletes job directories of jobs terminal for longer than post_terminal (cortex_buffer.keep_failed_for for failed ones, when longer) and of orphans whose newest file is older than post_terminal, files older than max_file_age (except those a live job''s recovery plan reads), index rows of files gone for cortex_buffer.gone_retention, and per-job rows of jobs gone or terminal past cortex_buffer.job_rows_retention. One row per action: delete_dir, delete_file, delete_rows, keep or error. Index rows go in the calling transaction; files are unlinked when it commits. Never follows symbolic links; locks no job row; refuses when most job ids are unknown to the job table (max_unknown_ratio). dry_run changes nothing and returns the same rows.';
+COMMENT ON FUNCTION cortex_buffer.storage_report() IS
+'Session files in the index by job state (the job''s status, orphan, or not a job) and age bucket (by mtime): files, bytes on disk, index rows, and the same three that cleanup_session_buffers() with its defaults would free now (its dry run).';
+
+-- Session buffers over cortex_buffer.oversized_file (per file) or cortex_buffer.oversized_dir
+-- (per job directory), and those that will be within the hour at their rate of the last day.
+-- Candidates first (a quarter of a limit or more, present files), so that the rate's index
+-- probe runs for few files: the newest event older than a day, found by walking the file's
+-- events backwards by offset (event_pkey), marks where the last day's bytes start.
+CREATE VIEW cortex_buffer.oversized_buffers WITH (security_invoker = true) AS
+WITH lim AS (
+    SELECT pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_file')) AS file_limit,
+           pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_dir')) AS dir_limit,
+           pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 day' AS day_ago
+), dirs AS (
+    SELECT f.job_dir, pg_catalog.sum(f.size_bytes) AS dir_bytes
+      FROM cortex_buffer.session_file f WHERE f.gone_at IS NULL GROUP BY f.job_dir
+), cand AS (
+    SELECT f.file_id, f.path, f.job_dir, f.job_id, f.size_bytes, f.first_ts, f.first_seen
+      FROM cortex_buffer.session_file f JOIN dirs d USING (job_dir), lim
+     WHERE f.gone_at IS NULL
+       AND (f.size_bytes OPERATOR(pg_catalog.*) 4 OPERATOR(pg_catalog.>=) lim.file_limit
+            OR d.dir_bytes OPERATOR(pg_catalog.*) 4 OPERATOR(pg_catalog.>=) lim.dir_limit)
+), rated AS (
+    SELECT c.*, lim.file_limit, lim.dir_limit,
+           -- Bytes written in the last day, and over how long: since the newest event older
+           -- than a day, else since the file began (its first event, else when it was found).
+           c.size_bytes OPERATOR(pg_catalog.-) COALESCE(o.byte_offset, 0) AS day_bytes,
+           GREATEST(EXTRACT(epoch FROM pg_catalog.now() OPERATOR(pg_catalog.-)
+                        GREATEST(COALESCE(c.first_ts, c.first_seen), lim.day_ago)), 60) AS day_seconds
+      FROM cand c CROSS JOIN lim
+      LEFT JOIN LATERAL (
+          SELECT e.byte_offset FROM cortex_buffer.event e
+           WHERE e.file_id OPERATOR(pg_catalog.=) c.file_id AND e.ts OPERATOR(pg_catalog.<) lim.day_ago
+           ORDER BY e.byte_offset DESC LIMIT 1) o ON true
+), per_file AS (
+    SELECT 'file'::pg_catalog.text AS kind, r.path, r.job_id, r.size_bytes, r.file_limit AS limit_bytes,
+           (r.day_bytes OPERATOR(pg_catalog.*) 3600 OPERATOR(pg_catalog./) r.day_seconds)::pg_catalog.int8 AS growth_bytes_per_hour
+      FROM rated r
+), per_dir AS (
+    SELECT 'job_dir'::pg_catalog.text AS kind, pg_catalog.min(r.job_dir) AS path,
+           pg_catalog.min(r.job_id::pg_catalog.text)::pg_catalog.uuid AS job_id,
+           d.dir_bytes::pg_catalog.int8 AS size_bytes, pg_catalog.min(r.dir_limit) AS limit_bytes,
+           pg_catalog.sum(r.day_bytes OPERATOR(pg_catalog.*) 3600 OPERATOR(pg_catalog./) r.day_seconds)::pg_catalog.int8 AS growth_bytes_per_hour
+      FROM rated r JOIN dirs d USING (job_dir)
+     GROUP BY r.job_dir, d.dir_bytes
+)
+SELECT b.kind, b.path, b.job_id, b.size_bytes, b.limit_bytes, b.growth_bytes_per_hour,
+       b.size_bytes OPERATOR(pg_catalog.>) b.limit_bytes AS over_limit,
+       b.size_bytes OPERATOR(pg_catalog.<=) b.limit_bytes
+           AND b.size_bytes OPERATOR(pg_catalog.+) b.growth_bytes_per_hour OPERATOR(pg_catalog.>) b.limit_bytes AS crosses_within_hour,
+       CASE WHEN b.size_bytes OPERATOR(pg_catalog.<=) b.limit_bytes AND b.growth_bytes_per_hour OPERATOR(pg_catalog.>) 0
+            THEN ((b.limit_bytes OPERATOR(pg_catalog.-) b.size_bytes)::pg_catalog.float8
+                  OPERATOR(pg_catalog./) b.growth_bytes_per_hour::pg_catalog.float8) END AS hours_to_limit
+  FROM (SELECT * FROM per_file UNION ALL SELECT * FROM per_dir) b
+ WHERE b.size_bytes OPERATOR(pg_catalog.>) b.limit_bytes
+    OR b.size_bytes OPERATOR(pg_catalog.+) b.growth_bytes_per_hour OPERATOR(pg_catalog.>) b.limit_bytes;
+
+COMMENT ON VIEW cortex_buffer.oversized_buffers IS
+'Session files over cortex_buffer.oversized_file and job directories over cortex_buffer.oversized_dir (kind file or job_dir), and those that will cross their limit within the hour at their growth rate of the last day (from the index: the bytes after the newest event older than a day). Present files only; pushed files count towards their job directory.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.kind IS 'file, or job_dir (every file of one job directory, pushed ones included).';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.path IS 'The file''s session_file.path, or the job directory''s name.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.job_id IS 'The job, when the directory is named by one.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.size_bytes IS 'Bytes now (session_file.size_bytes, summed for a directory).';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.limit_bytes IS 'cortex_buffer.oversized_file or cortex_buffer.oversized_dir, in bytes.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.growth_bytes_per_hour IS 'Bytes written over the last day (or since the file began, if later), per hour.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.over_limit IS 'Larger than the limit now.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.crosses_within_hour IS 'Not over the limit yet, but will be within the hour at growth_bytes_per_hour.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.hours_to_limit IS 'Hours until the limit at that rate (NULL when over it already, or not growing).';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -2242,18 +2324,6 @@ COMMENT ON FUNCTION cortex_buffer.settle_usage(uuid, jsonb, text) IS
 'After a reserved call: records its actual usage like record_usage() (priced with the reserved model) and closes the reservation; settling again returns the totals with duplicate = true.';
 COMMENT ON FUNCTION cortex_buffer.release_reservation(uuid) IS
 'Gives back a reservation whose call was never made; false if it was already settled or released.';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- requires:
---   sql::cleanup_session_buffers
---   sql::storage_report
-
--- Retention's functions (sql.rs defines them): their comments. Grants: sql/privileges.sql.
-COMMENT ON FUNCTION cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision) IS
-'Applies the retention policy (README: Retention): deletes job directories of jobs terminal for longer than post_terminal (cortex_buffer.keep_failed_for for failed ones, when longer) and of orphans whose newest file is older than post_terminal, files older than max_file_age (except those a live job''s recovery plan reads), index rows of files gone for cortex_buffer.gone_retention, and per-job rows of jobs gone or terminal past cortex_buffer.job_rows_retention. One row per action: delete_dir, delete_file, delete_rows, keep or error. Index rows go in the calling transaction; files are unlinked when it commits. Never follows symbolic links; locks no job row; refuses when most job ids are unknown to the job table (max_unknown_ratio). dry_run changes nothing and returns the same rows.';
-COMMENT ON FUNCTION cortex_buffer.storage_report() IS
-'Session files in the index by job state (the job''s status, orphan, or not a job) and age bucket (by mtime): files, bytes on disk, index rows, and the same three that cleanup_session_buffers() with its defaults would free now (its dry run).';
 /* </end connected objects> */
 
 /* <begin connected objects> */

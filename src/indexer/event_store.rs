@@ -367,6 +367,7 @@ fn prepare(file: &FileRef, claimed: Claimed, volume: &Volume) -> Result<Prepared
     let (progress, generation, note) = match &work {
         Work::Nothing => {
             return Ok(Prepared::Done(FileOutcome::Indexed {
+                was_offset: old.offset,
                 state: IndexState { mtime_us: stat.mtime_us, ..old },
                 events: 0,
                 corrupt: 0,
@@ -449,6 +450,7 @@ fn conclude(
         quarantined: false,
     };
     let outcome = FileOutcome::Indexed {
+        was_offset: old.offset,
         state: state.clone(),
         events: progress.events_added,
         corrupt: progress.corrupt_added,

@@ -64,7 +64,7 @@ fn index_sessions_and_events(
         .into_iter()
         .map(|f| {
             let (events, corrupt, note) = match outcomes.get(&f.path) {
-                Some(FileOutcome::Indexed { events, corrupt, note, state }) => (
+                Some(FileOutcome::Indexed { events, corrupt, note, state, .. }) => (
                     i64::try_from(*events).unwrap_or(i64::MAX),
                     i64::try_from(*corrupt).unwrap_or(i64::MAX),
                     note.clone().or_else(|| {

@@ -34,6 +34,8 @@ pub static PUSH_RATE_LIMIT_KB: GucSetting<i32> = GucSetting::<i32>::new(64 * 102
 pub static GONE_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(7 * 86_400);
 pub static KEEP_FAILED_FOR_S: GucSetting<i32> = GucSetting::<i32>::new(3 * 86_400);
 pub static JOB_ROWS_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(30 * 86_400);
+pub static OVERSIZED_FILE_KB: GucSetting<i32> = GucSetting::<i32>::new(10 * 1024);
+pub static OVERSIZED_DIR_KB: GucSetting<i32> = GucSetting::<i32>::new(50 * 1024);
 pub static CLEANUP_MAX_DIRS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static CLEANUP_PAUSE_AT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
@@ -347,6 +349,26 @@ fn define_retention() {
         GucFlags::UNIT_S,
     );
     GucRegistry::define_int_guc(
+        c"cortex_buffer.oversized_file",
+        c"A session file larger than this is listed by oversized_buffers (and the worker warns once when one crosses it).",
+        c"Spike #31, open question 5: a session buffer that grows this large is a runaway agent, or one that needs its own retention.",
+        &OVERSIZED_FILE_KB,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_KB,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.oversized_dir",
+        c"A job directory whose session files together are larger than this is listed by oversized_buffers.",
+        c"The files of one job, every session of it, pushed files included.",
+        &OVERSIZED_DIR_KB,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_KB,
+    );
+    GucRegistry::define_int_guc(
         c"cortex_buffer.cleanup_max_dirs",
         c"How many directories one cleanup_session_buffers call deletes from, when max_dirs is NULL.",
         c"Bounds a call, so that a first cleanup of a long-grown volume runs as many short calls (from cron) rather than one long one.",
@@ -497,4 +519,9 @@ pub fn cleanup_max_dirs() -> usize {
 /// `cleanup_pause_at`, as written.
 pub fn cleanup_pause_at() -> String {
     string_setting(&CLEANUP_PAUSE_AT)
+}
+
+/// `oversized_file` in bytes.
+pub fn oversized_file() -> u64 {
+    u64::try_from(OVERSIZED_FILE_KB.get()).unwrap_or(10 * 1024).max(1) * 1024
 }

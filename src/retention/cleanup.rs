@@ -96,6 +96,7 @@ struct Run<'a> {
     rows_of: Vec<(usize, i64)>,
     taken: HashSet<i64>,
     ops: Vec<Op>,
+    doomed_dirs: Vec<DoomedDir>,
     /// Jobs whose per-job rows go.
     purge: Vec<Uuid>,
     job_rows_retention_us: i64,
@@ -170,6 +171,7 @@ pub fn run(args: Args) -> Result<Vec<Action>, CbError> {
         rows_of: Vec::new(),
         taken: HashSet::new(),
         ops: Vec::new(),
+        doomed_dirs: Vec::new(),
         purge: Vec::new(),
         job_rows_retention_us,
     };
@@ -192,6 +194,7 @@ pub fn run(args: Args) -> Result<Vec<Action>, CbError> {
                 acted += 1;
             }
         }
+        delete_dirs(&mut run, volume)?;
     }
     remote_rows(&mut run)?;
     per_job_rows(&mut run, &ids);
@@ -255,7 +258,15 @@ fn directory(run: &mut Run<'_>, volume: &Volume, name: &OsString) -> Result<bool
         }
     };
     match dir_verdict(&run.policy, kind, survey.newest_us) {
-        DirVerdict::Delete(reason) => delete_dir(run, volume, name, &survey, shown, job, kind, reason),
+        DirVerdict::Delete(reason) => {
+            if let Some(why) = undeletable(volume, &survey) {
+                run.push(Action::new("error", shown, job, why));
+                return Ok(false);
+            }
+            let job = job.map(|(id, j)| (id, j.cloned()));
+            run.doomed_dirs.push(DoomedDir { name: name.clone(), shown, job, kind, reason, survey });
+            Ok(true)
+        }
         DirVerdict::Files { live, note } => {
             if let Some(note) = note {
                 let mut a = Action::new("keep", shown.clone(), job, note);
@@ -288,54 +299,65 @@ fn undeletable(volume: &Volume, survey: &Survey) -> Option<String> {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn delete_dir(
-    run: &mut Run<'_>,
-    volume: &Volume,
-    name: &OsString,
-    survey: &Survey,
+/// A directory whose verdict is `Delete`, waiting for its rows to be locked (in batches).
+struct DoomedDir {
+    name: OsString,
     shown: String,
-    job: Option<(Uuid, Option<&Job>)>,
+    job: Option<(Uuid, Option<Job>)>,
     kind: DirKind,
     reason: String,
-) -> Result<bool, CbError> {
-    if let Some(why) = undeletable(volume, survey) {
-        run.push(Action::new("error", shown, job, why));
-        return Ok(false);
-    }
-    // Only a directory whose name is text can have index rows (paths are text).
-    let (held, busy) = match name.to_str() {
-        Some(dir) => index_rows::lock_dir(dir, run.args.dry_run)?,
-        None => (Vec::new(), 0),
-    };
-    if busy > 0 {
-        run.push(Action::new(
-            "keep",
-            shown,
-            job,
-            format!("{busy} of its files are being indexed right now; a later run deletes it"),
-        ));
-        return Ok(false);
-    }
-    // Looked at again under the lock: a file written meanwhile can make an orphan young.
-    let again = match fs_remove::survey(volume, name) {
-        Ok(s) => s,
-        Err(e) => {
-            run.push(Action::new("error", shown, job, format!("cannot list it: {e}")));
-            return Ok(false);
+    survey: Survey,
+}
+
+/// How many directories' rows one locking statement covers.
+const DIRS_PER_LOCK: usize = 1_000;
+
+/// Locks the rows of the directories to delete, in batches, and deletes each whose rows were
+/// all free (a file being indexed keeps its directory for a later run). An orphan is looked at
+/// again under the lock: a file written meanwhile makes it young.
+fn delete_dirs(run: &mut Run<'_>, volume: &Volume) -> Result<(), CbError> {
+    let doomed = std::mem::take(&mut run.doomed_dirs);
+    for chunk in doomed.chunks(DIRS_PER_LOCK) {
+        let names: Vec<String> = chunk.iter().filter_map(|d| d.name.to_str().map(str::to_owned)).collect();
+        let mut locked = index_rows::lock_dirs(&names, run.args.dry_run)?;
+        for d in chunk {
+            let job = d.job.as_ref().map(|(id, j)| (*id, j.as_ref()));
+            let (held, busy) = d.name.to_str().and_then(|n| locked.remove(n)).unwrap_or_default();
+            if busy > 0 {
+                run.push(Action::new(
+                    "keep",
+                    d.shown.clone(),
+                    job,
+                    format!("{busy} of its files are being indexed right now; a later run deletes it"),
+                ));
+                continue;
+            }
+            let mut survey = &d.survey;
+            let again;
+            if d.kind == DirKind::Orphan {
+                again = match fs_remove::survey(volume, &d.name) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        run.push(Action::new("error", d.shown.clone(), job, format!("cannot list it: {e}")));
+                        continue;
+                    }
+                };
+                if !matches!(dir_verdict(&run.policy, d.kind, again.newest_us), DirVerdict::Delete(_)) {
+                    let why = "it changed while it was examined; a later run looks again";
+                    run.push(Action::new("keep", d.shown.clone(), job, why.into()));
+                    continue;
+                }
+                survey = &again;
+            }
+            let mut a = Action::new("delete_dir", d.shown.clone(), job, d.reason.clone());
+            a.bytes = i64::try_from(survey.bytes).unwrap_or(i64::MAX);
+            a.files = count_files(survey);
+            let at = run.push(a);
+            run.take_rows(at, &held);
+            run.ops.push(Op::RemoveDir(d.name.clone()));
         }
-    };
-    if !matches!(dir_verdict(&run.policy, kind, again.newest_us), DirVerdict::Delete(_)) {
-        run.push(Action::new("keep", shown, job, "it changed while it was examined; a later run looks again".into()));
-        return Ok(false);
     }
-    let mut a = Action::new("delete_dir", shown, job, reason);
-    a.bytes = i64::try_from(again.bytes).unwrap_or(i64::MAX);
-    a.files = count_files(&again);
-    let at = run.push(a);
-    run.take_rows(at, &held);
-    run.ops.push(Op::RemoveDir(name.clone()));
-    Ok(true)
+    Ok(())
 }
 
 /// A live job's current recovery plan: the paths of the sessions it reads.

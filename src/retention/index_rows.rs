@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use pgrx::prelude::*;
 
+use crate::pg::planner::with_index_scans;
 use crate::pg::privilege::as_definer;
 use crate::pg::spi_util::spi;
 use crate::pg::time::unix_us;
@@ -67,78 +68,99 @@ pub fn lock_paths(paths: &[String], dry_run: bool) -> Result<(Vec<Held>, Vec<Str
     })
 }
 
-/// The local (not pushed) rows under a job directory: locked as [`lock_paths`] locks, and how
-/// many others hold.
-pub fn lock_dir(job_dir: &str, dry_run: bool) -> Result<(Vec<Held>, usize), CbError> {
+/// The local (not pushed) rows under each of `job_dirs`: locked as [`lock_paths`] locks, and
+/// how many others hold, per directory.
+pub fn lock_dirs(job_dirs: &[String], dry_run: bool) -> Result<HashMap<String, (Vec<Held>, usize)>, CbError> {
     let lock = if dry_run { "FOR KEY SHARE SKIP LOCKED" } else { "FOR UPDATE SKIP LOCKED" };
-    as_definer(|| {
-        Spi::connect_mut(|c| {
-            let sql = format!(
-                "SELECT file_id, path FROM cortex_buffer.session_file
-                  WHERE job_dir OPERATOR(pg_catalog.=) $1 AND path OPERATOR(pg_catalog.!~~) 'push:/%' {lock}"
-            );
-            let mut held = Vec::new();
-            for r in c.update(&sql, None, &[job_dir.into()]).map_err(spi)? {
-                if let (Some(file_id), Some(path)) = (r.get::<i64>(1).map_err(spi)?, r.get::<String>(2).map_err(spi)?) {
-                    held.push(Held { file_id, path });
+    let mut out: HashMap<String, (Vec<Held>, usize)> = HashMap::new();
+    if job_dirs.is_empty() {
+        return Ok(out);
+    }
+    with_index_scans(|| {
+        as_definer(|| {
+            Spi::connect_mut(|c| {
+                let sql = format!(
+                    "SELECT file_id, path, job_dir FROM cortex_buffer.session_file
+                      WHERE job_dir OPERATOR(pg_catalog.=) ANY ($1) AND path OPERATOR(pg_catalog.!~~) 'push:/%' {lock}"
+                );
+                for r in c.update(&sql, None, &[job_dirs.to_vec().into()]).map_err(spi)? {
+                    let (Some(file_id), Some(path), Some(dir)) = (
+                        r.get::<i64>(1).map_err(spi)?,
+                        r.get::<String>(2).map_err(spi)?,
+                        r.get::<String>(3).map_err(spi)?,
+                    ) else {
+                        continue;
+                    };
+                    out.entry(dir).or_default().0.push(Held { file_id, path });
                 }
-            }
-            let all: i64 = c
-                .select(
-                    "SELECT pg_catalog.count(*) FROM cortex_buffer.session_file
-                      WHERE job_dir OPERATOR(pg_catalog.=) $1 AND path OPERATOR(pg_catalog.!~~) 'push:/%'",
-                    None,
-                    &[job_dir.into()],
-                )
-                .map_err(spi)?
-                .first()
-                .get_one()
-                .map_err(spi)?
-                .unwrap_or(0);
-            let busy = usize::try_from(all).unwrap_or(0).saturating_sub(held.len());
-            Ok((held, busy))
+                let rows = c
+                    .select(
+                        "SELECT job_dir, pg_catalog.count(*) FROM cortex_buffer.session_file
+                          WHERE job_dir OPERATOR(pg_catalog.=) ANY ($1) AND path OPERATOR(pg_catalog.!~~) 'push:/%'
+                          GROUP BY job_dir",
+                        None,
+                        &[job_dirs.to_vec().into()],
+                    )
+                    .map_err(spi)?;
+                for r in rows {
+                    let (Some(dir), Some(all)) = (r.get::<String>(1).map_err(spi)?, r.get::<i64>(2).map_err(spi)?)
+                    else {
+                        continue;
+                    };
+                    let e = out.entry(dir).or_default();
+                    e.1 = usize::try_from(all).unwrap_or(0).saturating_sub(e.0.len());
+                }
+                Ok(out)
+            })
         })
     })
 }
 
-/// Deletes (or, for a dry run, counts) the `event` and `corrupt_line` rows and the
-/// `session_file` rows of `files`, in batches. Returns the index rows per file id (events and
-/// corrupt lines, plus the file's own row).
+/// Deletes (or, for a dry run, counts) the `event` and `corrupt_line` rows of `files`, then
+/// their `session_file` rows, in batches, by index scans (the `session_file` statement trigger
+/// then finds nothing left to delete). Returns the index rows per file id (events and corrupt
+/// lines, plus the file's own row): exact, since the rows are locked and the indexer cannot add
+/// to them meanwhile.
 pub fn remove(files: &[i64], dry_run: bool) -> Result<HashMap<i64, i64>, CbError> {
     let mut counts: HashMap<i64, i64> = HashMap::new();
     for batch in files.chunks(FILES_PER_BATCH) {
-        as_definer(|| {
-            Spi::connect_mut(|c| {
-                for table in ["event", "corrupt_line"] {
-                    let sql = if dry_run {
-                        format!(
-                            "SELECT file_id, pg_catalog.count(*) FROM cortex_buffer.{table}
+        // Index scans: a batch is a small part of the table (and the statement trigger that
+        // deletes the events joins its transition table the same way).
+        with_index_scans(|| {
+            as_definer(|| {
+                Spi::connect_mut(|c| {
+                    for table in ["event", "corrupt_line"] {
+                        let sql = if dry_run {
+                            format!(
+                                "SELECT file_id, pg_catalog.count(*) FROM cortex_buffer.{table}
                               WHERE file_id OPERATOR(pg_catalog.=) ANY ($1) GROUP BY file_id"
-                        )
-                    } else {
-                        format!(
+                            )
+                        } else {
+                            format!(
                             "WITH d AS (DELETE FROM cortex_buffer.{table} WHERE file_id OPERATOR(pg_catalog.=) ANY ($1)
                                 RETURNING file_id)
                              SELECT file_id, pg_catalog.count(*) FROM d GROUP BY file_id"
                         )
-                    };
-                    for r in c.update(&sql, None, &[batch.to_vec().into()]).map_err(spi)? {
-                        if let (Some(id), Some(n)) = (r.get::<i64>(1).map_err(spi)?, r.get::<i64>(2).map_err(spi)?) {
-                            *counts.entry(id).or_default() += n;
+                        };
+                        for r in c.update(&sql, None, &[batch.to_vec().into()]).map_err(spi)? {
+                            if let (Some(id), Some(n)) = (r.get::<i64>(1).map_err(spi)?, r.get::<i64>(2).map_err(spi)?)
+                            {
+                                *counts.entry(id).or_default() += n;
+                            }
                         }
                     }
-                }
-                let sql = if dry_run {
-                    "SELECT file_id FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) ANY ($1)"
-                } else {
-                    "DELETE FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) ANY ($1) RETURNING file_id"
-                };
-                for r in c.update(sql, None, &[batch.to_vec().into()]).map_err(spi)? {
-                    if let Some(id) = r.get::<i64>(1).map_err(spi)? {
-                        *counts.entry(id).or_default() += 1;
+                    let sql = if dry_run {
+                        "SELECT file_id FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) ANY ($1)"
+                    } else {
+                        "DELETE FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) ANY ($1) RETURNING file_id"
+                    };
+                    for r in c.update(sql, None, &[batch.to_vec().into()]).map_err(spi)? {
+                        if let Some(id) = r.get::<i64>(1).map_err(spi)? {
+                            *counts.entry(id).or_default() += 1;
+                        }
                     }
-                }
-                Ok(())
+                    Ok(())
+                })
             })
         })?;
     }

@@ -20,5 +20,5 @@ mod retention_pg_tests;
 pgrx::extension_sql_file!(
     "api.sql",
     name = "retention_api",
-    requires = [sql::cleanup_session_buffers, sql::storage_report]
+    requires = ["indexer_schema", sql::cleanup_session_buffers, sql::storage_report]
 );

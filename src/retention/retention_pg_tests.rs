@@ -198,4 +198,69 @@ mod tests {
             let _ = std::fs::remove_dir_all(format!("{SESSIONS}/{job}"));
         }
     }
+
+    /// A session file of `lines` events of about `each` bytes, stamped `ts` (ISO 8601).
+    fn big_file(job: &str, ts: &str, lines: usize, each: usize, first_seq: usize) -> String {
+        let filler = "x".repeat(each);
+        (0..lines)
+            .map(|n| {
+                format!(
+                    r#"{{"type":"TOOL_RESULT","timestamp":"{ts}","job_id":"{job}","session_id":"s","seq":{},"result_summary":"{filler}"}}"#,
+                    first_seq + n
+                ) + "\n"
+            })
+            .collect::<String>()
+    }
+
+    #[pg_test]
+    fn oversized_buffers_lists_files_over_the_limit_and_those_about_to_cross_it() {
+        let over = new_job_with("cortex_buffer.job", "RUNNING", "started_at", "now()");
+        let fast = new_job_with("cortex_buffer.job", "RUNNING", "started_at", "now()");
+        let iso = |ago: &str| {
+            one(&format!(
+                "SELECT to_char(now() AT TIME ZONE 'UTC' - interval '{ago}', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+            ))
+        };
+        // 11 MB, written two days ago but for its last 1 MB: over the 10 MB limit, slow.
+        let p_over = format!("{SESSIONS}/{over}/session-001.jsonl");
+        std::fs::create_dir_all(format!("{SESSIONS}/{over}")).unwrap_or_else(|e| panic!("{e}"));
+        let old = big_file(&over, &iso("2 days"), 100, 100_000, 0);
+        let new = big_file(&over, &iso("1 hour"), 10, 100_000, 100);
+        std::fs::write(&p_over, old + &new).unwrap_or_else(|e| panic!("{e}"));
+        // 3 MB in the last ten minutes: under the limit, and over it within the hour.
+        let p_fast = format!("{SESSIONS}/{fast}/session-001.jsonl");
+        std::fs::create_dir_all(format!("{SESSIONS}/{fast}")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&p_fast, big_file(&fast, &iso("10 minutes"), 30, 100_000, 0)).unwrap_or_else(|e| panic!("{e}"));
+        run("SELECT cortex_buffer.index_sessions()");
+        let row = |path: &str| {
+            one(&format!(
+                "SELECT kind || ' ' || over_limit || ' ' || crosses_within_hour || ' ' || (growth_bytes_per_hour / 100000)
+                   FROM cortex_buffer.oversized_buffers WHERE path = '{path}'"
+            ))
+        };
+        // The slow one grew about 1 MB in the last day: some 10 lines of 100 kB over 24 hours.
+        let slow = row(&p_over);
+        assert!(slow.starts_with("file true false "), "{slow}");
+        let rate: i64 = slow.rsplit(' ').next().and_then(|r| r.parse().ok()).unwrap_or(-1);
+        assert!((0..=1).contains(&rate), "{slow}: about 0.4 lines of 100 kB an hour");
+        // The fast one: 3 MB in 10 minutes is 18 MB an hour.
+        let quick = row(&p_fast);
+        assert!(quick.starts_with("file false true "), "{quick}");
+        let rate: i64 = quick.rsplit(' ').next().and_then(|r| r.parse().ok()).unwrap_or(-1);
+        assert!((150..=200).contains(&rate), "{quick}: about 180 lines of 100 kB an hour");
+        let hours = one(&format!(
+            "SELECT round(hours_to_limit::numeric, 1)::text FROM cortex_buffer.oversized_buffers WHERE path = '{p_fast}'"
+        ));
+        assert!(["0.4", "0.3", "0.5"].contains(&hours.as_str()), "{hours}");
+        // Neither directory is over 50 MB, nor on its way there within the hour.
+        assert_eq!(
+            one(&format!(
+                "SELECT count(*)::text FROM cortex_buffer.oversized_buffers WHERE kind = 'job_dir' AND path IN ('{over}', '{fast}')"
+            )),
+            "0"
+        );
+        for job in [&over, &fast] {
+            let _ = std::fs::remove_dir_all(format!("{SESSIONS}/{job}"));
+        }
+    }
 }

@@ -30,6 +30,8 @@ fn apply(volume: &Volume, ops: &[Op]) {
             }
             Op::Prune(name) => (name.to_string_lossy().into_owned(), remove::prune(volume, name).map(|_| ())),
         };
+        // Already gone (another run took it): nothing left to do.
+        let result = result.or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) });
         if let Err(e) = result {
             failed += 1;
             pgrx::warning!(

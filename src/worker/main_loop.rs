@@ -550,14 +550,22 @@ impl Worker {
         let now = now_us();
         let mut events = 0;
         let name = self.name.clone();
+        let oversized = guc::oversized_file();
         let mut before_file =
             |file: &FileRef| report_activity(pg_sys::BackendState::STATE_RUNNING, &format!("indexing {}", file.path));
         let each = |path: &str, outcome: &FileOutcome| {
             match outcome {
-                FileOutcome::Indexed { events: e, note, .. } => {
+                FileOutcome::Indexed { events: e, note, state, was_offset, .. } => {
                     events += e;
                     if let Some(note) = note {
                         log!("{name}: \"{path}\" {note}");
+                    }
+                    // Once per file: when this pass took it over the limit.
+                    if *was_offset < oversized && state.offset >= oversized {
+                        warning!(
+                            "{name}: \"{path}\" has grown past cortex_buffer.oversized_file ({oversized} bytes): {} bytes indexed; see cortex_buffer.oversized_buffers",
+                            state.offset
+                        );
                     }
                 }
                 FileOutcome::Skipped(_) => {}

@@ -360,7 +360,7 @@ pub const STALE: &str = "its catalogue row is gone or records another path; the 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileOutcome {
     /// Indexed (or found nothing to add): the state as committed.
-    Indexed { state: IndexState, events: u64, corrupt: u64, note: Option<String> },
+    Indexed { state: IndexState, events: u64, corrupt: u64, note: Option<String>, was_offset: u64 },
     /// Left alone this time (another indexer holds it, or it vanished).
     Skipped(String),
     /// Failed and rolled back; the failure was counted.
@@ -869,6 +869,7 @@ mod tests {
         EachFile(move |f: &FileRef| {
             let name = f.path.rsplit('/').next().unwrap_or_default().to_owned();
             results.get(&name).cloned().unwrap_or_else(|| FileOutcome::Indexed {
+                was_offset: 0,
                 state: IndexState {
                     generation: 1,
                     offset: f.pending,
@@ -950,6 +951,7 @@ mod tests {
         run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now).unwrap_or_else(|e| panic!("{e}"));
         let mtime = cache.entries.values().next().map(|k| k.stat.mtime_us).unwrap_or(0);
         let mut ix = EachFile(|f: &FileRef| FileOutcome::Indexed {
+            was_offset: 0,
             state: IndexState {
                 generation: 1,
                 offset: 3,

@@ -50,6 +50,9 @@ SELECT cron.schedule('cortex-cleanup', '0 3 * * *',
 SELECT jobname, schedule FROM cron.job WHERE jobname LIKE 'cortex-%' ORDER BY jobname;
 -- docs/operations.md ## Retention (hidden setup)
 ROLLBACK;
+-- docs/operations.md ## Oversized buffers
+SELECT kind, path, size_bytes, growth_bytes_per_hour, over_limit, crosses_within_hour
+  FROM cortex_buffer.oversized_buffers ORDER BY size_bytes DESC;
 -- docs/operations.md ## Settings
 SELECT name, boot_val, unit, context, min_val, max_val
   FROM pg_settings WHERE name LIKE 'cortex\_buffer.%' ORDER BY name;

@@ -195,10 +195,11 @@ pub fn age_bucket(policy: &Policy, mtime_us: Micros) -> &'static str {
     }
 }
 
-/// A duration for a reason text: `24 hours`, `7 days`, `90 minutes`, `45 seconds`.
+/// A duration for a reason text: `24 hours`, `7 days`, `36 hours`, `90 minutes`, `45 seconds`.
 pub fn human(us: Micros) -> String {
     let s = us / 1_000_000;
-    let (n, unit) = if s != 0 && s % 86_400 == 0 {
+    // Whole days from two on ("7 days"), else hours ("24 hours"), as people write them.
+    let (n, unit) = if s >= 2 * 86_400 && s % 86_400 == 0 {
         (s / 86_400, "day")
     } else if s != 0 && s % 3_600 == 0 {
         (s / 3_600, "hour")

@@ -101,7 +101,9 @@ fn the_wrong_table_is_told_by_the_share_of_unknown_jobs() {
 fn durations_read_as_people_write_them() {
     assert_eq!(human(24 * H), "24 hours");
     assert_eq!(human(7 * D), "7 days");
-    assert_eq!(human(D), "1 day");
+    assert_eq!(human(D), "24 hours");
+    assert_eq!(human(36 * H), "36 hours");
+    assert_eq!(human(2 * D), "2 days");
     assert_eq!(human(90 * 60_000_000), "90 minutes");
     assert_eq!(human(45_000_000), "45 seconds");
     assert_eq!(human(0), "0 seconds");
