@@ -91,7 +91,7 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
     cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
     cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
-    cortex_buffer.storage_report()
+    cortex_buffer.storage_report(), cortex_buffer.oversized_day_start(bigint, timestamptz)
   FROM PUBLIC;
 
 -- Prices are reference data: everyone may read them (llm_cost() runs with the caller's
@@ -148,6 +148,7 @@ GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark,
     TO cortex_buffer_control_plane;
 GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files, cortex_buffer.oversized_buffers
   TO cortex_buffer_control_plane;
+GRANT EXECUTE ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz) TO cortex_buffer_control_plane;
 
 -- The operator: budgets, prices, breaker configuration, file inspection and transcripts.
 GRANT EXECUTE ON FUNCTION
@@ -176,6 +177,7 @@ GRANT SELECT ON
   TO cortex_buffer_operator;
 GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files, cortex_buffer.oversized_buffers
   TO cortex_buffer_operator;
+GRANT EXECUTE ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz) TO cortex_buffer_operator;
 
 -- Push ingestion's mapping is the operator's to edit; the control plane registers a pod's
 -- sidecar source and grants it its job at dispatch (and removes both when the job ends).

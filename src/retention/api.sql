@@ -5,6 +5,20 @@ COMMENT ON FUNCTION cortex_buffer.cleanup_session_buffers(interval, interval, bo
 COMMENT ON FUNCTION cortex_buffer.storage_report() IS
 'Session files in the index by job state (the job''s status, orphan, or not a job) and age bucket (by mtime): files, bytes on disk, index rows, and the same three that cleanup_session_buffers() with its defaults would free now (its dry run).';
 
+-- Where a file's bytes of the last day start: the newest event older than `since`, found by
+-- walking the file's events backwards by offset (event_pkey). A function, not a subquery of the
+-- view, so that the view holds no dependency on event's columns (an operator may change their
+-- types; the indexer then inserts through SQL).
+CREATE FUNCTION cortex_buffer.oversized_day_start(file_id bigint, since timestamptz) RETURNS bigint
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp AS $$
+    SELECT e.byte_offset FROM cortex_buffer.event e
+     WHERE e.file_id OPERATOR(pg_catalog.=) $1 AND e.ts OPERATOR(pg_catalog.<) $2
+     ORDER BY e.byte_offset DESC LIMIT 1
+$$;
+COMMENT ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz) IS
+'oversized_buffers'' helper: the byte offset of the file''s newest event stamped before since (NULL: none), where its recent bytes start.';
+
 -- Session buffers over cortex_buffer.oversized_file (per file) or cortex_buffer.oversized_dir
 -- (per job directory), and those that will be within the hour at their rate of the last day.
 -- Candidates first (a quarter of a limit or more, present files), so that the rate's index
@@ -32,10 +46,7 @@ WITH lim AS (
            GREATEST(EXTRACT(epoch FROM pg_catalog.now() OPERATOR(pg_catalog.-)
                         GREATEST(COALESCE(c.first_ts, c.first_seen), lim.day_ago)), 60) AS day_seconds
       FROM cand c CROSS JOIN lim
-      LEFT JOIN LATERAL (
-          SELECT e.byte_offset FROM cortex_buffer.event e
-           WHERE e.file_id OPERATOR(pg_catalog.=) c.file_id AND e.ts OPERATOR(pg_catalog.<) lim.day_ago
-           ORDER BY e.byte_offset DESC LIMIT 1) o ON true
+      LEFT JOIN LATERAL (SELECT cortex_buffer.oversized_day_start(c.file_id, lim.day_ago) AS byte_offset) o ON true
 ), per_file AS (
     SELECT 'file'::pg_catalog.text AS kind, r.path, r.job_id, r.size_bytes, r.file_limit AS limit_bytes,
            (r.day_bytes OPERATOR(pg_catalog.*) 3600 OPERATOR(pg_catalog./) r.day_seconds)::pg_catalog.int8 AS growth_bytes_per_hour

@@ -18,19 +18,17 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
-use std::path::PathBuf;
 
 use pgrx::pg_sys;
 use pgrx::Uuid;
 
 use super::index_rows::{self, Held};
 use super::jobs::{self, Job, Jobs};
-use super::{job_rows, progress};
+use super::unlink::Op;
+use super::{index_only, progress};
 use crate::pg::guc;
 use cortex_buffer_core::error::{CbError, SqlState};
-use cortex_buffer_core::retention::{
-    dir_verdict, file_verdict, gone_rows_expired, human, DirKind, DirVerdict, FileVerdict, JobClass, Policy, Step,
-};
+use cortex_buffer_core::retention::{dir_verdict, file_verdict, DirKind, DirVerdict, FileVerdict, Policy, Step};
 use cortex_buffer_watch::remove::{self as fs_remove, Survey};
 use cortex_buffer_watch::scan::resolve_root;
 use cortex_buffer_watch::volume::{Kind, Volume};
@@ -59,7 +57,7 @@ pub struct Action {
 }
 
 impl Action {
-    fn new(action: &'static str, path: String, job: Option<(Uuid, Option<&Job>)>, reason: String) -> Action {
+    pub(super) fn new(action: &'static str, path: String, job: Option<(Uuid, Option<&Job>)>, reason: String) -> Action {
         Action {
             action,
             path,
@@ -73,43 +71,30 @@ impl Action {
     }
 }
 
-/// What is done to the volume once the transaction has committed.
-#[derive(Debug, Clone)]
-pub enum Op {
-    RemoveDir(OsString),
-    RemoveFile {
-        rel: PathBuf,
-        device: u64,
-        inode: u64,
-    },
-    /// Remove the directory if nothing is left in it.
-    Prune(OsString),
-}
-
 /// The run's state: the result rows, the files whose index rows go (and the row each counts
 /// towards), and the file-system work for after the commit.
-struct Run<'a> {
-    args: Args,
-    policy: Policy,
-    jobs: &'a Jobs,
-    actions: Vec<Action>,
-    rows_of: Vec<(usize, i64)>,
-    taken: HashSet<i64>,
-    ops: Vec<Op>,
+pub(super) struct Run<'a> {
+    pub(super) args: Args,
+    pub(super) policy: Policy,
+    pub(super) jobs: &'a Jobs,
+    pub(super) actions: Vec<Action>,
+    pub(super) rows_of: Vec<(usize, i64)>,
+    pub(super) taken: HashSet<i64>,
+    pub(super) ops: Vec<Op>,
     doomed_dirs: Vec<DoomedDir>,
     /// Jobs whose per-job rows go.
-    purge: Vec<Uuid>,
-    job_rows_retention_us: i64,
+    pub(super) purge: Vec<Uuid>,
+    pub(super) job_rows_retention_us: i64,
 }
 
 impl Run<'_> {
-    fn push(&mut self, a: Action) -> usize {
+    pub(super) fn push(&mut self, a: Action) -> usize {
         self.actions.push(a);
         self.actions.len() - 1
     }
 
     /// The index rows of `held` go with action `at`.
-    fn take_rows(&mut self, at: usize, held: &[Held]) {
+    pub(super) fn take_rows(&mut self, at: usize, held: &[Held]) {
         for h in held {
             if self.taken.insert(h.file_id) {
                 self.rows_of.push((at, h.file_id));
@@ -196,8 +181,8 @@ pub fn run(args: Args) -> Result<Vec<Action>, CbError> {
         }
         delete_dirs(&mut run, volume)?;
     }
-    remote_rows(&mut run)?;
-    per_job_rows(&mut run, &ids);
+    index_only::remote_rows(&mut run)?;
+    index_only::per_job_rows(&mut run, &ids);
     progress::pause_at(Step::Decided);
     let files: Vec<i64> = run.rows_of.iter().map(|(_, f)| *f).collect();
     let counts = index_rows::remove(&files, args.dry_run)?;
@@ -206,7 +191,7 @@ pub fn run(args: Args) -> Result<Vec<Action>, CbError> {
             a.rows_deleted += counts.get(file).copied().unwrap_or(0);
         }
     }
-    per_job_apply(&mut run)?;
+    index_only::per_job_apply(&mut run)?;
     progress::pause_at(Step::RowsDeleted);
     report.finish();
     if !args.dry_run {
@@ -361,7 +346,7 @@ fn delete_dirs(run: &mut Run<'_>, volume: &Volume) -> Result<(), CbError> {
 }
 
 /// A live job's current recovery plan: the paths of the sessions it reads.
-fn plan_paths(job: Uuid) -> Result<HashSet<String>, CbError> {
+pub(super) fn plan_paths(job: Uuid) -> Result<HashSet<String>, CbError> {
     let text = crate::recovery::plan::job_plan(job, None, false)?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| CbError::internal(format!("reading a recovery plan: {e}")))?;
@@ -473,123 +458,4 @@ fn delete_files(
         run.ops.push(Op::Prune(name.clone()));
     }
     Ok(deleted > 0)
-}
-
-/// Index rows with no file here to look at: files gone from the volume (after
-/// `gone_retention`), and files pushed from other nodes (by the same rules as directories).
-fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
-    let (gone_retention_us, _, _) = guc::retention_us();
-    let p = run.policy;
-    let pushed_window = p.post_terminal_us.min(p.max_file_age_us);
-    let candidates = index_rows::remote_candidates(
-        p.now_us.saturating_sub(gone_retention_us),
-        p.now_us.saturating_sub(pushed_window),
-    )?;
-    let candidates: Vec<_> = candidates.into_iter().filter(|c| !run.taken.contains(&c.file_id)).collect();
-    let mut plans: HashMap<[u8; 16], Result<HashSet<String>, String>> = HashMap::new();
-    let mut doomed = Vec::new();
-    for c in candidates {
-        let job = c.job_id.map(|id| (id, run.jobs.get(id.as_bytes())));
-        let class = job.and_then(|(_, j)| j.map(|j| j.class));
-        let failed = matches!(class, Some(JobClass::Terminal { failed: true, .. }));
-        let reason = if let Some(gone_us) = c.gone_us {
-            gone_rows_expired(&p, gone_us, gone_retention_us, failed).then(|| {
-                if failed && p.keep_failed_for_us > gone_retention_us {
-                    format!(
-                        "the file is gone, for longer than cortex_buffer.keep_failed_for ({})",
-                        human(p.keep_failed_for_us)
-                    )
-                } else {
-                    format!(
-                        "the file is gone, for longer than cortex_buffer.gone_retention ({})",
-                        human(gone_retention_us)
-                    )
-                }
-            })
-        } else {
-            let kind = match (c.job_id, class) {
-                (Some(_), Some(k)) => DirKind::Job(k),
-                (Some(_), None) => DirKind::Orphan,
-                (None, _) => DirKind::NotJob,
-            };
-            match dir_verdict(&p, kind, Some(c.mtime_us)) {
-                DirVerdict::Delete(r) => Some(format!("pushed file; {r}")),
-                DirVerdict::Files { live, .. } => {
-                    // A live job's plan that cannot be computed keeps its files.
-                    let in_plan = match (live, c.job_id) {
-                        (true, Some(id)) => plans
-                            .entry(*id.as_bytes())
-                            .or_insert_with(|| plan_paths(id).map_err(|e| e.message))
-                            .as_ref()
-                            .map_or(true, |paths| paths.contains(&c.path)),
-                        _ => false,
-                    };
-                    match file_verdict(&p, c.mtime_us, in_plan) {
-                        FileVerdict::Delete(r) => Some(format!("pushed file; {r}")),
-                        FileVerdict::Keep(r) => {
-                            let mut a = Action::new("keep", c.path.clone(), job, format!("pushed file; {r}"));
-                            a.bytes = c.size;
-                            run.push(a);
-                            None
-                        }
-                        FileVerdict::Untouched => None,
-                    }
-                }
-            }
-        };
-        if let Some(reason) = reason {
-            doomed.push((c, job, reason));
-        }
-    }
-    let paths: Vec<String> = doomed.iter().map(|(c, _, _)| c.path.clone()).collect();
-    let (held, busy) = index_rows::lock_paths(&paths, run.args.dry_run)?;
-    let busy: HashSet<String> = busy.into_iter().collect();
-    let held: HashMap<String, Held> = held.into_iter().map(|h| (h.path.clone(), h)).collect();
-    for (c, job, reason) in doomed {
-        if busy.contains(&c.path) {
-            run.push(Action::new("keep", c.path, job, "being indexed right now; a later run deletes its rows".into()));
-            continue;
-        }
-        let Some(h) = held.get(&c.path) else { continue };
-        let mut a = Action::new("delete_file", c.path.clone(), job, reason);
-        a.bytes = if c.gone_us.is_some() { 0 } else { c.size };
-        let at = run.push(a);
-        run.take_rows(at, std::slice::from_ref(h));
-    }
-    Ok(())
-}
-
-/// The per-job rows of jobs gone from the job table or terminal past `job_rows_retention`:
-/// decided here, deleted by [`per_job_apply`] with the index rows.
-fn per_job_rows(run: &mut Run<'_>, ids: &[Uuid]) {
-    let now = run.policy.now_us;
-    let retention_us = run.job_rows_retention_us;
-    run.purge = ids
-        .iter()
-        .copied()
-        .filter(|id| match run.jobs.get(id.as_bytes()) {
-            None => true,
-            Some(j) => {
-                matches!(j.class, JobClass::Terminal { ended_us, .. } if now.saturating_sub(ended_us) > retention_us)
-            }
-        })
-        .collect();
-}
-
-fn per_job_apply(run: &mut Run<'_>) -> Result<(), CbError> {
-    let purge = std::mem::take(&mut run.purge);
-    for (table, rows) in job_rows::remove(&purge, run.args.dry_run)? {
-        let mut a = Action::new(
-            "delete_rows",
-            format!("cortex_buffer.{table}"),
-            None,
-            format!(
-                "rows of jobs gone from the job table, or terminal for longer than cortex_buffer.job_rows_retention ({})",
-                human(run.job_rows_retention_us)
-            ),
-        );
-        a.rows_deleted = rows;
-        run.push(a);
-    }
-    Ok(())
 }

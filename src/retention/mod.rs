@@ -6,6 +6,7 @@
 //! `cortex_buffer_watch::remove`.
 
 mod cleanup;
+mod index_only;
 mod index_rows;
 mod job_rows;
 mod jobs;

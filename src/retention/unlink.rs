@@ -2,13 +2,28 @@
 //! committed: what a rollback undoes is never deleted. A failure is logged as a WARNING and
 //! left for the next run (the files still qualify, and have no index rows any more).
 
+use std::ffi::OsString;
+use std::path::PathBuf;
+
 use pgrx::{register_xact_callback, PgXactCallbackEvent};
 
-use super::cleanup::Op;
 use super::progress::pause_at;
 use cortex_buffer_core::retention::Step;
 use cortex_buffer_watch::remove;
 use cortex_buffer_watch::volume::Volume;
+
+/// What is done to the volume once the transaction has committed.
+#[derive(Debug, Clone)]
+pub enum Op {
+    RemoveDir(OsString),
+    RemoveFile {
+        rel: PathBuf,
+        device: u64,
+        inode: u64,
+    },
+    /// Remove the directory if nothing is left in it.
+    Prune(OsString),
+}
 
 /// Schedules `ops` for the commit of the current transaction.
 pub fn after_commit(volume: Volume, ops: Vec<Op>) {

@@ -1,0 +1,136 @@
+//! The rows a cleanup deletes without a file of this server to look at: the index rows of
+//! files gone from the volume (after `cortex_buffer.gone_retention`) and of files pushed from
+//! other nodes (by the directories' rules), and the extension's own per-job rows of jobs gone
+//! or terminal past `cortex_buffer.job_rows_retention`.
+
+use std::collections::{HashMap, HashSet};
+
+use pgrx::Uuid;
+
+use super::cleanup::{plan_paths, Action, Run};
+use super::index_rows::{self, Held};
+use super::job_rows;
+use crate::pg::guc;
+use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::retention::{
+    dir_verdict, file_verdict, gone_rows_expired, human, DirKind, DirVerdict, FileVerdict, JobClass,
+};
+
+/// Index rows with no file here to look at: files gone from the volume (after
+/// `gone_retention`), and files pushed from other nodes (by the same rules as directories).
+pub(super) fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
+    let (gone_retention_us, _, _) = guc::retention_us();
+    let p = run.policy;
+    let pushed_window = p.post_terminal_us.min(p.max_file_age_us);
+    let candidates = index_rows::remote_candidates(
+        p.now_us.saturating_sub(gone_retention_us),
+        p.now_us.saturating_sub(pushed_window),
+    )?;
+    let candidates: Vec<_> = candidates.into_iter().filter(|c| !run.taken.contains(&c.file_id)).collect();
+    let mut plans: HashMap<[u8; 16], Result<HashSet<String>, String>> = HashMap::new();
+    let mut doomed = Vec::new();
+    for c in candidates {
+        let job = c.job_id.map(|id| (id, run.jobs.get(id.as_bytes())));
+        let class = job.and_then(|(_, j)| j.map(|j| j.class));
+        let failed = matches!(class, Some(JobClass::Terminal { failed: true, .. }));
+        let reason = if let Some(gone_us) = c.gone_us {
+            gone_rows_expired(&p, gone_us, gone_retention_us, failed).then(|| {
+                if failed && p.keep_failed_for_us > gone_retention_us {
+                    format!(
+                        "the file is gone, for longer than cortex_buffer.keep_failed_for ({})",
+                        human(p.keep_failed_for_us)
+                    )
+                } else {
+                    format!(
+                        "the file is gone, for longer than cortex_buffer.gone_retention ({})",
+                        human(gone_retention_us)
+                    )
+                }
+            })
+        } else {
+            let kind = match (c.job_id, class) {
+                (Some(_), Some(k)) => DirKind::Job(k),
+                (Some(_), None) => DirKind::Orphan,
+                (None, _) => DirKind::NotJob,
+            };
+            match dir_verdict(&p, kind, Some(c.mtime_us)) {
+                DirVerdict::Delete(r) => Some(format!("pushed file; {r}")),
+                DirVerdict::Files { live, .. } => {
+                    // A live job's plan that cannot be computed keeps its files.
+                    let in_plan = match (live, c.job_id) {
+                        (true, Some(id)) => plans
+                            .entry(*id.as_bytes())
+                            .or_insert_with(|| plan_paths(id).map_err(|e| e.message))
+                            .as_ref()
+                            .map_or(true, |paths| paths.contains(&c.path)),
+                        _ => false,
+                    };
+                    match file_verdict(&p, c.mtime_us, in_plan) {
+                        FileVerdict::Delete(r) => Some(format!("pushed file; {r}")),
+                        FileVerdict::Keep(r) => {
+                            let mut a = Action::new("keep", c.path.clone(), job, format!("pushed file; {r}"));
+                            a.bytes = c.size;
+                            run.push(a);
+                            None
+                        }
+                        FileVerdict::Untouched => None,
+                    }
+                }
+            }
+        };
+        if let Some(reason) = reason {
+            doomed.push((c, job, reason));
+        }
+    }
+    let paths: Vec<String> = doomed.iter().map(|(c, _, _)| c.path.clone()).collect();
+    let (held, busy) = index_rows::lock_paths(&paths, run.args.dry_run)?;
+    let busy: HashSet<String> = busy.into_iter().collect();
+    let held: HashMap<String, Held> = held.into_iter().map(|h| (h.path.clone(), h)).collect();
+    for (c, job, reason) in doomed {
+        if busy.contains(&c.path) {
+            run.push(Action::new("keep", c.path, job, "being indexed right now; a later run deletes its rows".into()));
+            continue;
+        }
+        let Some(h) = held.get(&c.path) else { continue };
+        let mut a = Action::new("delete_file", c.path.clone(), job, reason);
+        a.bytes = if c.gone_us.is_some() { 0 } else { c.size };
+        let at = run.push(a);
+        run.take_rows(at, std::slice::from_ref(h));
+    }
+    Ok(())
+}
+
+/// The per-job rows of jobs gone from the job table or terminal past `job_rows_retention`:
+/// decided here, deleted by [`per_job_apply`] with the index rows.
+pub(super) fn per_job_rows(run: &mut Run<'_>, ids: &[Uuid]) {
+    let now = run.policy.now_us;
+    let retention_us = run.job_rows_retention_us;
+    run.purge = ids
+        .iter()
+        .copied()
+        .filter(|id| match run.jobs.get(id.as_bytes()) {
+            None => true,
+            Some(j) => {
+                matches!(j.class, JobClass::Terminal { ended_us, .. } if now.saturating_sub(ended_us) > retention_us)
+            }
+        })
+        .collect();
+}
+
+pub(super) fn per_job_apply(run: &mut Run<'_>) -> Result<(), CbError> {
+    let purge = std::mem::take(&mut run.purge);
+    for (table, rows) in job_rows::remove(&purge, run.args.dry_run)? {
+        let mut a = Action::new(
+            "delete_rows",
+            format!("cortex_buffer.{table}"),
+            None,
+            format!(
+                "rows of jobs gone from the job table, or terminal for longer than cortex_buffer.job_rows_retention ({})",
+                human(run.job_rows_retention_us)
+            ),
+        );
+        a.rows_deleted = rows;
+        run.push(a);
+    }
+    Ok(())
+}
