@@ -78,7 +78,7 @@ WITH lim AS (
     SELECT f.job_dir, pg_catalog.sum(f.size_bytes) AS dir_bytes
       FROM cortex_buffer.session_file f WHERE f.gone_at IS NULL GROUP BY f.job_dir
 ), cand AS (
-    SELECT f.file_id, f.path, f.job_dir, f.job_id, f.size_bytes, f.first_ts, f.first_seen
+    SELECT f.file_id, f.path, f.job_dir, f.job_id, f.size_bytes, f.first_ts, f.first_seen, f.mtime
       FROM cortex_buffer.session_file f JOIN dirs d USING (job_dir), lim
      WHERE f.gone_at IS NULL
        AND (f.size_bytes OPERATOR(pg_catalog.*) 4 OPERATOR(pg_catalog.>=) lim.file_limit
@@ -87,7 +87,9 @@ WITH lim AS (
     SELECT c.*, lim.file_limit, lim.dir_limit,
            -- Bytes written in the last day, and over how long: since the newest event older
            -- than a day, else since the file began (its first event, else when it was found).
-           c.size_bytes OPERATOR(pg_catalog.-) COALESCE(o.byte_offset, 0) AS day_bytes,
+           -- A file not modified for a day grew by nothing, whatever its events' times say.
+           CASE WHEN c.mtime OPERATOR(pg_catalog.<) lim.day_ago THEN 0
+                ELSE GREATEST(c.size_bytes OPERATOR(pg_catalog.-) COALESCE(o.byte_offset, 0), 0) END AS day_bytes,
            GREATEST(EXTRACT(epoch FROM pg_catalog.now() OPERATOR(pg_catalog.-)
                         GREATEST(COALESCE(c.first_ts, c.first_seen), lim.day_ago)), 60) AS day_seconds
       FROM cand c CROSS JOIN lim

@@ -300,8 +300,8 @@ fn cleaned<'s>(scope: &'s std::thread::Scope<'s, '_>, c: &'s Cluster, t: &'s Tre
     // A failed job with no retry left is kept for keep_failed_for (3 days) after it ended: the
     // one that ended 2 days ago lost only its old file above; the one timed out 5 days ago went
     // whole.
-    // A live job keeps exactly the files its recovery plan reads (its newest at least), however
-    // old; its other old files go.
+    // A live job keeps every file its recovery plan reads (its newest at least), however old; a
+    // file it deletes is one no plan of it reads.
     for (live, plan) in [running, waiting, retrying].iter().zip(&plans) {
         let newest = s(&format!("{live}/session-002.jsonl"));
         assert!(plan.contains(&newest), "{live}: the plan does not read its newest file: {plan:?}");
@@ -311,9 +311,10 @@ fn cleaned<'s>(scope: &'s std::thread::Scope<'s, '_>, c: &'s Cluster, t: &'s Tre
                 let r = row("keep", &f).unwrap_or_else(|| panic!("{f}: read by the plan, not kept, in\n{real}"));
                 assert!(r.get(6).is_some_and(|x| x.contains("recovery plan")), "{r:?}");
                 assert!(Path::new(&f).exists());
-            } else {
-                assert!(row("delete_file", &f).is_some(), "{f}: not in the plan, not deleted, in\n{real}");
+            } else if row("delete_file", &f).is_some() {
                 assert!(!Path::new(&f).exists());
+            } else {
+                assert!(row("keep", &f).is_some(), "{f}: neither kept nor deleted in\n{real}");
             }
         }
     }
@@ -467,4 +468,27 @@ fn the_worker_warns_once_when_a_file_crosses_oversized_file() {
     assert!(indexed(4));
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(c.log_count(needle), 1, "warned again for a file already over the limit");
+}
+
+#[test]
+fn a_cleanup_in_a_prepared_transaction_is_refused_and_deletes_nothing() {
+    let c =
+        Cluster::new("retention-prepared", &["cortex_buffer.worker_enabled = off", "max_prepared_transactions = 2"]);
+    c.start();
+    c.create_extension();
+    let a = job_dir(&c, "COMPLETED", ", completed_at", ", now() - interval '2 days'", 1);
+    chown_postgres(&c.sessions);
+    c.psql("SELECT cortex_buffer.index_sessions()");
+    let rows = index_rows(&c);
+    let out = c.try_psql(
+        "postgres",
+        "BEGIN; SELECT count(*) FROM cortex_buffer.cleanup_session_buffers(); PREPARE TRANSACTION 'cleanup';",
+    );
+    assert!(out.as_ref().is_err_and(|e| e.contains("PREPARE TRANSACTION")), "{out:?}");
+    assert_eq!(c.psql("SELECT count(*) FROM pg_prepared_xacts"), "0");
+    assert!(c.sessions.join(&a).join("session-001.jsonl").exists());
+    assert_eq!(index_rows(&c), rows);
+    // A later commit in the same session deletes nothing of it either.
+    c.psql("SELECT 1");
+    assert!(c.sessions.join(&a).join("session-001.jsonl").exists());
 }

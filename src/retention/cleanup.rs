@@ -20,6 +20,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 
 use pgrx::pg_sys;
+use pgrx::prelude::*;
 use pgrx::Uuid;
 
 use super::index_rows::{self, Held};
@@ -119,6 +120,11 @@ pub fn run(args: Args) -> Result<Vec<Action>, CbError> {
         .with_hint("Call it as a statement of its own (a savepoint or a PL/pgSQL EXCEPTION block is a subtransaction), or pass dry_run => true."));
     }
     let binding = jobs::readable_binding()?;
+    if !args.dry_run {
+        // The files are unlinked once the commit is durable: never for a commit a crash could
+        // still undo (synchronous_commit off would leave rows of unlinked files).
+        Spi::run("SET LOCAL synchronous_commit = on").map_err(|e| CbError::internal(format!("SPI: {e}")))?;
+    }
     let (_, keep_failed_for_us, job_rows_retention_us) = guc::retention_us();
     let policy = Policy {
         now_us: cortex_buffer_watch::pass::now_us(),
@@ -141,12 +147,19 @@ pub fn run(args: Args) -> Result<Vec<Action>, CbError> {
         None => Vec::new(),
     };
     names.sort();
-    let mut ids: Vec<Uuid> = names.iter().filter_map(|n| n.to_str().and_then(uuid_of)).collect();
-    ids.extend(index_rows::known_job_ids()?);
-    ids.sort_unstable_by_key(|u| *u.as_bytes());
-    ids.dedup_by_key(|u| *u.as_bytes());
+    // The wrong-table check counts the jobs of the buffers (directories and the index), not the
+    // per-job rows left behind by jobs the control plane already deleted.
+    let mut buffer_ids: Vec<Uuid> = names.iter().filter_map(|n| n.to_str().and_then(uuid_of)).collect();
+    buffer_ids.extend(index_rows::indexed_job_ids()?);
+    let mut ids = buffer_ids.clone();
+    ids.extend(index_rows::per_job_ids()?);
+    for v in [&mut buffer_ids, &mut ids] {
+        v.sort_unstable_by_key(|u| *u.as_bytes());
+        v.dedup_by_key(|u| *u.as_bytes());
+    }
     let jobs = jobs::lookup(&binding, &ids)?;
-    jobs::refuse_wrong_table(&binding, ids.len(), &jobs, args.max_unknown_ratio)?;
+    let known = buffer_ids.iter().filter(|id| jobs.contains_key(id.as_bytes())).count();
+    jobs::refuse_wrong_table(&binding, buffer_ids.len(), known, args.max_unknown_ratio)?;
 
     let mut run = Run {
         args,
@@ -182,7 +195,7 @@ pub fn run(args: Args) -> Result<Vec<Action>, CbError> {
         delete_dirs(&mut run, volume)?;
     }
     index_only::remote_rows(&mut run)?;
-    index_only::per_job_rows(&mut run, &ids);
+    index_only::per_job_rows(&mut run, &ids)?;
     progress::pause_at(Step::Decided);
     let files: Vec<i64> = run.rows_of.iter().map(|(_, f)| *f).collect();
     let counts = index_rows::remove(&files, args.dry_run)?;
@@ -242,7 +255,7 @@ fn directory(run: &mut Run<'_>, volume: &Volume, name: &OsString) -> Result<bool
             return Ok(false);
         }
     };
-    match dir_verdict(&run.policy, kind, survey.newest_us) {
+    match dir_verdict(&run.policy, kind, survey.newest_us.or(survey.newest_dir_us)) {
         DirVerdict::Delete(reason) => {
             if let Some(why) = undeletable(volume, &survey) {
                 run.push(Action::new("error", shown, job, why));
@@ -275,6 +288,12 @@ fn undeletable(volume: &Volume, survey: &Survey) -> Option<String> {
         return Some(
             "permission denied: the database's operating-system user may not delete entries of sessions_dir".into(),
         );
+    }
+    if let Some(d) = survey.foreign.first() {
+        return Some(format!(
+            "another file system is mounted at {}: the cleanup never deletes across file systems",
+            volume.path().join(d).display()
+        ));
     }
     survey.unwritable.first().map(|d| {
         format!(
@@ -327,7 +346,10 @@ fn delete_dirs(run: &mut Run<'_>, volume: &Volume) -> Result<(), CbError> {
                         continue;
                     }
                 };
-                if !matches!(dir_verdict(&run.policy, d.kind, again.newest_us), DirVerdict::Delete(_)) {
+                if !matches!(
+                    dir_verdict(&run.policy, d.kind, again.newest_us.or(again.newest_dir_us)),
+                    DirVerdict::Delete(_)
+                ) {
                     let why = "it changed while it was examined; a later run looks again";
                     run.push(Action::new("keep", d.shown.clone(), job, why.into()));
                     continue;
@@ -339,24 +361,42 @@ fn delete_dirs(run: &mut Run<'_>, volume: &Volume) -> Result<(), CbError> {
             a.files = count_files(survey);
             let at = run.push(a);
             run.take_rows(at, &held);
-            run.ops.push(Op::RemoveDir(d.name.clone()));
+            run.ops.push(Op::RemoveDir { name: d.name.clone(), seen: survey.found.clone() });
         }
     }
     Ok(())
 }
 
-/// A live job's current recovery plan: the paths of the sessions it reads.
-pub(super) fn plan_paths(job: Uuid) -> Result<HashSet<String>, CbError> {
-    let text = crate::recovery::plan::job_plan(job, None, false)?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| CbError::internal(format!("reading a recovery plan: {e}")))?;
-    Ok(v.get("sessions")
-        .and_then(serde_json::Value::as_array)
-        .map(|s| {
-            s.iter().filter_map(|f| f.get("path").and_then(serde_json::Value::as_str).map(str::to_owned)).collect()
-        })
-        .unwrap_or_default())
+/// The session files a live job's recovery may read: every session of its plans with and without
+/// matching the checkpoint (`recovery_plan`'s default is to match; the control plane may pass
+/// either). `None`: keep every file of the job, because a plan that is stale, that fell back to
+/// the checkpoint alone or that names no session says nothing about how far back the next one
+/// will read.
+pub(super) fn plan_paths(job: Uuid) -> Result<Option<HashSet<String>>, CbError> {
+    use serde_json::Value;
+    let mut out = HashSet::new();
+    for matching in [true, false] {
+        let text = crate::recovery::plan::job_plan(job, None, matching)?;
+        let v: Value =
+            serde_json::from_str(&text).map_err(|e| CbError::internal(format!("reading a recovery plan: {e}")))?;
+        let stale = v.get("fresh").and_then(|f| f.get("stale")).and_then(Value::as_bool).unwrap_or(true);
+        let buffer = v.get("mode").and_then(Value::as_str) == Some("buffer");
+        let sessions: Vec<String> = v
+            .get("sessions")
+            .and_then(Value::as_array)
+            .map(|s| s.iter().filter_map(|f| f.get("path").and_then(Value::as_str).map(str::to_owned)).collect())
+            .unwrap_or_default();
+        if stale || !buffer || sessions.is_empty() {
+            return Ok(None);
+        }
+        out.extend(sessions);
+    }
+    Ok(Some(out))
 }
+
+/// Why a live job keeps a file its plans do not name: they could not say.
+pub(super) const PLAN_SAYS_NOTHING: &str =
+    "the live job's recovery plan is stale, fell back to its checkpoint or names no session: all its files are kept";
 
 fn delete_files(
     run: &mut Run<'_>,
@@ -375,16 +415,23 @@ fn delete_files(
     if expired.is_empty() {
         return Ok(false);
     }
-    let plan: Result<HashSet<String>, String> = match (live, job) {
+    let plan: Result<Option<HashSet<String>>, String> = match (live, job) {
         (true, Some((id, _))) => plan_paths(id).map_err(|e| e.message),
-        _ => Ok(HashSet::new()),
+        _ => Ok(Some(HashSet::new())),
     };
     let mut doomed = Vec::new();
     for f in expired {
         let abs = root.join(&f.rel);
         let shown = abs.to_string_lossy().into_owned();
         let in_plan = match &plan {
-            Ok(p) => p.contains(&shown),
+            Ok(Some(p)) => p.contains(&shown),
+            Ok(None) => {
+                let mut a = Action::new("keep", shown, job, PLAN_SAYS_NOTHING.into());
+                a.bytes = i64::try_from(f.entry.stat.size).unwrap_or(i64::MAX);
+                a.files = i32::from(f.entry.kind == Kind::File);
+                run.push(a);
+                continue;
+            }
             Err(e) => {
                 run.push(Action::new(
                     "keep",
@@ -423,11 +470,14 @@ fn delete_files(
             continue;
         }
         // Looked at again under the lock: still the file examined, still past the age.
-        match fs_remove::restat(volume, &f.rel) {
+        let now = match fs_remove::restat(volume, &f.rel) {
             Ok(Some(now))
                 if now.stat.inode == f.entry.stat.inode
                     && now.stat.device == f.entry.stat.device
-                    && run.policy.file_expired(now.stat.mtime_us) => {}
+                    && run.policy.file_expired(now.stat.mtime_us) =>
+            {
+                now
+            }
             Ok(None) => continue,
             Ok(Some(_)) => {
                 run.push(Action::new(
@@ -442,7 +492,7 @@ fn delete_files(
                 run.push(Action::new("error", shown, job, format!("cannot look at it: {e}")));
                 continue;
             }
-        }
+        };
         let mut a = Action::new("delete_file", shown.clone(), job, reason);
         a.bytes = if f.entry.kind == Kind::File { i64::try_from(f.entry.stat.size).unwrap_or(i64::MAX) } else { 0 };
         a.files = i32::from(f.entry.kind == Kind::File);
@@ -450,7 +500,7 @@ fn delete_files(
         if let Some(h) = held.get(&shown) {
             run.take_rows(at, std::slice::from_ref(h));
         }
-        run.ops.push(Op::RemoveFile { rel: f.rel.clone(), device: f.entry.stat.device, inode: f.entry.stat.inode });
+        run.ops.push(Op::RemoveFile { rel: f.rel.clone(), seen: now });
         deleted += 1;
     }
     // A directory left empty goes too, unless its job is live (its agent may write again).

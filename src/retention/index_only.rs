@@ -27,13 +27,31 @@ pub(super) fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
         p.now_us.saturating_sub(pushed_window),
     )?;
     let candidates: Vec<_> = candidates.into_iter().filter(|c| !run.taken.contains(&c.file_id)).collect();
-    let mut plans: HashMap<[u8; 16], Result<HashSet<String>, String>> = HashMap::new();
+    let mut plans: HashMap<[u8; 16], Option<HashSet<String>>> = HashMap::new();
+    // Whether a live job's recovery may read `path`: a plan that cannot say keeps everything.
+    let mut read_by_plan = |id: Uuid, path: &str| -> bool {
+        plans
+            .entry(*id.as_bytes())
+            .or_insert_with(|| plan_paths(id).ok().flatten())
+            .as_ref()
+            .is_none_or(|paths| paths.contains(path))
+    };
     let mut doomed = Vec::new();
     for c in candidates {
         let job = c.job_id.map(|id| (id, run.jobs.get(id.as_bytes())));
         let class = job.and_then(|(_, j)| j.map(|j| j.class));
         let failed = matches!(class, Some(JobClass::Terminal { failed: true, .. }));
+        let live = matches!(class, Some(JobClass::Live));
         let reason = if let Some(gone_us) = c.gone_us {
+            // A gone file indexed to its end is still read by recovery: a live job keeps the
+            // rows its plan reads.
+            if live && gone_rows_expired(&p, gone_us, gone_retention_us, failed) {
+                if let Some(id) = c.job_id.filter(|id| read_by_plan(*id, &c.path)) {
+                    let why = "the file is gone, but the live job's recovery plan reads its index rows";
+                    run.push(Action::new("keep", c.path.clone(), Some((id, job.and_then(|(_, j)| j))), why.into()));
+                    continue;
+                }
+            }
             gone_rows_expired(&p, gone_us, gone_retention_us, failed).then(|| {
                 if failed && p.keep_failed_for_us > gone_retention_us {
                     format!(
@@ -56,13 +74,8 @@ pub(super) fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
             match dir_verdict(&p, kind, Some(c.mtime_us)) {
                 DirVerdict::Delete(r) => Some(format!("pushed file; {r}")),
                 DirVerdict::Files { live, .. } => {
-                    // A live job's plan that cannot be computed keeps its files.
                     let in_plan = match (live, c.job_id) {
-                        (true, Some(id)) => plans
-                            .entry(*id.as_bytes())
-                            .or_insert_with(|| plan_paths(id).map_err(|e| e.message))
-                            .as_ref()
-                            .map_or(true, |paths| paths.contains(&c.path)),
+                        (true, Some(id)) => read_by_plan(id, &c.path),
                         _ => false,
                     };
                     match file_verdict(&p, c.mtime_us, in_plan) {
@@ -92,6 +105,13 @@ pub(super) fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
             continue;
         }
         let Some(h) = held.get(&c.path) else { continue };
+        // Looked at again under the lock: a pushed file that received bytes, or a gone file
+        // that came back, is decided again by a later run.
+        if h.mtime_us != c.mtime_us || h.gone != c.gone_us.is_some() {
+            let why = "it changed while it was examined; a later run looks again";
+            run.push(Action::new("keep", c.path, job, why.into()));
+            continue;
+        }
         let mut a = Action::new("delete_file", c.path.clone(), job, reason);
         a.bytes = if c.gone_us.is_some() { 0 } else { c.size };
         let at = run.push(a);
@@ -100,21 +120,26 @@ pub(super) fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
     Ok(())
 }
 
-/// The per-job rows of jobs gone from the job table or terminal past `job_rows_retention`:
-/// decided here, deleted by [`per_job_apply`] with the index rows.
-pub(super) fn per_job_rows(run: &mut Run<'_>, ids: &[Uuid]) {
+/// The per-job rows of jobs terminal past `job_rows_retention`, or gone from the job table
+/// and quiet for as long (their newest row older than that): decided here, deleted by
+/// [`per_job_apply`] with the index rows.
+pub(super) fn per_job_rows(run: &mut Run<'_>, ids: &[Uuid]) -> Result<(), CbError> {
     let now = run.policy.now_us;
     let retention_us = run.job_rows_retention_us;
+    let absent: Vec<Uuid> = ids.iter().copied().filter(|id| !run.jobs.contains_key(id.as_bytes())).collect();
+    let quiet: HashSet<[u8; 16]> =
+        job_rows::quiet_since(&absent, now.saturating_sub(retention_us))?.iter().map(|u| *u.as_bytes()).collect();
     run.purge = ids
         .iter()
         .copied()
         .filter(|id| match run.jobs.get(id.as_bytes()) {
-            None => true,
+            None => quiet.contains(id.as_bytes()),
             Some(j) => {
                 matches!(j.class, JobClass::Terminal { ended_us, .. } if now.saturating_sub(ended_us) > retention_us)
             }
         })
         .collect();
+    Ok(())
 }
 
 pub(super) fn per_job_apply(run: &mut Run<'_>) -> Result<(), CbError> {

@@ -21,6 +21,9 @@ pub const FILES_PER_BATCH: usize = 2_000;
 pub struct Held {
     pub file_id: i64,
     pub path: String,
+    /// The row's mtime and whether it is gone, as locked: what the decision is checked against.
+    pub mtime_us: i64,
+    pub gone: bool,
 }
 
 /// Locks the rows of `paths` (a dry run takes a share lock, which the indexer's claim skips
@@ -35,7 +38,7 @@ pub fn lock_paths(paths: &[String], dry_run: bool) -> Result<(Vec<Held>, Vec<Str
         Spi::connect_mut(|c| {
             let mut held = Vec::new();
             let sql = format!(
-                "SELECT file_id, path FROM cortex_buffer.session_file
+                "SELECT file_id, path, mtime, gone_at IS NOT NULL FROM cortex_buffer.session_file
                   WHERE path OPERATOR(pg_catalog.=) ANY ($1) {lock}"
             );
             for r in c.update(&sql, None, &[paths.to_vec().into()]).map_err(spi)? {
@@ -43,7 +46,9 @@ pub fn lock_paths(paths: &[String], dry_run: bool) -> Result<(Vec<Held>, Vec<Str
                 else {
                     continue;
                 };
-                held.push(Held { file_id, path });
+                let mtime_us = unix_us(r.get(3).map_err(spi)?).unwrap_or(0);
+                let gone = r.get::<bool>(4).map_err(spi)?.unwrap_or(false);
+                held.push(Held { file_id, path, mtime_us, gone });
             }
             let mut busy = Vec::new();
             if held.len() < paths.len() {
@@ -91,7 +96,7 @@ pub fn lock_dirs(job_dirs: &[String], dry_run: bool) -> Result<HashMap<String, (
                     ) else {
                         continue;
                     };
-                    out.entry(dir).or_default().0.push(Held { file_id, path });
+                    out.entry(dir).or_default().0.push(Held { file_id, path, mtime_us: 0, gone: false });
                 }
                 let rows = c
                     .select(
@@ -216,12 +221,22 @@ pub fn remote_candidates(gone_before: i64, pushed_before: i64) -> Result<Vec<Rem
     })
 }
 
-/// Every job id the extension's index and per-job tables know.
-pub fn known_job_ids() -> Result<Vec<pgrx::Uuid>, CbError> {
-    let mut sql = String::from("SELECT job_id FROM cortex_buffer.session_file WHERE job_id IS NOT NULL");
-    for t in super::job_rows::TABLES {
-        sql.push_str(&format!(" UNION SELECT job_id FROM cortex_buffer.{t}"));
-    }
+/// The job ids of the index's session files.
+pub fn indexed_job_ids() -> Result<Vec<pgrx::Uuid>, CbError> {
+    ids_of("SELECT DISTINCT job_id FROM cortex_buffer.session_file WHERE job_id IS NOT NULL".to_owned())
+}
+
+/// The job ids the extension's per-job tables hold rows of.
+pub fn per_job_ids() -> Result<Vec<pgrx::Uuid>, CbError> {
+    let sql = super::job_rows::TABLES
+        .iter()
+        .map(|t| format!("SELECT job_id FROM cortex_buffer.{t}"))
+        .collect::<Vec<_>>()
+        .join(" UNION ");
+    ids_of(sql)
+}
+
+fn ids_of(sql: String) -> Result<Vec<pgrx::Uuid>, CbError> {
     as_definer(|| {
         Spi::connect(|c| {
             let mut out = Vec::new();

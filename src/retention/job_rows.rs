@@ -22,6 +22,51 @@ pub const TABLES: [&str; 9] = [
     "checkpoint_mark",
 ];
 
+/// Each table's time column: when a row was written (or last changed).
+const TIMES: [(&str, &str); 9] = [
+    ("usage_ledger", "recorded_at"),
+    ("job_usage", "coalesce(last_used_at, first_used_at)"),
+    ("crash", "recorded_at"),
+    ("circuit_admission", "admitted_at"),
+    ("circuit_outcome", "recorded_at"),
+    ("budget_reservation", "reserved_at"),
+    ("job_wait", "waiting_since"),
+    ("checkpoint_history", "created_at"),
+    ("checkpoint_mark", "recorded_at"),
+];
+
+/// Of `jobs`, those whose newest row in any per-job table is older than `before` (a job with
+/// no time anywhere counts as old): a job gone from the job table keeps its rows for the
+/// retention period after its last one, like a terminal job after its end.
+pub fn quiet_since(jobs: &[pgrx::Uuid], before_us: i64) -> Result<Vec<pgrx::Uuid>, CbError> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let union = TIMES
+        .iter()
+        .map(|(t, c)| {
+            format!("SELECT job_id, {c} AS at FROM cortex_buffer.{t} WHERE job_id OPERATOR(pg_catalog.=) ANY ($1)")
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
+    let sql = format!(
+        "SELECT job_id FROM ({union}) r GROUP BY job_id
+          HAVING pg_catalog.max(at) IS NULL OR pg_catalog.max(at) OPERATOR(pg_catalog.<) $2"
+    );
+    as_definer(|| {
+        Spi::connect(|c| {
+            let mut out = Vec::new();
+            let before = crate::pg::time::timestamptz(Some(before_us));
+            for r in c.select(&sql, None, &[jobs.to_vec().into(), before.into()]).map_err(spi)? {
+                if let Some(id) = r.get::<pgrx::Uuid>(1).map_err(spi)? {
+                    out.push(id);
+                }
+            }
+            Ok(out)
+        })
+    })
+}
+
 /// Deletes (or counts) the rows of `jobs` in each table: `(table, rows)` for each table that
 /// has any.
 pub fn remove(jobs: &[pgrx::Uuid], dry_run: bool) -> Result<Vec<(&'static str, i64)>, CbError> {

@@ -34,6 +34,19 @@ pub fn readable_binding() -> Result<std::rc::Rc<Binding>, CbError> {
             .map_err(spi)?
             .pipe_first::<bool>()
     })?;
+    // Row-level security would hide jobs, which would then look orphaned.
+    let filtered = Spi::connect(|c| {
+        c.select("SELECT pg_catalog.row_security_active($1)", Some(1), &[b.oid.into()])
+            .map_err(spi)?
+            .pipe_first::<bool>()
+    })?;
+    if filtered == Some(true) {
+        return Err(CbError::new(
+            SqlState::InsufficientPrivilege,
+            format!("row-level security on {} hides jobs from cleanup_session_buffers", b.table),
+        )
+        .with_hint("Run it as a role that sees every job (the table's owner, or one with BYPASSRLS): a hidden job's buffer would look orphaned."));
+    }
     if readable != Some(true) {
         return Err(CbError::new(
             SqlState::InsufficientPrivilege,
@@ -65,27 +78,36 @@ pub fn lookup(b: &Binding, ids: &[pgrx::Uuid]) -> Result<Jobs, CbError> {
                 let Some(id) = r.get::<pgrx::Uuid>(1).map_err(spi)? else { continue };
                 let status: String = r.get(2).map_err(spi)?.unwrap_or_default();
                 let completed = unix_us(r.get(3).map_err(spi)?);
-                let updated = unix_us(r.get(4).map_err(spi)?).unwrap_or(0);
+                let updated = unix_us(r.get(4).map_err(spi)?);
+                // With no end time at all, the job cannot be dated: never terminal.
+                let Some(ended) = completed.or(updated) else {
+                    out.insert(*id.as_bytes(), Job { status, class: JobClass::Other });
+                    continue;
+                };
                 if needs_retry_decision(&status) {
-                    failed.push((id, status.clone(), completed, updated));
+                    failed.push((id, status.clone(), completed, ended));
                 }
-                let class = job_class(&status, completed, updated, false);
+                let class = job_class(&status, completed, ended, false);
                 out.insert(*id.as_bytes(), Job { status, class });
             }
             Ok::<(), CbError>(())
         })?;
     }
     for (id, status, completed, updated) in failed {
-        let retries = liveness_store::retry_decision(id)?.retry;
-        out.insert(*id.as_bytes(), Job { class: job_class(&status, completed, updated, retries), status });
+        // A job that cannot be decided on (its row gone meanwhile) is not taken as terminal.
+        let class = match liveness_store::retry_decision(id) {
+            Ok(d) => job_class(&status, completed, updated, d.retry),
+            Err(_) => JobClass::Other,
+        };
+        out.insert(*id.as_bytes(), Job { class, status });
     }
     Ok(out)
 }
 
 /// Refuses (55000) when most of the job ids the extension knows have no row in the bound
 /// table: the table is likely the wrong one, and every directory would look orphaned.
-pub fn refuse_wrong_table(b: &Binding, ids: usize, jobs: &Jobs, max_unknown_ratio: f64) -> Result<(), CbError> {
-    let known = jobs.len() as u64;
+pub fn refuse_wrong_table(b: &Binding, ids: usize, known: usize, max_unknown_ratio: f64) -> Result<(), CbError> {
+    let known = known as u64;
     let unknown = (ids as u64).saturating_sub(known);
     if looks_like_wrong_table(known, unknown, max_unknown_ratio) {
         return Err(CbError::new(

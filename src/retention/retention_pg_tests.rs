@@ -269,4 +269,22 @@ mod tests {
             let _ = std::fs::remove_dir_all(format!("{SESSIONS}/{job}"));
         }
     }
+
+    #[pg_test]
+    fn a_job_table_with_row_level_security_for_the_caller_is_refused() {
+        run(crate::testing::CONTROL_PLANE_FIXTURE);
+        run("CREATE ROLE cb_retention_rls IN ROLE cortex_buffer_operator");
+        run("GRANT USAGE ON SCHEMA cp TO cb_retention_rls");
+        run("GRANT SELECT ON cp.job TO cb_retention_rls");
+        run("ALTER TABLE cp.job ENABLE ROW LEVEL SECURITY");
+        run("CREATE POLICY only_some ON cp.job FOR SELECT USING (false)");
+        run("SET cortex_buffer.job_table = 'cp.job'");
+        run("SET ROLE cb_retention_rls");
+        let (state, hint, _) = error_of("SELECT * FROM cortex_buffer.cleanup_session_buffers(dry_run => true)")
+            .unwrap_or_else(|| panic!("hidden jobs would look orphaned"));
+        run("RESET ROLE");
+        run("RESET cortex_buffer.job_table");
+        assert_eq!(state, "42501");
+        assert!(hint.unwrap_or_default().contains("BYPASSRLS"));
+    }
 }

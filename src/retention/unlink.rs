@@ -9,18 +9,16 @@ use pgrx::{register_xact_callback, PgXactCallbackEvent};
 
 use super::progress::pause_at;
 use cortex_buffer_core::retention::Step;
-use cortex_buffer_watch::remove;
-use cortex_buffer_watch::volume::Volume;
+use cortex_buffer_watch::remove::{self, Found};
+use cortex_buffer_watch::volume::{Entry, Volume};
 
 /// What is done to the volume once the transaction has committed.
 #[derive(Debug, Clone)]
 pub enum Op {
-    RemoveDir(OsString),
-    RemoveFile {
-        rel: PathBuf,
-        device: u64,
-        inode: u64,
-    },
+    /// The directory and exactly what its survey saw in it.
+    RemoveDir { name: OsString, seen: Vec<Found> },
+    /// The file, if it is still as examined.
+    RemoveFile { rel: PathBuf, seen: Entry },
     /// Remove the directory if nothing is left in it.
     Prune(OsString),
 }
@@ -30,6 +28,13 @@ pub fn after_commit(volume: Volume, ops: Vec<Op>) {
     if ops.is_empty() {
         return;
     }
+    // A prepared transaction commits in another session (or never): pgrx would keep this
+    // callback for this backend's next commit, which is not that one. Refused instead.
+    register_xact_callback(PgXactCallbackEvent::PrePrepare, || {
+        pgrx::error!(
+            "cleanup_session_buffers cannot run in a transaction that is prepared (PREPARE TRANSACTION): run it in a transaction of its own"
+        )
+    });
     register_xact_callback(PgXactCallbackEvent::Commit, move || apply(&volume, &ops));
 }
 
@@ -39,9 +44,20 @@ fn apply(volume: &Volume, ops: &[Op]) {
     let mut failed = 0usize;
     for (i, op) in ops.iter().enumerate() {
         let (what, result) = match op {
-            Op::RemoveDir(name) => (name.to_string_lossy().into_owned(), remove::remove_dir(volume, name).1),
-            Op::RemoveFile { rel, device, inode } => {
-                (rel.to_string_lossy().into_owned(), remove::remove_file(volume, rel, *device, *inode).map(|_| ()))
+            Op::RemoveDir { name, seen } => {
+                let (removed, result) = remove::remove_dir(volume, name, seen);
+                if removed.kept > 0 {
+                    pgrx::log!(
+                        "cortex_buffer.cleanup_session_buffers: left {} entries of {}/{} that changed or appeared after it was examined",
+                        removed.kept,
+                        volume.path().display(),
+                        name.to_string_lossy()
+                    );
+                }
+                (name.to_string_lossy().into_owned(), result)
+            }
+            Op::RemoveFile { rel, seen } => {
+                (rel.to_string_lossy().into_owned(), remove::remove_file(volume, rel, seen).map(|_| ()))
             }
             Op::Prune(name) => (name.to_string_lossy().into_owned(), remove::prune(volume, name).map(|_| ())),
         };

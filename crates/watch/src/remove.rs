@@ -4,6 +4,7 @@
 //! orphan link can never delete the files of the job it points to. Every descent opens the next
 //! directory with `O_NOFOLLOW` from its parent's handle, so nothing leaves the volume either.
 
+use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -35,6 +36,11 @@ pub struct Survey {
     /// Directories (relative to the volume, the first-level one included) in which this process
     /// may not delete entries: their deletions would fail, so they are not attempted.
     pub unwritable: Vec<PathBuf>,
+    /// The newest mtime among the directories themselves, the first-level one included: what
+    /// dates a directory that holds no file yet.
+    pub newest_dir_us: Option<i64>,
+    /// Subdirectories on another file system (a mount point): never entered, never emptied.
+    pub foreign: Vec<PathBuf>,
 }
 
 impl Survey {
@@ -75,13 +81,14 @@ fn too_deep(rel: &Path) -> io::Error {
 /// Lists everything below the first-level directory `name` (its entries, their entries, and so
 /// on), each with its own `lstat`.
 pub fn survey(volume: &Volume, name: &OsStr) -> io::Result<Survey> {
+    let top = volume.stat_at(volume.root(), name)?;
     let dir = volume.open_subdir(volume.root(), name)?;
-    let mut out = Survey::default();
-    walk(volume, &dir, Path::new(name), 1, &mut out)?;
+    let mut out = Survey { newest_dir_us: Some(top.stat.mtime_us), ..Survey::default() };
+    walk(volume, &dir, Path::new(name), top.stat.device, 1, &mut out)?;
     Ok(out)
 }
 
-fn walk(volume: &Volume, dir: &OwnedFd, rel: &Path, depth: usize, out: &mut Survey) -> io::Result<()> {
+fn walk(volume: &Volume, dir: &OwnedFd, rel: &Path, device: u64, depth: usize, out: &mut Survey) -> io::Result<()> {
     if depth > MAX_DEPTH {
         return Err(too_deep(rel));
     }
@@ -97,8 +104,13 @@ fn walk(volume: &Volume, dir: &OwnedFd, rel: &Path, depth: usize, out: &mut Surv
         };
         let child = rel.join(&name);
         if entry.kind == Kind::Dir {
+            out.newest_dir_us = Some(out.newest_dir_us.map_or(entry.stat.mtime_us, |n| n.max(entry.stat.mtime_us)));
+            if entry.stat.device != device {
+                out.foreign.push(child);
+                continue;
+            }
             match volume.open_subdir(dir, &name) {
-                Ok(sub) => walk(volume, &sub, &child, depth + 1, out)?,
+                Ok(sub) => walk(volume, &sub, &child, device, depth + 1, out)?,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
             }
@@ -114,40 +126,76 @@ fn walk(volume: &Volume, dir: &OwnedFd, rel: &Path, depth: usize, out: &mut Surv
     Ok(())
 }
 
-/// What a removal took away.
+/// What a removal took away, and what it left.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Removed {
-    /// Entries that were not directories (files, links, special files).
+    /// Entries that were not directories (files, links, special files), unlinked.
     pub entries: u64,
+    /// Entries left because they are not as the survey saw them (written, replaced or created
+    /// since): never deleted unseen.
+    pub kept: u64,
 }
 
-/// Removes the first-level directory `name` and everything in it. A link inside is unlinked,
-/// never followed. A directory that gains an entry meanwhile is left (`ENOTEMPTY`), with what
-/// was removed so far counted.
-pub fn remove_dir(volume: &Volume, name: &OsStr) -> (Removed, io::Result<()>) {
+/// Removes what `seen` (a [`survey`] of the first-level directory `name`) found, exactly: an
+/// entry is unlinked only while it is still the same (kind, device, inode, size, mtime), so a
+/// file written or created since the survey stays, with its directory. Links are unlinked,
+/// never followed; a directory on another file system is never entered. Then every directory
+/// left empty is removed, `name` included.
+pub fn remove_dir(volume: &Volume, name: &OsStr, seen: &[Found]) -> (Removed, io::Result<()>) {
+    let expected: HashMap<&Path, &Entry> = seen.iter().map(|f| (f.rel.as_path(), &f.entry)).collect();
     let mut removed = Removed::default();
-    let result = volume
-        .open_subdir(volume.root(), name)
-        .and_then(|dir| empty(volume, &dir, Path::new(name), 1, &mut removed))
-        .and_then(|()| unlink_at(volume.root(), name, libc::AT_REMOVEDIR));
+    let result = volume.stat_at(volume.root(), name).and_then(|top| {
+        let dir = volume.open_subdir(volume.root(), name)?;
+        empty(volume, &dir, Path::new(name), top.stat.device, 1, &expected, &mut removed)?;
+        match unlink_at(volume.root(), name, libc::AT_REMOVEDIR) {
+            Err(e) if removed.kept > 0 && e.raw_os_error() == Some(libc::ENOTEMPTY) => Ok(()),
+            other => other,
+        }
+    });
     (removed, result)
 }
 
-fn empty(volume: &Volume, dir: &OwnedFd, rel: &Path, depth: usize, removed: &mut Removed) -> io::Result<()> {
+fn empty(
+    volume: &Volume,
+    dir: &OwnedFd,
+    rel: &Path,
+    device: u64,
+    depth: usize,
+    expected: &HashMap<&Path, &Entry>,
+    removed: &mut Removed,
+) -> io::Result<()> {
     if depth > MAX_DEPTH {
         return Err(too_deep(rel));
     }
     for name in volume.list(dir)? {
-        // Unlinked without a look first (one system call per file): a directory answers
-        // EISDIR and is emptied, then removed. A link is an entry like any other.
+        let now = match volume.stat_at(dir, &name) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let child = rel.join(&name);
+        if now.kind == Kind::Dir {
+            if now.stat.device != device {
+                removed.kept += 1;
+                continue;
+            }
+            let sub = volume.open_subdir(dir, &name)?;
+            empty(volume, &sub, &child, device, depth + 1, expected, removed)?;
+            // Fails harmlessly (ENOTEMPTY) when something was kept in it.
+            match unlink_at(dir, &name, libc::AT_REMOVEDIR) {
+                Ok(()) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::ENOENT)) => {}
+                Err(e) => return Err(e),
+            }
+            continue;
+        }
+        if expected.get(child.as_path()).is_none_or(|seen| **seen != now) {
+            removed.kept += 1;
+            continue;
+        }
         match unlink_at(dir, &name, 0) {
             Ok(()) => removed.entries += 1,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
-                let sub = volume.open_subdir(dir, &name)?;
-                empty(volume, &sub, &rel.join(&name), depth + 1, removed)?;
-                unlink_at(dir, &name, libc::AT_REMOVEDIR)?;
-            }
             Err(e) => return Err(e),
         }
     }
@@ -174,10 +222,10 @@ fn parent_of(volume: &Volume, rel: &Path) -> io::Result<(OwnedFd, OsString)> {
     Ok((dir, name))
 }
 
-/// Unlinks the file at `rel` if it is still the one examined (same device and inode) and still
-/// not a directory. `Ok(false)`: it was already gone. A file replaced since it was examined is
-/// an error, and stays.
-pub fn remove_file(volume: &Volume, rel: &Path, device: u64, inode: u64) -> io::Result<bool> {
+/// Unlinks the file at `rel` if it is still exactly the one examined (kind, device, inode,
+/// size, mtime). `Ok(false)`: it was already gone. A file replaced or written since it was
+/// examined is an error, and stays.
+pub fn remove_file(volume: &Volume, rel: &Path, seen: &Entry) -> io::Result<bool> {
     let (dir, name) = match parent_of(volume, rel) {
         Ok(p) => p,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
@@ -188,8 +236,8 @@ pub fn remove_file(volume: &Volume, rel: &Path, device: u64, inode: u64) -> io::
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e),
     };
-    if now.kind == Kind::Dir || now.stat.device != device || now.stat.inode != inode {
-        return Err(io::Error::other(format!("{} was replaced since it was examined", rel.display())));
+    if now != *seen {
+        return Err(io::Error::other(format!("{} changed since it was examined", rel.display())));
     }
     match unlink_at(&dir, &name, 0) {
         Ok(()) => Ok(true),
@@ -311,9 +359,10 @@ mod tests {
         ok(fs::write(t.root().join("orphan/deep/x.jsonl"), "xx"));
         ok(symlink(t.outside(), t.root().join("orphan/escape")));
         ok(symlink(t.root().join("other"), t.root().join("orphan/inside")));
-        let (removed, r) = remove_dir(&v, OsStr::new("orphan"));
+        let seen = ok(survey(&v, OsStr::new("orphan"))).found;
+        let (removed, r) = remove_dir(&v, OsStr::new("orphan"), &seen);
         ok(r);
-        assert_eq!(removed, Removed { entries: 3 });
+        assert_eq!(removed, Removed { entries: 3, kept: 0 });
         assert!(!t.root().join("orphan").exists());
         assert!(t.outside().join("keep.jsonl").exists());
         assert!(t.root().join("other/live.jsonl").exists());
@@ -326,7 +375,7 @@ mod tests {
         ok(fs::write(t.root().join("real/a.jsonl"), "a"));
         ok(symlink(t.root().join("real"), t.root().join("link")));
         assert!(survey(&v, OsStr::new("link")).is_err());
-        let (_, r) = remove_dir(&v, OsStr::new("link"));
+        let (_, r) = remove_dir(&v, OsStr::new("link"), &[]);
         assert!(r.is_err());
         assert!(t.root().join("real/a.jsonl").exists());
     }
@@ -342,14 +391,39 @@ mod tests {
         // as held.jsonl, so its number cannot be reused).
         ok(fs::rename(&p, t.root().join("job/held.jsonl")));
         ok(fs::write(&p, "b"));
-        assert!(remove_file(&v, Path::new("job/a.jsonl"), e.stat.device, e.stat.inode).is_err());
+        assert!(remove_file(&v, Path::new("job/a.jsonl"), &e).is_err());
         assert!(p.exists());
         ok(fs::remove_file(t.root().join("job/held.jsonl")));
         let now = ok(survey(&v, OsStr::new("job"))).found.remove(0).entry;
-        assert!(ok(remove_file(&v, Path::new("job/a.jsonl"), now.stat.device, now.stat.inode)));
+        // Written since it was examined: it stays.
+        ok(fs::write(&p, "bb"));
+        assert!(remove_file(&v, Path::new("job/a.jsonl"), &now).is_err());
+        let now = ok(survey(&v, OsStr::new("job"))).found.remove(0).entry;
+        assert!(ok(remove_file(&v, Path::new("job/a.jsonl"), &now)));
         assert!(!p.exists());
-        assert!(!ok(remove_file(&v, Path::new("job/a.jsonl"), now.stat.device, now.stat.inode)));
+        assert!(!ok(remove_file(&v, Path::new("job/a.jsonl"), &now)));
         assert!(ok(remove_if_empty(&v, OsStr::new("job"))));
+    }
+
+    #[test]
+    fn a_directory_removal_leaves_what_was_written_or_created_after_the_survey() {
+        let (t, v) = Tmp::new("rmseen");
+        ok(fs::create_dir_all(t.root().join("job/sub")));
+        ok(fs::write(t.root().join("job/a.jsonl"), "a"));
+        ok(fs::write(t.root().join("job/b.jsonl"), "b"));
+        ok(fs::write(t.root().join("job/sub/c.jsonl"), "c"));
+        let seen = ok(survey(&v, OsStr::new("job"))).found;
+        ok(fs::write(t.root().join("job/b.jsonl"), "bigger now"));
+        ok(fs::write(t.root().join("job/sub/new.jsonl"), "new"));
+        let (removed, r) = remove_dir(&v, OsStr::new("job"), &seen);
+        ok(r);
+        assert_eq!(removed, Removed { entries: 2, kept: 2 });
+        assert!(!t.root().join("job/a.jsonl").exists() && !t.root().join("job/sub/c.jsonl").exists());
+        assert!(t.root().join("job/b.jsonl").exists() && t.root().join("job/sub/new.jsonl").exists());
+        // An empty directory is dated by its own mtime.
+        ok(fs::create_dir_all(t.root().join("empty")));
+        let s = ok(survey(&v, OsStr::new("empty")));
+        assert!(s.newest_us.is_none() && s.newest_dir_us.is_some());
     }
 
     #[test]
@@ -374,7 +448,7 @@ mod tests {
         ok(fs::write(t.root().join("real/a.jsonl"), "a"));
         ok(symlink(t.root().join("real"), t.root().join("link")));
         let e = ok(survey(&v, OsStr::new("real"))).found.remove(0).entry;
-        assert!(remove_file(&v, Path::new("link/a.jsonl"), e.stat.device, e.stat.inode).is_err());
+        assert!(remove_file(&v, Path::new("link/a.jsonl"), &e).is_err());
         assert!(t.root().join("real/a.jsonl").exists());
     }
 }
