@@ -492,3 +492,122 @@ fn a_cleanup_in_a_prepared_transaction_is_refused_and_deletes_nothing() {
     c.psql("SELECT 1");
     assert!(c.sessions.join(&a).join("session-001.jsonl").exists());
 }
+
+/// One pod's writer: the control plane's own BufferWriter (oracle/writer.mjs) run in Node.
+fn pod_writes(c: &Cluster, job: &str, agent: &str, session: &str, first_seq: u64, events: &serde_json::Value) -> u64 {
+    use std::io::Write as _;
+    let mut child = Command::new("node")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/oracle/writer.mjs"))
+        .arg(&c.sessions)
+        .args([job, agent, session, &first_seq.to_string(), "0"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("node: {e}"));
+    let input = events.to_string();
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success(), "writer.mjs failed");
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(first_seq)
+}
+
+/// A recovery plan without what changes from one call to the next (when it was made, how fresh).
+fn stable_plan(c: &Cluster, job: &str) -> serde_json::Value {
+    let text = c.psql(&format!("SELECT cortex_buffer.recovery_plan('{job}') - 'fresh' - 'generated_at'"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn a_job_waiting_past_max_file_age_keeps_what_its_pod_will_resume_from() {
+    use serde_json::json;
+    let c = Cluster::new("retention-pod", &["cortex_buffer.worker_enabled = off"]);
+    c.start();
+    c.create_extension();
+    let agent = "0193a8b2-0000-7000-8000-00000000a9e1";
+    let job = c.psql(&format!(
+        "INSERT INTO cortex_buffer.job (agent_id, status, started_at) VALUES ('{agent}', 'RUNNING', now()) RETURNING id"
+    ));
+    // Pod 1: works, checkpoints, sends an email, starts charging a card and dies. Pod 2 resumes
+    // from the checkpoint (the same file, sequence 0 again) and waits for approval.
+    let next = pod_writes(
+        &c,
+        &job,
+        agent,
+        "s1",
+        0,
+        &json!([{"type": "text", "content": "plan"},
+                {"type": "tool_use", "toolName": "read_file", "toolInput": {"p": "a"}},
+                {"type": "tool_result", "toolName": "read_file", "output": "A", "isError": false}]),
+    );
+    c.psql(&format!("SELECT checkpoint_id FROM cortex_buffer.write_checkpoint('{job}', '{{\"step_index\": 3}}')"));
+    pod_writes(
+        &c,
+        &job,
+        agent,
+        "s1",
+        next,
+        &json!([{"type": "tool_use", "toolName": "send_email", "toolInput": {"to": "x"}},
+                {"type": "tool_result", "toolName": "send_email", "output": "sent", "isError": false},
+                {"type": "tool_use", "toolName": "charge_card", "toolInput": {"usd": 5}}]),
+    );
+    pod_writes(&c, &job, agent, "s2", 0, &json!([{"type": "text", "content": "resuming"}]));
+    c.psql(&format!("UPDATE cortex_buffer.job SET status = 'WAITING_FOR_APPROVAL' WHERE id = '{job}'"));
+    // A week and a day later (the file's mtime).
+    let file = c.sessions.join(&job).join("session-001.jsonl");
+    let old = fs::File::options().append(true).open(&file).unwrap_or_else(|e| panic!("{e}"));
+    old.set_modified(SystemTime::now() - Duration::from_secs(8 * 86_400)).unwrap_or_else(|e| panic!("{e}"));
+    chown_postgres(&c.sessions);
+    let before = stable_plan(&c, &job);
+    assert_eq!(before["completed"][0]["tool_name"], "send_email", "{before}");
+    assert_eq!(before["in_flight"][0]["tool_name"], "charge_card", "{before}");
+
+    let rows = c.psql(&format!(
+        "SELECT {COLUMNS} FROM cortex_buffer.cleanup_session_buffers() WHERE path LIKE '%{job}%' ORDER BY path"
+    ));
+    assert!(rows.starts_with("keep|"), "{rows}");
+    assert!(file.exists(), "the file the waiting job's pod resumes from was deleted:\n{rows}");
+    // Recovery says after the cleanup exactly what it said before.
+    assert_eq!(stable_plan(&c, &job), before);
+}
+
+#[test]
+fn a_dry_run_leaves_no_lock_and_no_row_behind_in_its_transaction() {
+    let c = Cluster::new("retention-dry", &["cortex_buffer.worker_enabled = off"]);
+    c.start();
+    c.create_extension();
+    let done = job_dir(&c, "COMPLETED", ", completed_at", ", now() - interval '2 days'", 1);
+    c.psql("SELECT count(*) FROM cortex_buffer.index_sessions()");
+    // A live job, not indexed yet, whose plan catches its directory up: the dry run's catch-up
+    // is undone too.
+    let live = live_dir(&c, "RUNNING", ", started_at, heartbeat_at", ", now(), now()");
+    chown_postgres(&c.sessions);
+    std::thread::scope(|scope| {
+        let held = scope.spawn(|| {
+            c.try_psql(
+                "postgres",
+                "BEGIN; SELECT count(*) FROM cortex_buffer.cleanup_session_buffers(dry_run => true);
+                 SELECT pg_sleep(3); COMMIT;",
+            )
+        });
+        assert!(
+            wait_for(Duration::from_secs(10), || c.psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE '%dry_run => true%'"
+            ) == "1")
+            .is_some(),
+            "the dry run did not reach its sleep"
+        );
+        // Its transaction is still open: the rows it would delete are not locked any more.
+        let locked = c.try_psql(
+            "postgres",
+            &format!(
+                "SELECT count(*) FROM (SELECT 1 FROM cortex_buffer.session_file WHERE job_dir = '{done}' FOR UPDATE NOWAIT) s"
+            ),
+        );
+        assert_eq!(locked.as_deref(), Ok("2"), "{locked:?}");
+        held.join().unwrap_or_else(|_| panic!("dry run")).unwrap_or_else(|e| panic!("{e}"));
+    });
+    // The live job's catch-up happened inside the dry run, and was rolled back with it.
+    assert_eq!(c.psql(&format!("SELECT count(*) FROM cortex_buffer.session_file WHERE job_dir = '{live}'")), "0");
+}

@@ -164,6 +164,31 @@ pub fn subtransaction<R>(body: impl FnOnce() -> Result<R, CbError>) -> Result<R,
     }
 }
 
+/// Runs `body` in a subtransaction that is always rolled back: whatever it wrote or locked is
+/// undone and released, and only its Rust result comes out (a dry run that must leave nothing
+/// behind, not even row locks).
+pub fn rolled_back<R>(body: impl FnOnce() -> Result<R, CbError>) -> Result<R, TxnFailure> {
+    // SAFETY: as in `subtransaction`, with the rollback unconditional.
+    unsafe {
+        let context = pg_sys::CurrentMemoryContext;
+        let owner = pg_sys::CurrentResourceOwner;
+        pg_sys::BeginInternalSubTransaction(std::ptr::null());
+        let outcome =
+            PgTryBuilder::new(std::panic::AssertUnwindSafe(|| Outcome::Done(body().map_err(TxnFailure::Refused))))
+                .catch_others(
+                    |e| if is_interrupt(&e) { Outcome::Interrupted(e) } else { Outcome::Done(Err(describe(e))) },
+                )
+                .execute();
+        pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        pg_sys::MemoryContextSwitchTo(context);
+        pg_sys::CurrentResourceOwner = owner;
+        match outcome {
+            Outcome::Done(result) => result,
+            Outcome::Interrupted(e) => e.rethrow(),
+        }
+    }
+}
+
 /// Runs `f` on a snapshot taken now, with this transaction's own changes visible: the
 /// statements of a lookup that first caught its files up see those rows, and any another
 /// indexer committed meanwhile (in READ COMMITTED; under REPEATABLE READ the transaction's

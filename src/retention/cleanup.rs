@@ -109,8 +109,19 @@ fn uuid_of(name: &str) -> Option<Uuid> {
 }
 
 /// Runs a cleanup. Refuses (55000) inside a subtransaction, whose rollback would keep rows the
-/// commit callback then deletes files of.
+/// commit callback then deletes files of. A dry run runs in a subtransaction that is rolled
+/// back: the live jobs' catch-up and the row locks leave nothing behind.
 pub fn run(args: Args) -> Result<Vec<Action>, CbError> {
+    if !args.dry_run {
+        return decide_and_do(args);
+    }
+    crate::pg::xact::rolled_back(|| decide_and_do(args)).map_err(|f| match f {
+        crate::pg::xact::TxnFailure::Refused(e) => e,
+        other => CbError::internal(format!("cleanup_session_buffers (dry run): {other}")),
+    })
+}
+
+fn decide_and_do(args: Args) -> Result<Vec<Action>, CbError> {
     // SAFETY: reads the current transaction's nesting level.
     if !args.dry_run && unsafe { pg_sys::GetCurrentTransactionNestLevel() } > 1 {
         return Err(CbError::new(
