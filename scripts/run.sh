@@ -226,6 +226,13 @@ SELECT p.relpath, p.source, f.dialect, f.indexed_offset AS committed, p.held_len
 SELECT p->>'action' AS action, jsonb_path_query_array(p, '$.completed[*].tool_name') AS completed,
        p->'sessions'->0->'pushed' AS shipper_report
   FROM cortex_buffer.recovery_plan('0193a900-4444-7abc-8def-00000000c003') p;
+\echo '--- retention: what the volume and the index hold, and what a cleanup would delete were every file old (a dry run)'
+SELECT job_state, age, files, bytes, index_rows, next_cleanup_files FROM cortex_buffer.storage_report() ORDER BY job_state, age;
+SELECT action, regexp_replace(path, '^.*/', '') AS path, job_status, left(reason, 70) AS reason
+  FROM cortex_buffer.cleanup_session_buffers(max_file_age => '0', dry_run => true, max_unknown_ratio => 1)
+ WHERE action <> 'delete_rows' ORDER BY action, path;
+SELECT kind, regexp_replace(path, '^.*/', '') AS path, size_bytes, growth_bytes_per_hour, over_limit
+  FROM cortex_buffer.oversized_buffers;
 \echo '--- checkpoint CRC, byte-compatible with the control plane (golden values 3624485329, 2745614147, 286895505)'
 SELECT doc, cortex_buffer.canonical_json(doc::jsonb) AS canonical, cortex_buffer.checkpoint_crc(doc::jsonb) AS crc
   FROM (VALUES ('{"hello":"world"}'), ('{}'), ('{"step":1}'), ('{"b":[1.0,2.5e21],"10":true,"9":null}')) v(doc);
