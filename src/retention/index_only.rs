@@ -7,9 +7,9 @@ use std::collections::{HashMap, HashSet};
 
 use pgrx::Uuid;
 
-use super::cleanup::{plan_paths, Action, Run};
 use super::index_rows::{self, Held};
 use super::job_rows;
+use super::state::{plan_paths, Action, Run};
 use crate::pg::guc;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::retention::{

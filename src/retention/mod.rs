@@ -13,6 +13,7 @@ mod jobs;
 mod progress;
 mod report;
 mod sql;
+mod state;
 mod unlink;
 
 #[cfg(any(test, feature = "pg_test"))]

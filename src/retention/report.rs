@@ -5,8 +5,9 @@ use std::collections::{HashMap, HashSet};
 
 use pgrx::prelude::*;
 
-use super::cleanup::{self, Args};
+use super::cleanup;
 use super::jobs;
+use super::state::Args;
 use crate::pg::guc;
 use crate::pg::privilege::as_definer;
 use crate::pg::spi_util::spi;

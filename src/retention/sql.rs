@@ -6,7 +6,8 @@ use pgrx::datum::Interval;
 use pgrx::prelude::*;
 use pgrx::Uuid;
 
-use super::cleanup::{self, Action, Args};
+use super::cleanup;
+use super::state::{Action, Args};
 use crate::pg::guc;
 use crate::pg::raise::raise;
 use crate::pg::time::interval_us;
