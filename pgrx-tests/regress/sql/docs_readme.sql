@@ -31,3 +31,11 @@ END $$;
 GRANT cortex_buffer_agent TO agent_app;
 GRANT cortex_buffer_control_plane TO control_plane_app;
 GRANT cortex_buffer_operator TO operator_app;
+-- README.md ## In your own server (hidden setup)
+CREATE EXTENSION IF NOT EXISTS pg_cron;
+BEGIN; -- the test suite never lets the schedule fire
+-- README.md ## In your own server
+SELECT cron.schedule('cortex-reaper', '* * * * *', $$SELECT count(*) FROM cortex_buffer.reap_zombies()$$);
+SELECT cron.schedule('cortex-cleanup', '0 3 * * *', $$SELECT count(*) FROM cortex_buffer.cleanup_session_buffers()$$);
+-- README.md ## In your own server (hidden setup)
+ROLLBACK;
