@@ -16,16 +16,29 @@ use cortex_buffer_core::retention::{
     dir_verdict, file_verdict, gone_rows_expired, human, DirKind, DirVerdict, FileVerdict, JobClass,
 };
 
+/// How many rows of gone and pushed files one call looks at per `max_dirs`.
+const ROWS_PER_DIR: usize = 100;
+
 /// Index rows with no file here to look at: files gone from the volume (after
 /// `gone_retention`), and files pushed from other nodes (by the same rules as directories).
 pub(super) fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
     let (gone_retention_us, _, _) = guc::retention_us();
     let p = run.policy;
     let pushed_window = p.post_terminal_us.min(p.max_file_age_us);
+    // Bounded like the directories: a call looks at most max_dirs × ROWS_PER_DIR such rows (the
+    // oldest files first), and says when it stopped.
+    let limit = i64::try_from(run.args.max_dirs.saturating_mul(ROWS_PER_DIR)).unwrap_or(i64::MAX);
     let candidates = index_rows::remote_candidates(
         p.now_us.saturating_sub(gone_retention_us),
         p.now_us.saturating_sub(pushed_window),
+        limit,
     )?;
+    if i64::try_from(candidates.len()).unwrap_or(i64::MAX) >= limit {
+        crate::pg::raise::notice(
+            format!("cleanup_session_buffers looked at {limit} index rows of gone and pushed files (max_dirs × {ROWS_PER_DIR}); more are left"),
+            Some("Call it again (cron does) to go on, or pass a larger max_dirs."),
+        );
+    }
     let candidates: Vec<_> = candidates.into_iter().filter(|c| !run.taken.contains(&c.file_id)).collect();
     let mut plans: HashMap<[u8; 16], Option<HashSet<String>>> = HashMap::new();
     // Whether a live job's recovery may read `path`: a plan that cannot say keeps everything.

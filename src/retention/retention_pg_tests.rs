@@ -287,4 +287,42 @@ mod tests {
         assert_eq!(state, "42501");
         assert!(hint.unwrap_or_default().contains("BYPASSRLS"));
     }
+
+    #[pg_test]
+    fn rows_of_gone_files_are_deleted_after_gone_retention_and_a_call_looks_at_a_bounded_number() {
+        // 150 rows of files gone for 8 days (gone_retention is 7), of a directory with no job.
+        run(&format!(
+            "INSERT INTO cortex_buffer.session_file (path, job_dir, size_bytes, mtime, device, inode, gone_at)
+             SELECT '{SESSIONS}/retention-gone/f' || g || '.jsonl', 'retention-gone', 1, now() - interval '9 days', 1, g,
+                    now() - interval '8 days'
+               FROM generate_series(1, 150) g"
+        ));
+        // And one gone only yesterday: kept.
+        run(&format!(
+            "INSERT INTO cortex_buffer.session_file (path, job_dir, size_bytes, mtime, device, inode, gone_at)
+             VALUES ('{SESSIONS}/retention-gone/young.jsonl', 'retention-gone', 1, now(), 1, 999, now() - interval '1 day')"
+        ));
+        let count = |max_dirs: i32| {
+            one(&format!(
+                "SELECT count(*)::text FROM cortex_buffer.cleanup_session_buffers(dry_run => true, max_dirs => {max_dirs},
+                                                                                 max_unknown_ratio => 1)
+                  WHERE action = 'delete_file' AND path LIKE '%/retention-gone/%'
+                    AND reason LIKE 'the file is gone, for longer than cortex_buffer.gone_retention (7 days)'"
+            ))
+        };
+        // max_dirs 1 looks at 100 such rows at most (other tests' rows may take some of them).
+        let bounded: i64 = count(1).parse().unwrap_or(-1);
+        assert!((0..=100).contains(&bounded), "{bounded}");
+        assert_eq!(count(1000), "150");
+        assert_eq!(
+            one("SELECT count(*)::text FROM cortex_buffer.cleanup_session_buffers(max_unknown_ratio => 1)
+                  WHERE path LIKE '%/retention-gone/%'"),
+            "150"
+        );
+        assert_eq!(
+            one("SELECT string_agg(regexp_replace(path, '^.*/', ''), ',')
+                   FROM cortex_buffer.session_file WHERE job_dir = 'retention-gone'"),
+            "young.jsonl"
+        );
+    }
 }
