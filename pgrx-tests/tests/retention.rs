@@ -287,7 +287,6 @@ fn cleaned<'s>(scope: &'s std::thread::Scope<'s, '_>, c: &'s Cluster, t: &'s Tre
     for (id, reason) in [
         (&done_new, "older than max_file_age"),
         (&failed_final, "older than max_file_age"),
-        (&failed_retry, "older than max_file_age"),
         (&pending, "older than max_file_age"),
         (&scheduled, "older than max_file_age"),
     ] {
@@ -296,6 +295,14 @@ fn cleaned<'s>(scope: &'s std::thread::Scope<'s, '_>, c: &'s Cluster, t: &'s Tre
         assert!(r.get(6).is_some_and(|x| x.contains(reason)), "{r:?}");
         assert!(!c.sessions.join(&old).exists(), "{old} is still there");
         assert!(c.sessions.join(id).join("session-009.jsonl").exists(), "{id}'s young file went");
+    }
+    // A failed job with a retry left recovers at its next attempt: its old file is kept if a plan
+    // of it reads it (or cannot say), deleted otherwise, like a live job's.
+    let f = s(&format!("{failed_retry}/session-001.jsonl"));
+    match (row("keep", &f), row("delete_file", &f)) {
+        (Some(r), None) => assert!(r.get(6).is_some_and(|x| x.contains("recovery plan")), "{r:?}"),
+        (None, Some(_)) => assert!(!Path::new(&f).exists()),
+        other => panic!("{f}: {other:?} in\n{real}"),
     }
     // A failed job with no retry left is kept for keep_failed_for (3 days) after it ended: the
     // one that ended 2 days ago lost only its old file above; the one timed out 5 days ago went

@@ -18,16 +18,18 @@ pub type Micros = i64;
 /// What a job's status means for its buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobClass {
-    /// RUNNING, WAITING_FOR_APPROVAL or RETRYING: a recovery may be pending.
+    /// RUNNING, WAITING_FOR_APPROVAL or RETRYING, or FAILED or TIMED_OUT with a retry left: a
+    /// recovery may be pending.
     Live,
     /// Done for good since `ended_us` (`completed_at`, else `updated_at`).
     Terminal { failed: bool, ended_us: Micros },
-    /// Anything else (PENDING, SCHEDULED, a FAILED job that will be retried).
+    /// Anything else (PENDING, SCHEDULED).
     Other,
 }
 
 /// Classifies a job from its row. `retries` is `retry_decision`'s answer, asked only for
-/// FAILED and TIMED_OUT jobs (a failure with a retry left is not terminal).
+/// FAILED and TIMED_OUT jobs: a failure with a retry left is not terminal, and its next attempt
+/// will ask for a recovery plan, so it is kept like a live job's.
 pub fn job_class(status: &str, completed_us: Option<Micros>, updated_us: Micros, retries: bool) -> JobClass {
     let ended_us = completed_us.unwrap_or(updated_us);
     match status {
@@ -35,6 +37,7 @@ pub fn job_class(status: &str, completed_us: Option<Micros>, updated_us: Micros,
         "COMPLETED" | "CANCELLED" => JobClass::Terminal { failed: false, ended_us },
         "DEAD_LETTER" => JobClass::Terminal { failed: true, ended_us },
         "FAILED" | "TIMED_OUT" if !retries => JobClass::Terminal { failed: true, ended_us },
+        "FAILED" | "TIMED_OUT" => JobClass::Live,
         _ => JobClass::Other,
     }
 }

@@ -15,8 +15,9 @@ fn statuses_classify_as_the_spike_says() {
     assert_eq!(job_class("COMPLETED", Some(7), 5, false), JobClass::Terminal { failed: false, ended_us: 7 });
     assert_eq!(job_class("CANCELLED", None, 5, false), JobClass::Terminal { failed: false, ended_us: 5 });
     assert_eq!(job_class("DEAD_LETTER", None, 5, true), JobClass::Terminal { failed: true, ended_us: 5 });
-    // A failure with a retry left is not terminal; without one it is.
-    assert_eq!(job_class("FAILED", None, 5, true), JobClass::Other);
+    // A failure with a retry left is not terminal (its next attempt recovers: kept like a live
+    // job's); without one it is.
+    assert_eq!(job_class("FAILED", None, 5, true), JobClass::Live);
     assert_eq!(job_class("TIMED_OUT", Some(9), 5, false), JobClass::Terminal { failed: true, ended_us: 9 });
     assert_eq!(job_class("PENDING", None, 5, false), JobClass::Other);
     assert_eq!(job_class("SCHEDULED", None, 5, false), JobClass::Other);
