@@ -25,7 +25,7 @@ use pgrx::Uuid;
 
 use super::index_rows::{self, Held};
 use super::jobs::{self, Job};
-use super::state::{plan_paths, Action, Args, DoomedDir, Run, PLAN_SAYS_NOTHING};
+use super::state::{plan_paths, Action, Args, DoomedDir, Run, CHANGED, PLAN_SAYS_NOTHING};
 use super::unlink::Op;
 use super::{index_only, progress};
 use crate::pg::guc;
@@ -282,8 +282,7 @@ fn delete_dirs(run: &mut Run<'_>, volume: &Volume) -> Result<(), CbError> {
                     dir_verdict(&run.policy, d.kind, again.newest_us.or(again.newest_dir_us)),
                     DirVerdict::Delete(_)
                 ) {
-                    let why = "it changed while it was examined; a later run looks again";
-                    run.push(Action::new("keep", d.shown.clone(), job, why.into()));
+                    run.push(Action::new("keep", d.shown.clone(), job, CHANGED.into()));
                     continue;
                 }
                 survey = &again;
@@ -381,12 +380,7 @@ fn delete_files(
             }
             Ok(None) => continue,
             Ok(Some(_)) => {
-                run.push(Action::new(
-                    "keep",
-                    shown,
-                    job,
-                    "it changed while it was examined; a later run looks again".into(),
-                ));
+                run.push(Action::new("keep", shown, job, CHANGED.into()));
                 continue;
             }
             Err(e) => {

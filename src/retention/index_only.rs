@@ -9,7 +9,7 @@ use pgrx::Uuid;
 
 use super::index_rows::{self, Held};
 use super::job_rows;
-use super::state::{plan_paths, Action, Run};
+use super::state::{plan_paths, Action, Run, CHANGED};
 use crate::pg::guc;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::retention::{
@@ -121,8 +121,7 @@ pub(super) fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
         // Looked at again under the lock: a pushed file that received bytes, or a gone file
         // that came back, is decided again by a later run.
         if h.mtime_us != c.mtime_us || h.gone != c.gone_us.is_some() {
-            let why = "it changed while it was examined; a later run looks again";
-            run.push(Action::new("keep", c.path, job, why.into()));
+            run.push(Action::new("keep", c.path, job, CHANGED.into()));
             continue;
         }
         let mut a = Action::new("delete_file", c.path.clone(), job, reason);

@@ -9,7 +9,7 @@ use pgrx::{PgBuiltInOids, PgOid};
 
 use crate::job::binding::{self, Access, Binding};
 use crate::liveness::liveness_store;
-use crate::pg::spi_util::{spi, FirstValue};
+use crate::pg::spi_util::spi;
 use crate::pg::time::unix_us;
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::retention::{job_class, looks_like_wrong_table, needs_retry_decision, JobClass};
@@ -29,24 +29,22 @@ pub type Jobs = HashMap<[u8; 16], Job>;
 /// The bound table, checked to be readable by the caller (42501 with a HINT otherwise).
 pub fn readable_binding() -> Result<std::rc::Rc<Binding>, CbError> {
     let b = binding::current()?;
-    let readable = Spi::connect(|c| {
-        c.select("SELECT pg_catalog.has_table_privilege($1, 'SELECT')", Some(1), &[b.oid.into()])
-            .map_err(spi)?
-            .pipe_first::<bool>()
+    // Readable, and not filtered by row-level security (which would hide jobs, and hidden jobs
+    // would look orphaned): one statement.
+    let (readable, filtered) = Spi::connect(|c| {
+        let row = c
+            .select(
+                "SELECT pg_catalog.has_table_privilege($1, 'SELECT'), pg_catalog.row_security_active($1)",
+                Some(1),
+                &[b.oid.into()],
+            )
+            .map_err(spi)?;
+        if row.is_empty() {
+            return Ok::<_, CbError>((None, None));
+        }
+        let row = row.first();
+        Ok((row.get::<bool>(1).map_err(spi)?, row.get::<bool>(2).map_err(spi)?))
     })?;
-    // Row-level security would hide jobs, which would then look orphaned.
-    let filtered = Spi::connect(|c| {
-        c.select("SELECT pg_catalog.row_security_active($1)", Some(1), &[b.oid.into()])
-            .map_err(spi)?
-            .pipe_first::<bool>()
-    })?;
-    if filtered == Some(true) {
-        return Err(CbError::new(
-            SqlState::InsufficientPrivilege,
-            format!("row-level security on {} hides jobs from cleanup_session_buffers", b.table),
-        )
-        .with_hint("Run it as a role that sees every job (the table's owner, or one with BYPASSRLS): a hidden job's buffer would look orphaned."));
-    }
     if readable != Some(true) {
         return Err(CbError::new(
             SqlState::InsufficientPrivilege,
@@ -56,6 +54,13 @@ pub fn readable_binding() -> Result<std::rc::Rc<Binding>, CbError> {
             "The cleanup decides from each job's status: GRANT SELECT ON {} to the role that runs it.",
             b.table
         )));
+    }
+    if filtered == Some(true) {
+        return Err(CbError::new(
+            SqlState::InsufficientPrivilege,
+            format!("row-level security on {} hides jobs from cleanup_session_buffers", b.table),
+        )
+        .with_hint("Run it as a role that sees every job (the table's owner, or one with BYPASSRLS): a hidden job's buffer would look orphaned."));
     }
     Ok(b)
 }

@@ -121,6 +121,9 @@ pub(super) fn plan_paths(job: Uuid) -> Result<Option<HashSet<String>>, CbError> 
     Ok(Some(out))
 }
 
+/// Why something is kept that changed between the decision and its lock.
+pub(super) const CHANGED: &str = "it changed while it was examined; a later run looks again";
+
 /// Why a live job keeps a file its plans do not name: they could not say.
 pub(super) const PLAN_SAYS_NOTHING: &str =
     "the live job's recovery plan is stale, fell back to its checkpoint or names no session: all its files are kept";
