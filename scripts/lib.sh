@@ -15,7 +15,7 @@ ensure_apt_packages() {
     # pg_cron: the docs' scheduling examples run in the golden-file tests, and the schedules for
     # real in the end-to-end suite; the exporter and Prometheus (promtool) test the monitoring
     # examples (examples/monitoring/).
-    local wanted=("postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" "postgresql-${PG_MAJOR}-cron" libclang-dev clang
+    local wanted=("postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" "postgresql-${PG_MAJOR}-cron" "postgresql-${PG_MAJOR}-partman" libclang-dev clang
                   sudo shellcheck prometheus prometheus-postgres-exporter)
     local missing=()
     for p in "${wanted[@]}"; do

@@ -58,6 +58,11 @@ GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
 -- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file TO cortex_buffer_definer;
 GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
+-- The partitioned layout: the indexer makes partitions ahead of new files, cleanup drops them
+-- (both functions run as the extension's owner and touch nothing but those partitions).
+GRANT SELECT ON cortex_buffer.event_partitioning TO cortex_buffer_definer;
+GRANT EXECUTE ON FUNCTION cortex_buffer.event_partition_create(bigint, bigint), cortex_buffer.event_partition_drop(regclass)
+  TO cortex_buffer_definer;
 -- job_events runs as the definer role (its owner) and asks authorize_job first.
 GRANT EXECUTE ON FUNCTION cortex_buffer.authorize_job(uuid) TO cortex_buffer_definer;
 

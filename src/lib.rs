@@ -17,6 +17,7 @@ pub mod checkpoint;
 pub mod indexer;
 pub mod job;
 pub mod liveness;
+pub mod partition;
 pub mod pg;
 pub mod push;
 pub mod recovery;

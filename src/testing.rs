@@ -22,6 +22,13 @@ pub fn with_each_binding(body: impl Fn(&str)) {
     run("RESET cortex_buffer.job_table");
 }
 
+/// Tests that change `cortex_buffer.event`'s definition (its DDL, the partitioned layout) take
+/// this lock first: they run one at a time, since two that hold the table and wait for each
+/// other's other locks would deadlock.
+pub fn event_ddl_one_at_a_time() {
+    run("SELECT pg_advisory_xact_lock(7431)");
+}
+
 /// Inserts a job in `status` into `table` (with an agent row when the table needs one) and
 /// returns its id.
 pub fn new_job(table: &str, status: &str) -> String {

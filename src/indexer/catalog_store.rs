@@ -144,6 +144,9 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbErro
         if !gone.is_empty() {
             client.update(GONE_SQL, None, &[gone.to_vec().into()]).map_err(spi)?;
         }
+        // The partitioned layout: the new files' partitions exist before their rows come.
+        let file_ids: Vec<i64> = ids.iter().map(|(_, id)| *id).collect();
+        crate::partition::ensure_for(&file_ids)?;
         Ok(ids)
     })
 }

@@ -2,9 +2,15 @@
 //! (`heap_multi_insert` with a bulk-insert state, then each index), with no SQL statement, no
 //! text to parse and no per-row executor work. Used only while `cortex_buffer.event` is exactly
 //! the table the extension ships ([`direct_insert_refusal`]): any constraint, domain, rule,
-//! trigger, row security, other access method, partitioning, changed column type or missing
-//! privilege sends the rows through SQL instead, so PostgreSQL applies every rule an `INSERT`
-//! would.
+//! trigger, row security, other access method, other partitioning, changed column type or
+//! missing privilege sends the rows through SQL instead, so PostgreSQL applies every rule an
+//! `INSERT` would.
+//!
+//! The partitioned layout (`partition_events()`: ranges of `file_id`) is routed here as
+//! `INSERT` routes it: each row goes into the leaf whose range holds its file id, found from the
+//! bounds in the relation cache ([`RangeBounds`]), and each leaf must itself be a table the
+//! direct path accepts. A row no partition takes, or a leaf that is refused, sends the call's
+//! rows through SQL, where PostgreSQL routes them and raises what it raises.
 
 use std::ffi::CStr;
 
@@ -14,13 +20,37 @@ use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::indexer::event_columns::{
     direct_insert_refusal, positions, Attribute, EventColumn, TableShape,
 };
+use cortex_buffer_core::indexer::partition_route::{RangeBounds, RangePoint};
 
 /// One event row's values in [`EventColumn::ALL`] order: a datum and whether it is NULL.
 /// Pointer datums must stay valid until the insert that takes them returns.
 pub type RowValues = [(pg_sys::Datum, bool); EventColumn::ALL.len()];
 
-/// The event table, open for bulk insertion for one file's indexing.
+/// The event table, open for bulk insertion: the table itself, or the partitions of the
+/// partitioned layout as rows need them.
 pub struct EventTable {
+    target: Target,
+}
+
+enum Target {
+    Plain(Leaf),
+    Routed(Routed),
+}
+
+/// The partitioned layout: the parent's bounds and partitions, and the leaves opened so far.
+struct Routed {
+    bounds: RangeBounds,
+    /// The partition descriptor's OIDs, in its order (what `bounds` indexes).
+    oids: Vec<pg_sys::Oid>,
+    /// Opened leaves, by position in `oids` (few: a batch's files are numbered close together).
+    leaves: Vec<(usize, Leaf)>,
+    /// Where the leaves' slots live: the context `open` was called in, which outlives batches.
+    context: pg_sys::MemoryContext,
+    batch_rows: usize,
+}
+
+/// One heap relation open for bulk insertion.
+struct Leaf {
     rel: pg_sys::Relation,
     estate: *mut pg_sys::EState,
     rri: *mut pg_sys::ResultRelInfo,
@@ -86,26 +116,207 @@ unsafe fn shape_of(rel: pg_sys::Relation) -> TableShape {
     }
 }
 
+/// The OID of `cortex_buffer.<name>`, if it exists.
+pub fn table_oid(name: &std::ffi::CStr) -> pg_sys::Oid {
+    // SAFETY: catalog lookups inside a transaction.
+    unsafe { pg_sys::get_relname_relid(name.as_ptr(), pg_sys::get_namespace_oid(c"cortex_buffer".as_ptr(), false)) }
+}
+
+/// The range bounds and partition OIDs of `rel`, when it is partitioned by ranges of `file_id`
+/// alone and every partition is a leaf; else why its rows go through SQL.
+///
+/// # Safety
+/// `rel` is an open, partitioned relation.
+pub(crate) unsafe fn file_id_ranges(rel: pg_sys::Relation) -> Result<(RangeBounds, Vec<pg_sys::Oid>), String> {
+    // SAFETY: the relation cache's partition descriptor and bound info of an open relation,
+    // read, never kept past the relation's lock.
+    unsafe {
+        let key = pg_sys::pg_get_partkeydef_columns((*rel).rd_id, false);
+        if key.is_null() || CStr::from_ptr(key).to_bytes() != b"file_id" {
+            return Err("it is partitioned by something else than file_id".into());
+        }
+        let desc = pg_sys::RelationGetPartitionDesc(rel, true);
+        if desc.is_null() {
+            return Err("its partitions cannot be read".into());
+        }
+        let nparts = usize::try_from((*desc).nparts).unwrap_or(0);
+        let oids = if nparts == 0 { Vec::new() } else { std::slice::from_raw_parts((*desc).oids, nparts).to_vec() };
+        if nparts > 0 && std::slice::from_raw_parts((*desc).is_leaf, nparts).iter().any(|leaf| !leaf) {
+            return Err("it has partitions that are partitioned again".into());
+        }
+        let info = (*desc).boundinfo;
+        if info.is_null() {
+            // No partition at all: no bounds, every value goes nowhere.
+            return Ok((RangeBounds { points: Vec::new(), indexes: vec![-1], default_index: -1 }, oids));
+        }
+        if (*info).strategy != b'r' as std::ffi::c_char {
+            return Err("it is not partitioned by ranges".into());
+        }
+        let ndatums = usize::try_from((*info).ndatums).unwrap_or(0);
+        let mut points = Vec::with_capacity(ndatums);
+        for i in 0..ndatums {
+            let kind = *(*(*info).kind.add(i));
+            points.push(match kind {
+                pg_sys::PartitionRangeDatumKind::PARTITION_RANGE_DATUM_MINVALUE => RangePoint::MinValue,
+                pg_sys::PartitionRangeDatumKind::PARTITION_RANGE_DATUM_MAXVALUE => RangePoint::MaxValue,
+                // An int8 bound is passed by value.
+                _ => RangePoint::Value((*(*(*info).datums.add(i))).value() as i64),
+            });
+        }
+        let nindexes = usize::try_from((*info).nindexes).unwrap_or(0);
+        let indexes = std::slice::from_raw_parts((*info).indexes, nindexes).to_vec();
+        Ok((RangeBounds { points, indexes, default_index: (*info).default_index }, oids))
+    }
+}
+
 impl EventTable {
     /// Opens `cortex_buffer.event` for direct insertion, or says why its rows must go through
     /// SQL. `batch_rows` slots are made now, in the current memory context: batches are filled
     /// in a shorter-lived one.
     pub fn open(batch_rows: usize) -> Result<InsertPath, CbError> {
-        // SAFETY: catalog lookups and relation opening as core code does them, inside a
-        // transaction; every error raised here is a Postgres ERROR caught by the caller.
+        let relid = table_oid(c"event");
+        if relid == pg_sys::InvalidOid {
+            return Err(CbError::internal("cortex_buffer.event does not exist"));
+        }
+        // SAFETY: opening a relation and reading its relcache entry, inside a transaction; every
+        // error raised here is a Postgres ERROR caught by the caller.
         unsafe {
-            let relid = pg_sys::get_relname_relid(
-                c"event".as_ptr(),
-                pg_sys::get_namespace_oid(c"cortex_buffer".as_ptr(), false),
-            );
-            if relid == pg_sys::InvalidOid {
-                return Err(CbError::internal("cortex_buffer.event does not exist"));
-            }
             let rel = pg_sys::table_open(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
-            let shape = shape_of(rel);
+            if (*(*rel).rd_rel).relkind == pg_sys::RELKIND_PARTITIONED_TABLE as std::ffi::c_char {
+                // The parent's own rules, triggers (statement triggers fire only for statements
+                // on it), row security and privileges count as for a plain table; its lack of
+                // storage does not.
+                let mut shape = shape_of(rel);
+                shape.plain_table = true;
+                shape.heap = true;
+                let routed = match direct_insert_refusal(&shape) {
+                    Some(why) => Err(why),
+                    None => file_id_ranges(rel),
+                };
+                pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+                return Ok(match routed {
+                    Ok((bounds, oids)) => InsertPath::Direct(EventTable {
+                        target: Target::Routed(Routed {
+                            bounds,
+                            oids,
+                            leaves: Vec::new(),
+                            context: pg_sys::CurrentMemoryContext,
+                            batch_rows,
+                        }),
+                    }),
+                    Err(why) => InsertPath::Sql(why),
+                });
+            }
+            Ok(match Leaf::open(rel, batch_rows, false) {
+                Ok(leaf) => InsertPath::Direct(EventTable { target: Target::Plain(leaf) }),
+                Err(why) => InsertPath::Sql(why),
+            })
+        }
+    }
+
+    /// Rows per `heap_multi_insert` call.
+    pub fn rows_per_call(&self) -> usize {
+        match &self.target {
+            Target::Plain(leaf) => leaf.slots.len(),
+            Target::Routed(r) => r.batch_rows.clamp(1, SLOTS),
+        }
+    }
+
+    /// Inserts `n` rows, row `i` being `row(i)` of file `file_of(i)`, and their index entries.
+    /// `Err` says why these rows must go through SQL instead; nothing was inserted then.
+    pub fn insert(
+        &mut self,
+        n: usize,
+        file_of: impl Fn(usize) -> i64,
+        mut row: impl FnMut(usize) -> RowValues,
+    ) -> Result<(), String> {
+        match &mut self.target {
+            Target::Plain(leaf) => {
+                leaf.insert(0..n, &mut row);
+                Ok(())
+            }
+            Target::Routed(r) => {
+                // Every row's leaf first, so that a refusal comes before anything is inserted.
+                let mut targets = Vec::with_capacity(n);
+                for i in 0..n {
+                    targets.push(r.leaf_for(file_of(i))?);
+                }
+                let mut start = 0;
+                while start < n {
+                    let at = targets[start];
+                    let end = targets[start..].iter().position(|t| *t != at).map_or(n, |k| start + k);
+                    if let Some((_, leaf)) = r.leaves.get_mut(at) {
+                        leaf.insert(start..end, &mut row);
+                    }
+                    start = end;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+impl EventTable {
+    /// Why the rows of `file_id` would go through SQL (`None`: straight into their table).
+    pub fn refusal_for(&mut self, file_id: i64) -> Option<String> {
+        match &mut self.target {
+            Target::Plain(_) => None,
+            Target::Routed(r) => r.leaf_for(file_id).err(),
+        }
+    }
+
+    /// Whether the rows go into partitions.
+    pub fn is_routed(&self) -> bool {
+        matches!(self.target, Target::Routed(_))
+    }
+}
+
+impl Routed {
+    /// The position in `leaves` of the leaf that takes `file_id`, opening it on first use.
+    fn leaf_for(&mut self, file_id: i64) -> Result<usize, String> {
+        let Some(part) = self.bounds.partition_of(file_id) else {
+            return Err(format!("no partition of cortex_buffer.event takes file id {file_id}"));
+        };
+        if let Some(at) = self.leaves.iter().position(|(p, _)| *p == part) {
+            return Ok(at);
+        }
+        let Some(&oid) = self.oids.get(part) else {
+            return Err(format!("partition {part} of cortex_buffer.event is not in its descriptor"));
+        };
+        let context = self.context;
+        let batch_rows = self.batch_rows;
+        // SAFETY: opens a partition (locked as an INSERT routed to it would lock it); its slots
+        // are made in the context `EventTable::open` ran in, which outlives the batches.
+        let leaf = unsafe {
+            let rel = pg_sys::table_open(oid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+            let previous = pg_sys::MemoryContextSwitchTo(context);
+            let leaf = Leaf::open(rel, batch_rows, true);
+            pg_sys::MemoryContextSwitchTo(previous);
+            leaf
+        }
+        .map_err(|why| format!("a partition of cortex_buffer.event is refused: {why}"))?;
+        self.leaves.push((part, leaf));
+        Ok(self.leaves.len() - 1)
+    }
+}
+
+impl Leaf {
+    /// Takes `rel` (open, locked) for direct insertion, or closes it and says why not.
+    /// `routed`: `rel` is the partition its rows' range names, so its partition constraint holds.
+    ///
+    /// # Safety
+    /// `rel` is an open relation; called inside a transaction.
+    unsafe fn open(rel: pg_sys::Relation, batch_rows: usize, routed: bool) -> Result<Leaf, String> {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let mut shape = shape_of(rel);
+            if routed {
+                shape.partition = false;
+            }
             if let Some(why) = direct_insert_refusal(&shape) {
                 pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-                return Ok(InsertPath::Sql(why));
+                return Err(why);
             }
             let natts = usize::try_from((*(*rel).rd_att).natts).unwrap_or(0);
             // `positions` index the live attributes; the descriptor also holds dropped ones.
@@ -126,31 +337,18 @@ impl EventTable {
             // in COPY is 1000); a hundred slots make the per-file setup cheap.
             let slots =
                 (0..batch_rows.clamp(1, SLOTS)).map(|_| pg_sys::table_slot_create(rel, std::ptr::null_mut())).collect();
-            Ok(InsertPath::Direct(EventTable {
-                rel,
-                estate,
-                rri,
-                bistate: pg_sys::GetBulkInsertState(),
-                slots,
-                positions,
-                natts,
-            }))
+            Ok(Leaf { rel, estate, rri, bistate: pg_sys::GetBulkInsertState(), slots, positions, natts })
         }
     }
 
-    /// Rows per `heap_multi_insert` call.
-    pub fn rows_per_call(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// Inserts `n` rows, row `i` being `row(i)`, and their index entries, as many at a time as
-    /// there are slots.
-    pub fn insert(&mut self, n: usize, mut row: impl FnMut(usize) -> RowValues) {
+    /// Inserts rows `rows`, row `i` being `row(i)`, and their index entries, as many at a time
+    /// as there are slots.
+    fn insert(&mut self, rows: std::ops::Range<usize>, row: &mut impl FnMut(usize) -> RowValues) {
         let per_call = self.slots.len();
-        let mut start = 0;
-        while start < n {
-            let count = per_call.min(n - start);
-            self.insert_chunk(start, count, &mut row);
+        let mut start = rows.start;
+        while start < rows.end {
+            let count = per_call.min(rows.end - start);
+            self.insert_chunk(start, count, row);
             start += count;
         }
     }
@@ -210,7 +408,7 @@ unsafe fn clear(slot: *mut pg_sys::TupleTableSlot) {
     }
 }
 
-impl Drop for EventTable {
+impl Drop for Leaf {
     fn drop(&mut self) {
         // After an ERROR the transaction's abort releases all of this (pins, locks, memory);
         // calling back into Postgres while unwinding from one is not safe.

@@ -116,14 +116,24 @@ impl Inserter {
                     if ids.len() != rows.events.len() {
                         return Err(CbError::internal("a batch's parts do not cover its events"));
                     }
-                    if !ids.is_empty() {
-                        table.insert(rows.events.len(), |i| event_values(ids[i], rows, &rows.events[i]));
+                    let refused = match ids.is_empty() {
+                        true => Ok(()),
+                        false => {
+                            table.insert(rows.events.len(), |i| ids[i], |i| event_values(ids[i], rows, &rows.events[i]))
+                        }
+                    };
+                    match refused {
+                        Ok(()) => {
+                            for part in rows.parts.iter().filter(|p| !p.corrupt.is_empty()) {
+                                let corrupt = rows.corrupt.get(part.corrupt.clone()).unwrap_or_default();
+                                insert_corrupt_sql(client, id_of(part.file)?, corrupt)?;
+                            }
+                            return Ok(());
+                        }
+                        // Nothing was inserted: the whole batch goes through SQL, as will the
+                        // rest of this inserter's.
+                        Err(why) => self.path = InsertPath::Sql(why),
                     }
-                    for part in rows.parts.iter().filter(|p| !p.corrupt.is_empty()) {
-                        let corrupt = rows.corrupt.get(part.corrupt.clone()).unwrap_or_default();
-                        insert_corrupt_sql(client, id_of(part.file)?, corrupt)?;
-                    }
-                    return Ok(());
                 }
                 for part in &rows.parts {
                     let corrupt = rows.corrupt.get(part.corrupt.clone()).unwrap_or_default();
@@ -148,9 +158,17 @@ impl Inserter {
     ) -> Result<(), CbError> {
         if !events.is_empty() {
             let slice = rows.events.get(events.clone()).unwrap_or_default();
-            match &mut self.path {
-                InsertPath::Direct(table) => table.insert(slice.len(), |i| event_values(file_id, rows, &slice[i])),
-                InsertPath::Sql(_) => insert_events_sql(client, file_id, rows, slice)?,
+            let refused = match &mut self.path {
+                InsertPath::Direct(table) => {
+                    table.insert(slice.len(), |_| file_id, |i| event_values(file_id, rows, &slice[i])).err()
+                }
+                InsertPath::Sql(_) => None,
+            };
+            if let Some(why) = refused {
+                self.path = InsertPath::Sql(why);
+            }
+            if let InsertPath::Sql(_) = self.path {
+                insert_events_sql(client, file_id, rows, slice)?;
             }
         }
         if !corrupt.is_empty() {

@@ -12,7 +12,7 @@
 mod tests {
     use pgrx::prelude::*;
 
-    use crate::testing::{one, run, TempRoot};
+    use crate::testing::{event_ddl_one_at_a_time, one, run, TempRoot};
 
     const JOB: &str = "0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f";
     const FILE: &str = "0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f/session-001.jsonl";
@@ -62,6 +62,7 @@ mod tests {
 
     #[pg_test]
     fn nul_never_reaches_a_text_column_on_either_path() {
+        event_ddl_one_at_a_time();
         for path in PATHS {
             route(path);
             let root = TempRoot::new(&format!("nul-{path}"));
@@ -123,6 +124,7 @@ mod tests {
 
     #[pg_test]
     fn a_check_constraint_added_not_valid_refuses_rows_on_either_path() {
+        event_ddl_one_at_a_time();
         for path in PATHS {
             route(path);
             run("ALTER TABLE cortex_buffer.event ADD CONSTRAINT few_tokens CHECK (input_tokens < 10) NOT VALID");
@@ -139,6 +141,7 @@ mod tests {
 
     #[pg_test]
     fn a_domain_and_a_not_null_are_applied_on_either_path() {
+        event_ddl_one_at_a_time();
         for path in PATHS {
             route(path);
             run("CREATE DOMAIN public.short_name AS text CHECK (length(VALUE) < 5)");
@@ -165,6 +168,7 @@ mod tests {
 
     #[pg_test]
     fn a_rule_on_event_fires_for_every_indexed_line() {
+        event_ddl_one_at_a_time();
         run("SET cortex_buffer.settle_period = 0");
         run("CREATE TABLE public.audit (line_no bigint, type text)");
         run("CREATE RULE audit_event AS ON INSERT TO cortex_buffer.event DO ALSO INSERT INTO public.audit VALUES (NEW.line_no, NEW.type)");
@@ -179,6 +183,7 @@ mod tests {
 
     #[pg_test]
     fn a_partition_constraint_is_enforced() {
+        event_ddl_one_at_a_time();
         run("SET cortex_buffer.settle_period = 0");
         run("CREATE TABLE public.all_events (LIKE cortex_buffer.event) PARTITION BY RANGE (file_id)");
         run("ALTER TABLE public.all_events ATTACH PARTITION cortex_buffer.event FOR VALUES FROM (MINVALUE) TO (1)");
@@ -190,6 +195,7 @@ mod tests {
 
     #[pg_test]
     fn another_access_method_is_written_through_sql() {
+        event_ddl_one_at_a_time();
         run("SET cortex_buffer.settle_period = 0");
         run("CREATE ACCESS METHOD heap_copy TYPE TABLE HANDLER heap_tableam_handler");
         run("ALTER TABLE cortex_buffer.event SET ACCESS METHOD heap_copy");
@@ -203,6 +209,7 @@ mod tests {
     /// each value as an INSERT would (or refuses it, as an INSERT would).
     #[pg_test]
     fn changed_column_types_are_converted_or_refused_like_insert() {
+        event_ddl_one_at_a_time();
         // The operator views read these columns; a type change has to drop them first.
         run("ALTER EXTENSION cortex_buffer DROP VIEW cortex_buffer.job_sessions; DROP VIEW cortex_buffer.job_sessions");
         for path in PATHS {
@@ -238,6 +245,7 @@ mod tests {
 
     #[pg_test]
     fn the_shipped_column_list_is_the_table() {
+        event_ddl_one_at_a_time();
         use cortex_buffer_core::indexer::event_columns::{EventColumn, SqlType};
         let described = one(
             "SELECT string_agg(concat_ws(':', attname, atttypid::int, atttypmod, attcollation::int, attnotnull), ',' ORDER BY attnum)
@@ -270,6 +278,7 @@ mod tests {
 
     #[pg_test]
     fn a_line_over_the_memory_budget_is_an_event_with_a_null_payload() {
+        event_ddl_one_at_a_time();
         for path in PATHS {
             route(path);
             run("SET cortex_buffer.max_line_memory = '1MB'");
@@ -289,6 +298,7 @@ mod tests {
 
     #[pg_test]
     fn lossy_utf8_is_recorded_with_the_payload_kept() {
+        event_ddl_one_at_a_time();
         for path in PATHS {
             route(path);
             let root = TempRoot::new(&format!("lossy-{path}"));

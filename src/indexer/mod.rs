@@ -7,7 +7,7 @@
 
 pub mod catalog_store;
 pub mod catch_up;
-mod direct_insert;
+pub(crate) mod direct_insert;
 pub mod event_store;
 pub mod file_access;
 pub(crate) mod file_row;

@@ -184,6 +184,7 @@ fn create(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Pushed, CbError> {
         .next()
         .and_then(|r| r.get::<i64>(1).ok().flatten())
         .ok_or_else(|| CbError::internal("a pushed file's rows were not created"))?;
+    crate::partition::ensure_for(&[file_id])?;
     Ok(Pushed {
         file_id,
         dialect_decided: false,

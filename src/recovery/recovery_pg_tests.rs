@@ -127,6 +127,14 @@ mod tests {
         run(&format!("SELECT count(*) FROM cortex_buffer.index_sessions('{}')", root.dir()));
     }
 
+    /// Drops the job's high-water marks: what the plan sees of a checkpoint stored where the
+    /// database could not see the job's files. These tests' files live outside sessions_dir, and
+    /// whether its root exists (the tests running alongside create it) must not decide whether a
+    /// mark of "no files yet" anchors them.
+    fn forget_marks(job: &str) {
+        run(&format!("DELETE FROM cortex_buffer.checkpoint_mark WHERE job_id = '{job}'"));
+    }
+
     fn checkpoint(job: &str, id: &str, step: i64) {
         run(&format!("SELECT * FROM cortex_buffer.write_checkpoint('{job}', '{{\"checkpoint_id\":\"{id}\",\"step_index\":{step}}}')"));
     }
@@ -224,6 +232,7 @@ mod tests {
         let job = spike_job(&root);
         checkpoint(&job, C1, 1);
         checkpoint(&job, C2, 2);
+        forget_marks(&job);
         let mut s = Spike::new(&job, "p1", None);
         s.written(Some(C1), 1).start("i1", "t").result("i1", "t", true);
         root.put(&format!("{job}/session_20260223T143000Z_p1.jsonl"), &s.text);
@@ -251,6 +260,7 @@ mod tests {
         let job = spike_job(&root);
         assert_eq!(reason(&plan(&job)), ("checkpoint_only", "no_session_files"));
         checkpoint(&job, C1, 1);
+        forget_marks(&job);
         assert_eq!(reason(&plan(&job)), ("checkpoint_only", "no_session_files"));
         // The pod crashed after the PostgreSQL write, before appending the marker.
         let mut s = Spike::new(&job, "p1", None);
@@ -362,6 +372,7 @@ mod tests {
         // The control plane wrote the checkpoint itself, without a checkpoint_id.
         let doc = r#"{"step_index": 2}"#;
         run(&format!("UPDATE cortex_buffer.job SET checkpoint = '{doc}', checkpoint_crc = cortex_buffer.checkpoint_crc('{doc}')::bigint::bit(32)::int WHERE id = '{job}'"));
+        forget_marks(&job);
         let mut s = Spike::new(&job, "p1", None);
         s.written(Some(C1), 2);
         root.put(&format!("{job}/session_20260223T143000Z_p1.jsonl"), &s.text);

@@ -27,7 +27,7 @@ use super::index_rows::{self, Held};
 use super::jobs::{self, Job};
 use super::state::{plan_paths, Action, Args, DoomedDir, Run, CHANGED, PLAN_SAYS_NOTHING};
 use super::unlink::Op;
-use super::{index_only, progress};
+use super::{index_only, partitions, progress};
 use crate::pg::guc;
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::retention::{dir_verdict, file_verdict, DirKind, DirVerdict, FileVerdict, Policy, Step};
@@ -114,6 +114,7 @@ fn decide_and_do(args: Args) -> Result<Vec<Action>, CbError> {
         doomed_dirs: Vec::new(),
         purge: Vec::new(),
         job_rows_retention_us,
+        partitioned: crate::partition::is_partitioned(),
     };
     let mut report = progress::Progress::new(names.len());
     if let Some(volume) = &volume {
@@ -140,13 +141,27 @@ fn decide_and_do(args: Args) -> Result<Vec<Action>, CbError> {
     index_only::per_job_rows(&mut run, &ids)?;
     progress::pause_at(Step::Decided);
     let files: Vec<i64> = run.rows_of.iter().map(|(_, f)| *f).collect();
-    let counts = index_rows::remove(&files, args.dry_run)?;
-    for (at, file) in &run.rows_of {
-        if let Some(a) = run.actions.get_mut(*at) {
-            a.rows_deleted += counts.get(file).copied().unwrap_or(0);
+    if run.partitioned {
+        // The rows stay, marked gone, until their whole partition goes.
+        partitions::mark_gone(&files)?;
+        let mut told = HashSet::new();
+        for (at, _) in &run.rows_of {
+            if let Some(a) = run.actions.get_mut(*at).filter(|_| told.insert(*at)) {
+                a.reason.push_str("; its index rows stay, marked gone, until their partition is dropped");
+            }
+        }
+    } else {
+        let counts = index_rows::remove(&files, args.dry_run)?;
+        for (at, file) in &run.rows_of {
+            if let Some(a) = run.actions.get_mut(*at) {
+                a.rows_deleted += counts.get(file).copied().unwrap_or(0);
+            }
         }
     }
     index_only::per_job_apply(&mut run)?;
+    if run.partitioned {
+        partitions::maintain(&mut run)?;
+    }
     progress::pause_at(Step::RowsDeleted);
     report.finish();
     if !args.dry_run {

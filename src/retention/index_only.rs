@@ -28,11 +28,9 @@ pub(super) fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
     // Bounded like the directories: a call looks at most max_dirs × ROWS_PER_DIR such rows (the
     // oldest files first), and says when it stopped.
     let limit = i64::try_from(run.args.max_dirs.saturating_mul(ROWS_PER_DIR)).unwrap_or(i64::MAX);
-    let candidates = index_rows::remote_candidates(
-        p.now_us.saturating_sub(gone_retention_us),
-        p.now_us.saturating_sub(pushed_window),
-        limit,
-    )?;
+    // In the partitioned layout, gone files' rows go with their partition, not one by one.
+    let gone_before = if run.partitioned { i64::MIN } else { p.now_us.saturating_sub(gone_retention_us) };
+    let candidates = index_rows::remote_candidates(gone_before, p.now_us.saturating_sub(pushed_window), limit)?;
     if i64::try_from(candidates.len()).unwrap_or(i64::MAX) >= limit {
         crate::pg::raise::notice(
             format!("cleanup_session_buffers looked at {limit} index rows of gone and pushed files (max_dirs × {ROWS_PER_DIR}); more are left"),

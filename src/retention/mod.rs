@@ -10,6 +10,7 @@ mod index_only;
 mod index_rows;
 mod job_rows;
 mod jobs;
+mod partitions;
 mod progress;
 mod report;
 mod sql;

@@ -66,6 +66,9 @@ pub(super) struct Run<'a> {
     /// Jobs whose per-job rows go.
     pub(super) purge: Vec<Uuid>,
     pub(super) job_rows_retention_us: i64,
+    /// The partitioned layout: index rows of deleted files stay, marked gone, and go with their
+    /// partition (`partitions`).
+    pub(super) partitioned: bool,
 }
 
 impl Run<'_> {

@@ -50,6 +50,14 @@ SELECT cron.schedule('cortex-cleanup', '0 3 * * *',
 SELECT jobname, schedule FROM cron.job WHERE jobname LIKE 'cortex-%' ORDER BY jobname;
 -- docs/operations.md ## Retention (hidden setup)
 ROLLBACK;
+-- docs/operations.md ## Partitioned events (hidden setup)
+BEGIN; -- the page's examples run against the plain tables
+SET LOCAL client_min_messages = warning;
+-- docs/operations.md ## Partitioned events
+SELECT count(*) AS partitions FROM cortex_buffer.partition_events(files_per_partition => 10000, premake => 4);
+SELECT files_per_partition, premake FROM cortex_buffer.event_partitioning;
+-- docs/operations.md ## Partitioned events (hidden setup)
+ROLLBACK;
 -- docs/operations.md ## Oversized buffers
 SELECT kind, path, size_bytes, growth_bytes_per_hour, over_limit, crosses_within_hour
   FROM cortex_buffer.oversized_buffers ORDER BY size_bytes DESC;

@@ -11,5 +11,6 @@ pub mod integrity;
 pub mod judge;
 pub mod lines;
 pub mod normalize;
+pub mod partition_route;
 pub mod reconcile;
 pub mod timestamp;

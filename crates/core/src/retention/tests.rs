@@ -123,3 +123,65 @@ fn ages_fall_in_buckets_and_steps_round_trip() {
     }
     assert_eq!(Step::parse("nope"), None);
 }
+
+mod partitions {
+    use crate::retention::partition::{partition_verdict, PartitionFile, PartitionVerdict};
+    use crate::retention::{JobClass, Policy};
+
+    const DAY: i64 = 86_400_000_000;
+
+    fn policy() -> Policy {
+        Policy { now_us: 100 * DAY, post_terminal_us: DAY, max_file_age_us: 7 * DAY, keep_failed_for_us: 3 * DAY }
+    }
+
+    fn file(gone: bool, age_days: i64, class: Option<JobClass>, read_by_plan: bool) -> PartitionFile {
+        PartitionFile { gone, mtime_us: 100 * DAY - age_days * DAY, class, read_by_plan }
+    }
+
+    fn kept(v: PartitionVerdict) -> String {
+        match v {
+            PartitionVerdict::Keep(r) => r,
+            PartitionVerdict::Drop(r) => panic!("dropped: {r}"),
+        }
+    }
+
+    #[test]
+    fn a_closed_span_of_old_gone_files_is_dropped() {
+        let done = Some(JobClass::Terminal { failed: false, ended_us: 90 * DAY });
+        let v = partition_verdict(&policy(), true, &[file(true, 8, done, false), file(true, 30, None, false)]);
+        assert!(matches!(v, PartitionVerdict::Drop(ref r) if r.contains("all 2 files")), "{v:?}");
+        // An empty closed span holds nothing either.
+        assert!(matches!(partition_verdict(&policy(), true, &[]), PartitionVerdict::Drop(_)));
+    }
+
+    #[test]
+    fn an_open_span_is_never_dropped() {
+        assert!(kept(partition_verdict(&policy(), false, &[])).contains("new files"));
+    }
+
+    #[test]
+    fn every_rule_that_holds_a_file_holds_its_partition_and_is_counted() {
+        let failed_recently = Some(JobClass::Terminal { failed: true, ended_us: 99 * DAY });
+        let failed_long_ago = Some(JobClass::Terminal { failed: true, ended_us: 50 * DAY });
+        let files = [
+            file(false, 30, None, false),
+            file(false, 30, None, false),
+            file(true, 2, None, false),
+            file(true, 9, failed_recently, false),
+            file(true, 9, Some(JobClass::Live), true),
+            file(true, 9, failed_long_ago, false),
+            file(true, 9, Some(JobClass::Live), false),
+        ];
+        let r = kept(partition_verdict(&policy(), true, &files));
+        assert!(r.contains("2 files still present"), "{r}");
+        assert!(r.contains("1 file younger than max_file_age (7 days)"), "{r}");
+        assert!(r.contains("1 file of failed jobs held by cortex_buffer.keep_failed_for (3 days)"), "{r}");
+        assert!(r.contains("1 file read by a live job's recovery plan"), "{r}");
+    }
+
+    #[test]
+    fn a_plan_only_holds_files_of_live_jobs() {
+        let done = Some(JobClass::Terminal { failed: false, ended_us: 90 * DAY });
+        assert!(matches!(partition_verdict(&policy(), true, &[file(true, 9, done, true)]), PartitionVerdict::Drop(_)));
+    }
+}
