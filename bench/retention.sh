@@ -27,7 +27,7 @@ bench_psql -c "INSERT INTO cortex_buffer.job (id, agent_id, status, completed_at
 bench_psql -At -c "SELECT id FROM bench_jobs" >"${BENCH}/jobs.txt"
 
 # build: the files (one short line each, old mtimes) and the index rows, as the indexer would
-# have left them.
+# have left them (each file's counters included: the cleanup reports rows from them).
 build() {
     rm -rf "${SESS}"
     python3 - "${SESS}" "${BENCH}/jobs.txt" "${FILES}" <<'PY'
@@ -47,9 +47,10 @@ PY
     chown -R postgres "${SESS}"
     bench_psql >/dev/null <<SQL
 TRUNCATE cortex_buffer.session_file, cortex_buffer.pushed_file;
-INSERT INTO cortex_buffer.session_file (path, job_dir, job_id, size_bytes, mtime, device, inode, indexed_offset)
+INSERT INTO cortex_buffer.session_file (path, job_dir, job_id, size_bytes, mtime, device, inode, indexed_offset,
+                                        valid_lines, total_lines)
 SELECT '${SESS}/' || j.id || '/session-' || lpad(n::text, 3, '0') || '.jsonl', j.id::text, j.id, 74,
-       now() - interval '2 days', 1, row_number() OVER (), 74
+       now() - interval '2 days', 1, row_number() OVER (), 74, ${LINES}, ${LINES}
   FROM bench_jobs j, generate_series(1, ${FILES}) n;
 INSERT INTO cortex_buffer.event (file_id, byte_offset, line_no, type, ts, job_id, seq, payload)
 SELECT f.file_id, (l - 1) * 74, l, 'TOOL_START', now(), f.job_id, l, '{"type":"TOOL_START"}'
