@@ -10,12 +10,13 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::indexer::direct_insert::{file_id_ranges, table_oid};
+use self::bounds::{file_id_ranges, table_oid};
 use crate::pg::privilege::as_definer;
 use crate::pg::spi_util::spi;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::indexer::partition_route::{span_start, RangeBounds};
 
+pub mod bounds;
 #[cfg(any(test, feature = "pg_test"))]
 mod partition_pg_tests;
 
