@@ -1288,7 +1288,7 @@ BEGIN
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %s', o.obj,
             CASE WHEN o.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                 ELSE pg_catalog.quote_ident(o.grantee::pg_catalog.regrole::pg_catalog.text) END);
+                 ELSE o.grantee::pg_catalog.regrole::pg_catalog.text END);
     END LOOP;
 END
 $reset$;
@@ -1452,6 +1452,30 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
     cortex_buffer.pushed_offsets(text)
   TO cortex_buffer_pusher;
+
+-- The partitioned layout (partition_events()): each partition of event and corrupt_line has its
+-- parent's grants, which the reset above took away (the indexer writes into the partitions
+-- directly, as cortex_buffer_definer).
+DO $partitions$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN
+        SELECT l.relname AS leaf, a.grantee, a.privilege_type
+          FROM pg_catalog.pg_inherits i
+          JOIN pg_catalog.pg_class l ON l.oid OPERATOR(pg_catalog.=) i.inhrelid
+          JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.inhparent,
+               pg_catalog.aclexplode(c.relacl) a
+         WHERE i.inhparent OPERATOR(pg_catalog.=) ANY (ARRAY['cortex_buffer.event'::pg_catalog.regclass,
+                                                           'cortex_buffer.corrupt_line'::pg_catalog.regclass])
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, g.leaf,
+            CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
+    END LOOP;
+END
+$partitions$;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1632,7 +1656,16 @@ BEGIN
                 USING ERRCODE = '55000', HINT = 'Convert the tables first: SELECT * FROM cortex_buffer.partition_events();';
         END IF;
         leaf := pg_catalog.format('%s_p%s', parent, from_file_id);
-        CONTINUE WHEN pg_catalog.to_regclass(pg_catalog.format('cortex_buffer.%I', leaf)) IS NOT NULL;
+        -- Two transactions that need the same span make it once: the second waits for the
+        -- first to end, then finds the partition.
+        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('cortex_buffer partition ' OPERATOR(pg_catalog.||) leaf, 0));
+        IF pg_catalog.to_regclass(pg_catalog.format('cortex_buffer.%I', leaf)) IS NOT NULL THEN
+            CONTINUE WHEN EXISTS (SELECT FROM pg_catalog.pg_inherits i
+                                   WHERE i.inhrelid OPERATOR(pg_catalog.=) pg_catalog.format('cortex_buffer.%I', leaf)::pg_catalog.regclass
+                                     AND i.inhparent OPERATOR(pg_catalog.=) pg_catalog.format('cortex_buffer.%I', parent)::pg_catalog.regclass);
+            RAISE EXCEPTION 'cortex_buffer.% exists but is not a partition of cortex_buffer.%', leaf, parent
+                USING ERRCODE = '55000', HINT = 'Attach it (ALTER TABLE ... ATTACH PARTITION), or rename or drop it, so that the span can be made.';
+        END IF;
         EXECUTE pg_catalog.format(
             'CREATE TABLE cortex_buffer.%I (LIKE cortex_buffer.%I INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)',
             leaf, parent);
@@ -1644,7 +1677,7 @@ BEGIN
         LOOP
             EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, leaf,
                 CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                     ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::pg_catalog.text) END);
+                     ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
         END LOOP;
         EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I ATTACH PARTITION cortex_buffer.%I FOR VALUES FROM (%s) TO (%s)',
             parent, leaf, from_file_id, to_file_id);
@@ -2319,8 +2352,9 @@ BEGIN
             USING ERRCODE = '55000', HINT = 'Nothing to do: cortex_buffer.event_partitioning holds its settings, and cleanup_session_buffers() makes and drops its partitions.';
     END IF;
     -- Nothing is indexed or read while the rows move. (session_file is not locked: a file
-    -- discovered meanwhile has its partition made when its rows come, after the commit. Locking
-    -- it as well would let a transaction that holds it and then waits for event deadlock.)
+    -- numbered meanwhile has its partition made before its rows come, after the commit; the
+    -- indexer makes sure of it before each file it reads. Locking session_file as well would let
+    -- a transaction that holds it and then waits for event deadlock.)
     LOCK TABLE cortex_buffer.event, cortex_buffer.corrupt_line IN ACCESS EXCLUSIVE MODE;
     SELECT s.last_value OPERATOR(pg_catalog.+) (CASE WHEN s.is_called THEN 1 ELSE 0 END)
       INTO next_id FROM cortex_buffer.session_file_seq s;
@@ -2380,7 +2414,7 @@ BEGIN
                       WHERE a.grantee OPERATOR(pg_catalog.<>) (SELECT p.proowner FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) o.oid) LOOP
                 saved_views := saved_views OPERATOR(pg_catalog.||) pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', o.sig,
                     CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                         ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::pg_catalog.text) END);
+                         ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
             END LOOP;
         END IF;
     END LOOP;
@@ -2415,7 +2449,7 @@ BEGIN
         EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I RENAME TO %I', parent, old);
         EXECUTE pg_catalog.format('CREATE TABLE cortex_buffer.%I (LIKE cortex_buffer.%I INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION INCLUDING COMMENTS) PARTITION BY RANGE (file_id)',
                                   parent, old);
-        EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I OWNER TO %I', parent,
+        EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I OWNER TO %s', parent,
                                   (SELECT c.relowner::pg_catalog.regrole::pg_catalog.text FROM pg_catalog.pg_class c
                                     WHERE c.oid OPERATOR(pg_catalog.=) rel));
         FOR g IN SELECT a.grantee, a.privilege_type
@@ -2423,7 +2457,7 @@ BEGIN
                   WHERE c.oid OPERATOR(pg_catalog.=) rel AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
             EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, parent,
                 CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                     ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::pg_catalog.text) END);
+                     ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
         END LOOP;
         FOR n IN 1 .. pg_catalog.array_length(defs, 1) LOOP
             EXECUTE defs[n];
@@ -2451,7 +2485,7 @@ BEGIN
                       WHERE c.oid OPERATOR(pg_catalog.=) rel AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
                 EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, leaf,
                     CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                         ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::pg_catalog.text) END);
+                         ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
             END LOOP;
             EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I ATTACH PARTITION cortex_buffer.%I FOR VALUES FROM (%s) TO (%s)',
                                       parent, leaf, lo, lo OPERATOR(pg_catalog.+) files_per_partition);

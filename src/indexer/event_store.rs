@@ -530,6 +530,9 @@ pub fn index_one(file: &FileRef, volume: &Volume, settings: &Settings, now_us: i
             Prepared::Done(outcome) => return Ok(outcome),
             Prepared::Read(r) => r,
         };
+        // The partitioned layout: the file's partition exists before its rows come (it is made
+        // when the file is numbered; this covers a file numbered while the tables converted).
+        crate::partition::ensure_for(&[file.file_id])?;
         let mut inserter = Inserter::new(settings.batch_rows)?;
         let (f, outcome) = read(client, &mut inserter, file, *to_read, settings, now_us)?;
         let recorded = finish(client, f.file_id, &f.old_state(), &f.state, &f.integrity, f.trusted)?;
@@ -587,6 +590,8 @@ pub fn index_batch(
             for (k, r) in &items {
                 begin(client, &files[*k], r)?;
             }
+            let reading: Vec<i64> = items.iter().map(|(k, _)| files[*k].file_id).collect();
+            crate::partition::ensure_for(&reading)?;
             let mut inserter = Inserter::new(settings.batch_rows)?;
             let limits = inserter.limits(settings.batch_rows);
             let total: u64 = items.iter().map(|(k, r)| to_read(&files[*k], r)).sum();
@@ -676,6 +681,7 @@ where
     R: std::io::Read + cortex_buffer_core::indexer::lines::HoleSkip,
 {
     // A chunk of a few lines needs no more slots than it has lines.
+    crate::partition::ensure_for(&[file_id])?;
     let mut inserter = Inserter::new(settings.batch_rows.min(lines_at_most.max(1)))?;
     inserter.file_id = file_id;
     let limits = inserter.limits(settings.batch_rows);

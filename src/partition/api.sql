@@ -39,8 +39,9 @@ BEGIN
             USING ERRCODE = '55000', HINT = 'Nothing to do: cortex_buffer.event_partitioning holds its settings, and cleanup_session_buffers() makes and drops its partitions.';
     END IF;
     -- Nothing is indexed or read while the rows move. (session_file is not locked: a file
-    -- discovered meanwhile has its partition made when its rows come, after the commit. Locking
-    -- it as well would let a transaction that holds it and then waits for event deadlock.)
+    -- numbered meanwhile has its partition made before its rows come, after the commit; the
+    -- indexer makes sure of it before each file it reads. Locking session_file as well would let
+    -- a transaction that holds it and then waits for event deadlock.)
     LOCK TABLE cortex_buffer.event, cortex_buffer.corrupt_line IN ACCESS EXCLUSIVE MODE;
     SELECT s.last_value OPERATOR(pg_catalog.+) (CASE WHEN s.is_called THEN 1 ELSE 0 END)
       INTO next_id FROM cortex_buffer.session_file_seq s;
@@ -100,7 +101,7 @@ BEGIN
                       WHERE a.grantee OPERATOR(pg_catalog.<>) (SELECT p.proowner FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) o.oid) LOOP
                 saved_views := saved_views OPERATOR(pg_catalog.||) pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', o.sig,
                     CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                         ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::pg_catalog.text) END);
+                         ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
             END LOOP;
         END IF;
     END LOOP;
@@ -135,7 +136,7 @@ BEGIN
         EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I RENAME TO %I', parent, old);
         EXECUTE pg_catalog.format('CREATE TABLE cortex_buffer.%I (LIKE cortex_buffer.%I INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION INCLUDING COMMENTS) PARTITION BY RANGE (file_id)',
                                   parent, old);
-        EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I OWNER TO %I', parent,
+        EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I OWNER TO %s', parent,
                                   (SELECT c.relowner::pg_catalog.regrole::pg_catalog.text FROM pg_catalog.pg_class c
                                     WHERE c.oid OPERATOR(pg_catalog.=) rel));
         FOR g IN SELECT a.grantee, a.privilege_type
@@ -143,7 +144,7 @@ BEGIN
                   WHERE c.oid OPERATOR(pg_catalog.=) rel AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
             EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, parent,
                 CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                     ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::pg_catalog.text) END);
+                     ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
         END LOOP;
         FOR n IN 1 .. pg_catalog.array_length(defs, 1) LOOP
             EXECUTE defs[n];
@@ -171,7 +172,7 @@ BEGIN
                       WHERE c.oid OPERATOR(pg_catalog.=) rel AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
                 EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, leaf,
                     CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                         ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::pg_catalog.text) END);
+                         ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
             END LOOP;
             EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I ATTACH PARTITION cortex_buffer.%I FOR VALUES FROM (%s) TO (%s)',
                                       parent, leaf, lo, lo OPERATOR(pg_catalog.+) files_per_partition);

@@ -13,8 +13,8 @@ use pgrx::prelude::*;
 use self::bounds::{file_id_ranges, table_oid};
 use crate::pg::privilege::as_definer;
 use crate::pg::spi_util::spi;
-use cortex_buffer_core::error::CbError;
-use cortex_buffer_core::indexer::partition_route::{span_start, RangeBounds};
+use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::indexer::partition_route::RangeBounds;
 
 pub mod bounds;
 #[cfg(any(test, feature = "pg_test"))]
@@ -126,40 +126,50 @@ pub fn next_file_id() -> Result<i64, CbError> {
     })
 }
 
-/// Makes the spans from `low`'s to `high`'s that no partition covers.
+/// Makes partitions for every id from `low` to `high` that no range partition covers, each
+/// the gap around the id cut to `files_per_partition` ([`RangeBounds::gap_for`]: never
+/// overlapping a partition, never leaving a hole, whatever width made the others).
 fn make_spans(bounds: &RangeBounds, layout: &Layout, low: i64, high: i64) -> Result<Vec<i64>, CbError> {
-    let width = layout.files_per_partition;
+    let width = layout.files_per_partition.max(1);
     let mut made = Vec::new();
-    let mut start = span_start(low, width);
-    while start <= high {
-        if bounds.range_partition_of(start).is_none() {
-            let end = start.saturating_add(width);
-            // In a subtransaction: a default partition that already holds rows of the span
-            // refuses the new one (pg_partman moves such rows out), and then the rows of the
-            // span keep going to the default partition, as INSERT would send them.
-            let attached = crate::pg::xact::subtransaction(|| {
-                as_definer(|| {
-                    Spi::get_one_with_args::<bool>(
-                        "SELECT cortex_buffer.event_partition_create($1, $2)",
-                        &[start.into(), end.into()],
-                    )
-                    .map_err(spi)
-                })
-            });
-            match attached {
-                Ok(_) => made.push(start),
-                Err(e) if bounds.default_index >= 0 => {
-                    pgrx::debug1!("cortex_buffer: partition for file ids [{start}, {end}) not made: {e}");
+    let mut id = low;
+    while id <= high {
+        let Some((start, end)) = bounds.gap_for(id, width) else {
+            // Covered: go on from where its partition ends.
+            match bounds.next_point_after(id) {
+                Some(next) if next > id => {
+                    id = next;
+                    continue;
                 }
-                Err(e) => {
-                    return Err(CbError::internal(format!("making the partition for file ids [{start}, {end}): {e}")))
-                }
+                _ => break,
+            }
+        };
+        // In a subtransaction: a default partition that already holds rows of the span refuses
+        // the new one (pg_partman moves such rows out), and then the rows of the span keep
+        // going to the default partition, as INSERT would send them.
+        let attached = crate::pg::xact::subtransaction(|| {
+            as_definer(|| {
+                Spi::get_one_with_args::<bool>(
+                    "SELECT cortex_buffer.event_partition_create($1, $2)",
+                    &[start.into(), end.into()],
+                )
+                .map_err(spi)
+            })
+        });
+        match attached {
+            Ok(_) => made.push(start),
+            Err(e) if bounds.default_index >= 0 => {
+                pgrx::debug1!("cortex_buffer: partition for file ids [{start}, {end}) not made: {e}");
+            }
+            Err(e) => {
+                return Err(CbError::new(
+                    SqlState::ObjectNotInPrerequisiteState,
+                    format!("the partition of cortex_buffer.event for file ids [{start}, {end}) could not be made: {e}"),
+                )
+                .with_hint("Check the partitions of cortex_buffer.event and corrupt_line (a table of the same name that is not one of them stands in the way); cleanup_session_buffers() makes them ahead."));
             }
         }
-        start = start.saturating_add(width);
-        if width <= 0 {
-            break;
-        }
+        id = end;
     }
     Ok(made)
 }

@@ -139,6 +139,11 @@ mod tests {
         assert_eq!(one("SELECT files_per_partition || ' ' || premake FROM cortex_buffer.event_partitioning"), "10 2");
         // Twice is refused; so are bad arguments and other roles.
         assert_eq!(sqlstate_of("SELECT * FROM cortex_buffer.partition_events()").0, "55000");
+        // A table that only has a partition's name is not taken for one.
+        run("CREATE TABLE cortex_buffer.event_p99999990 (x int)");
+        let (state, hint) = sqlstate_of("SELECT cortex_buffer.event_partition_create(99999990, 100000000)");
+        assert_eq!(state, "55000");
+        assert!(hint.is_some_and(|h| h.contains("ATTACH PARTITION")));
         clean(&[&job]);
     }
 

@@ -46,7 +46,16 @@ BEGIN
                 USING ERRCODE = '55000', HINT = 'Convert the tables first: SELECT * FROM cortex_buffer.partition_events();';
         END IF;
         leaf := pg_catalog.format('%s_p%s', parent, from_file_id);
-        CONTINUE WHEN pg_catalog.to_regclass(pg_catalog.format('cortex_buffer.%I', leaf)) IS NOT NULL;
+        -- Two transactions that need the same span make it once: the second waits for the
+        -- first to end, then finds the partition.
+        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('cortex_buffer partition ' OPERATOR(pg_catalog.||) leaf, 0));
+        IF pg_catalog.to_regclass(pg_catalog.format('cortex_buffer.%I', leaf)) IS NOT NULL THEN
+            CONTINUE WHEN EXISTS (SELECT FROM pg_catalog.pg_inherits i
+                                   WHERE i.inhrelid OPERATOR(pg_catalog.=) pg_catalog.format('cortex_buffer.%I', leaf)::pg_catalog.regclass
+                                     AND i.inhparent OPERATOR(pg_catalog.=) pg_catalog.format('cortex_buffer.%I', parent)::pg_catalog.regclass);
+            RAISE EXCEPTION 'cortex_buffer.% exists but is not a partition of cortex_buffer.%', leaf, parent
+                USING ERRCODE = '55000', HINT = 'Attach it (ALTER TABLE ... ATTACH PARTITION), or rename or drop it, so that the span can be made.';
+        END IF;
         EXECUTE pg_catalog.format(
             'CREATE TABLE cortex_buffer.%I (LIKE cortex_buffer.%I INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)',
             leaf, parent);
@@ -58,7 +67,7 @@ BEGIN
         LOOP
             EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, leaf,
                 CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                     ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::pg_catalog.text) END);
+                     ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
         END LOOP;
         EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I ATTACH PARTITION cortex_buffer.%I FOR VALUES FROM (%s) TO (%s)',
             parent, leaf, from_file_id, to_file_id);

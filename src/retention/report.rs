@@ -89,7 +89,8 @@ pub fn report() -> Result<Vec<Line>, CbError> {
     let mut paths: HashSet<String> = HashSet::new();
     // The partitioned layout: index rows go only with their partition.
     let partitioned = crate::partition::is_partitioned();
-    let width = if partitioned { crate::partition::layout()?.files_per_partition } else { 1 };
+    // Each partition's span as it is (its width may differ from the settings' now).
+    let spans: Vec<(i64, i64, usize)> = crate::partition::event_bounds().map(|(b, _)| b.spans()).unwrap_or_default();
     let mut dropped: HashSet<i64> = HashSet::new();
     for a in &next {
         match a.action {
@@ -122,7 +123,7 @@ pub fn report() -> Result<Vec<Line>, CbError> {
         let local = !f.path.starts_with("push:/");
         let deleted = paths.contains(&f.path) || (local && dirs.contains(&f.job_dir));
         let rows_go = if partitioned {
-            dropped.contains(&cortex_buffer_core::indexer::partition_route::span_start(f.file_id, width))
+            spans.iter().any(|&(lo, hi, _)| dropped.contains(&lo) && lo <= f.file_id && f.file_id < hi)
         } else {
             deleted
         };

@@ -48,6 +48,53 @@ impl RangeBounds {
         usize::try_from(self.indexes.get(after).copied().unwrap_or(-1)).ok()
     }
 
+    /// The spans `[lower, upper)` that range partitions cover, in order, with the partition's
+    /// index; spans bounded by `MINVALUE` or `MAXVALUE` are left out (retention drops closed
+    /// spans of ids only).
+    pub fn spans(&self) -> Vec<(i64, i64, usize)> {
+        let mut out = Vec::new();
+        for (i, pair) in self.points.windows(2).enumerate() {
+            if let ([RangePoint::Value(lo), RangePoint::Value(hi)], Some(&index)) = (pair, self.indexes.get(i + 1)) {
+                if let Ok(index) = usize::try_from(index) {
+                    out.push((*lo, *hi, index));
+                }
+            }
+        }
+        out
+    }
+
+    /// Where the next range partition for the uncovered `file_id` goes: the span of
+    /// `width` ids that holds it, cut to the gap between the partitions around it (so that a
+    /// changed width, or pg_partman's spans, never make an overlap or leave a hole). `None` when
+    /// a range partition already covers it.
+    pub fn gap_for(&self, file_id: i64, width: i64) -> Option<(i64, i64)> {
+        if self.range_partition_of(file_id).is_some() {
+            return None;
+        }
+        let v = RangePoint::Value(file_id);
+        let below = self.points.iter().rev().find_map(|p| match p {
+            RangePoint::Value(x) if *p <= v => Some(*x),
+            _ => None,
+        });
+        let above = self.points.iter().find_map(|p| match p {
+            RangePoint::Value(x) if *p > v => Some(*x),
+            _ => None,
+        });
+        let lower = span_start(file_id, width).max(below.unwrap_or(i64::MIN));
+        let upper = lower.saturating_add(width.max(1)).min(above.unwrap_or(i64::MAX));
+        Some((lower, upper.max(file_id.saturating_add(1))))
+    }
+
+    /// The first id above `file_id` where what covers it ends: the next bound point (`None`:
+    /// nothing ends above it).
+    pub fn next_point_after(&self, file_id: i64) -> Option<i64> {
+        let v = RangePoint::Value(file_id);
+        self.points.iter().find_map(|p| match p {
+            RangePoint::Value(x) if *p > v => Some(*x),
+            _ => None,
+        })
+    }
+
     /// The first file id no range partition covers, counting up from the highest partitioned
     /// span (`None`: a partition reaches `MAXVALUE`, or there are no ranges).
     pub fn covered_below(&self) -> Option<i64> {
@@ -124,6 +171,30 @@ mod tests {
         assert_eq!(bounds(vec![], vec![], 3).partition_of(5), None);
         assert_eq!(bounds(vec![], vec![-1], 3).partition_of(5), Some(3));
         assert_eq!(bounds(vec![], vec![-1], -1).covered_below(), None);
+    }
+
+    #[test]
+    fn spans_are_the_closed_ranges_in_order() {
+        let b = bounds(vec![MinValue, Value(0), Value(10), Value(20), Value(30)], vec![-1, 3, 1, -1, 0, -1], 2);
+        assert_eq!(b.spans(), vec![(0, 10, 1), (20, 30, 0)]);
+    }
+
+    #[test]
+    fn a_gap_is_filled_to_the_width_without_overlapping_its_neighbours() {
+        // [0,10) and [40,50) exist; the width is 15 now.
+        let b = bounds(vec![Value(0), Value(10), Value(40), Value(50)], vec![-1, 0, -1, 1, -1], -1);
+        assert_eq!(b.gap_for(5, 15), None);
+        // 12's span of 15 starts at 0, cut to the partition below: [10, 25).
+        assert_eq!(b.gap_for(12, 15), Some((10, 25)));
+        // 31's starts at 30 and is cut to the partition above: [30, 40).
+        assert_eq!(b.gap_for(31, 15), Some((30, 40)));
+        assert_eq!(b.gap_for(55, 10), Some((50, 60)));
+        assert_eq!(b.gap_for(-3, 10), Some((-10, 0)));
+        assert_eq!(b.next_point_after(5), Some(10));
+        assert_eq!(b.next_point_after(50), None);
+        // No partition at all.
+        let none = bounds(vec![], vec![-1], -1);
+        assert_eq!(none.gap_for(123, 100), Some((100, 200)));
     }
 
     #[test]
