@@ -210,11 +210,25 @@ mod tests {
         let other = running_job();
         let path2 = indexed_file(&other);
         assert_eq!(rows_of(&path2), "2 1");
+        // A wider span from now on: the next partition fills the gap above the last one, cut to
+        // the new width, and never overlaps it.
+        run("UPDATE cortex_buffer.event_partitioning SET files_per_partition = 150");
+        next_id_at_least(span + 100);
+        let wider = running_job();
+        let path3 = indexed_file(&wider);
+        let id3 = file_id(&path3);
+        assert_eq!(rows_of(&path3), "2 1");
+        let bounds = one(&format!(
+            "SELECT pg_get_expr(c.relpartbound, c.oid) FROM cortex_buffer.event e JOIN pg_class c ON c.oid = e.tableoid
+              WHERE e.file_id = {id3} LIMIT 1"
+        ));
+        let lower = (span + 100).max(id3 / 150 * 150);
+        assert_eq!(bounds, format!("FOR VALUES FROM ('{lower}') TO ('{}')", lower + 150), "file id {id3}");
         // A statement trigger on the parent would not fire for rows put into a partition: SQL.
         run("CREATE FUNCTION pg_temp.nothing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$");
         run("CREATE TRIGGER nothing AFTER INSERT ON cortex_buffer.event FOR EACH STATEMENT EXECUTE FUNCTION pg_temp.nothing()");
         assert!(route(id).contains("trigger"), "{}", route(id));
-        clean(&[&job, &other]);
+        clean(&[&job, &other, &wider]);
     }
 
     /// The actions cleanup takes on the partitions, as `action path files rows_deleted`.
