@@ -30,6 +30,28 @@ COMMENT ON COLUMN cortex_buffer.event_partitioning.files_per_partition IS 'File 
 COMMENT ON COLUMN cortex_buffer.event_partitioning.premake IS 'Partitions kept ready above the highest file id (the indexer and cleanup_session_buffers() make them).';
 COMMENT ON COLUMN cortex_buffer.event_partitioning.partitioned_at IS 'When partition_events() converted the tables.';
 
+-- Gives `target` the grants `source` has (its owner's own aside): a partition its parent's, a
+-- converted table the plain one's. Internal; PUBLIC may not call it.
+CREATE FUNCTION cortex_buffer.copy_table_grants(source regclass, target regclass) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN
+        SELECT a.grantee, a.privilege_type
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.oid OPERATOR(pg_catalog.=) source AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT %s ON %s TO %s', g.privilege_type, target,
+            CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION cortex_buffer.copy_table_grants(regclass, regclass) IS
+'Internal (the partitioned layout): grants target every privilege source grants to roles other than its owner.';
+
 -- Makes the partitions of event and corrupt_line for file ids [from_file_id, to_file_id), empty,
 -- each created alone and attached (ATTACH takes a SHARE UPDATE EXCLUSIVE lock on the parent, so
 -- readers and inserts into other partitions go on), with the parent's grants. Runs as the
@@ -41,7 +63,6 @@ SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     parent text;
     leaf text;
-    g record;
     made boolean := false;
 BEGIN
     IF from_file_id IS NULL OR to_file_id IS NULL OR from_file_id OPERATOR(pg_catalog.>=) to_file_id THEN
@@ -69,16 +90,8 @@ BEGIN
         EXECUTE pg_catalog.format(
             'CREATE TABLE cortex_buffer.%I (LIKE cortex_buffer.%I INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)',
             leaf, parent);
-        FOR g IN
-            SELECT a.grantee, a.privilege_type
-              FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
-             WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.format('cortex_buffer.%I', parent)::pg_catalog.regclass
-               AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
-        LOOP
-            EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, leaf,
-                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                     ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
-        END LOOP;
+        PERFORM cortex_buffer.copy_table_grants(pg_catalog.format('cortex_buffer.%I', parent)::pg_catalog.regclass,
+                                                pg_catalog.format('cortex_buffer.%I', leaf)::pg_catalog.regclass);
         EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I ATTACH PARTITION cortex_buffer.%I FOR VALUES FROM (%s) TO (%s)',
             parent, leaf, from_file_id, to_file_id);
         made := true;
@@ -251,13 +264,7 @@ BEGIN
         EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I OWNER TO %s', parent,
                                   (SELECT c.relowner::pg_catalog.regrole::pg_catalog.text FROM pg_catalog.pg_class c
                                     WHERE c.oid OPERATOR(pg_catalog.=) rel));
-        FOR g IN SELECT a.grantee, a.privilege_type
-                   FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
-                  WHERE c.oid OPERATOR(pg_catalog.=) rel AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
-            EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, parent,
-                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                     ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
-        END LOOP;
+        PERFORM cortex_buffer.copy_table_grants(rel, pg_catalog.format('cortex_buffer.%I', parent)::pg_catalog.regclass);
         FOR n IN 1 .. pg_catalog.array_length(defs, 1) LOOP
             EXECUTE defs[n];
         END LOOP;
@@ -279,13 +286,7 @@ BEGIN
             GET DIAGNOSTICS rows_moved = ROW_COUNT;
             EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I ADD CONSTRAINT %I CHECK (file_id OPERATOR(pg_catalog.>=) %s AND file_id OPERATOR(pg_catalog.<) %s)',
                                       leaf, leaf OPERATOR(pg_catalog.||) '_span', lo, lo OPERATOR(pg_catalog.+) files_per_partition);
-            FOR g IN SELECT a.grantee, a.privilege_type
-                       FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
-                      WHERE c.oid OPERATOR(pg_catalog.=) rel AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
-                EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, leaf,
-                    CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                         ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
-            END LOOP;
+            PERFORM cortex_buffer.copy_table_grants(rel, pg_catalog.format('cortex_buffer.%I', leaf)::pg_catalog.regclass);
             EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I ATTACH PARTITION cortex_buffer.%I FOR VALUES FROM (%s) TO (%s)',
                                       parent, leaf, lo, lo OPERATOR(pg_catalog.+) files_per_partition);
             EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I DROP CONSTRAINT %I', leaf, leaf OPERATOR(pg_catalog.||) '_span');
@@ -527,23 +528,7 @@ GRANT EXECUTE ON FUNCTION
 -- The partitioned layout (partition_events()): each partition of event and corrupt_line has its
 -- parent's grants, which the reset above took away (the indexer writes into the partitions
 -- directly, as cortex_buffer_definer).
-DO $partitions$
-DECLARE
-    g record;
-BEGIN
-    FOR g IN
-        SELECT l.relname AS leaf, a.grantee, a.privilege_type
-          FROM pg_catalog.pg_inherits i
-          JOIN pg_catalog.pg_class l ON l.oid OPERATOR(pg_catalog.=) i.inhrelid
-          JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.inhparent,
-               pg_catalog.aclexplode(c.relacl) a
-         WHERE i.inhparent OPERATOR(pg_catalog.=) ANY (ARRAY['cortex_buffer.event'::pg_catalog.regclass,
-                                                           'cortex_buffer.corrupt_line'::pg_catalog.regclass])
-           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
-    LOOP
-        EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, g.leaf,
-            CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                 ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
-    END LOOP;
-END
-$partitions$;
+SELECT cortex_buffer.copy_table_grants(i.inhparent::pg_catalog.regclass, i.inhrelid::pg_catalog.regclass)
+  FROM pg_catalog.pg_inherits i
+ WHERE i.inhparent OPERATOR(pg_catalog.=) ANY (ARRAY['cortex_buffer.event'::pg_catalog.regclass,
+                                                   'cortex_buffer.corrupt_line'::pg_catalog.regclass]);

@@ -202,23 +202,7 @@ GRANT EXECUTE ON FUNCTION
 -- The partitioned layout (partition_events()): each partition of event and corrupt_line has its
 -- parent's grants, which the reset above took away (the indexer writes into the partitions
 -- directly, as cortex_buffer_definer).
-DO $partitions$
-DECLARE
-    g record;
-BEGIN
-    FOR g IN
-        SELECT l.relname AS leaf, a.grantee, a.privilege_type
-          FROM pg_catalog.pg_inherits i
-          JOIN pg_catalog.pg_class l ON l.oid OPERATOR(pg_catalog.=) i.inhrelid
-          JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.inhparent,
-               pg_catalog.aclexplode(c.relacl) a
-         WHERE i.inhparent OPERATOR(pg_catalog.=) ANY (ARRAY['cortex_buffer.event'::pg_catalog.regclass,
-                                                           'cortex_buffer.corrupt_line'::pg_catalog.regclass])
-           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
-    LOOP
-        EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, g.leaf,
-            CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                 ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
-    END LOOP;
-END
-$partitions$;
+SELECT cortex_buffer.copy_table_grants(i.inhparent::pg_catalog.regclass, i.inhrelid::pg_catalog.regclass)
+  FROM pg_catalog.pg_inherits i
+ WHERE i.inhparent OPERATOR(pg_catalog.=) ANY (ARRAY['cortex_buffer.event'::pg_catalog.regclass,
+                                                   'cortex_buffer.corrupt_line'::pg_catalog.regclass]);

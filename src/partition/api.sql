@@ -139,13 +139,7 @@ BEGIN
         EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I OWNER TO %s', parent,
                                   (SELECT c.relowner::pg_catalog.regrole::pg_catalog.text FROM pg_catalog.pg_class c
                                     WHERE c.oid OPERATOR(pg_catalog.=) rel));
-        FOR g IN SELECT a.grantee, a.privilege_type
-                   FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
-                  WHERE c.oid OPERATOR(pg_catalog.=) rel AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
-            EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, parent,
-                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                     ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
-        END LOOP;
+        PERFORM cortex_buffer.copy_table_grants(rel, pg_catalog.format('cortex_buffer.%I', parent)::pg_catalog.regclass);
         FOR n IN 1 .. pg_catalog.array_length(defs, 1) LOOP
             EXECUTE defs[n];
         END LOOP;
@@ -167,13 +161,7 @@ BEGIN
             GET DIAGNOSTICS rows_moved = ROW_COUNT;
             EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I ADD CONSTRAINT %I CHECK (file_id OPERATOR(pg_catalog.>=) %s AND file_id OPERATOR(pg_catalog.<) %s)',
                                       leaf, leaf OPERATOR(pg_catalog.||) '_span', lo, lo OPERATOR(pg_catalog.+) files_per_partition);
-            FOR g IN SELECT a.grantee, a.privilege_type
-                       FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
-                      WHERE c.oid OPERATOR(pg_catalog.=) rel AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
-                EXECUTE pg_catalog.format('GRANT %s ON cortex_buffer.%I TO %s', g.privilege_type, leaf,
-                    CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                         ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END);
-            END LOOP;
+            PERFORM cortex_buffer.copy_table_grants(rel, pg_catalog.format('cortex_buffer.%I', leaf)::pg_catalog.regclass);
             EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I ATTACH PARTITION cortex_buffer.%I FOR VALUES FROM (%s) TO (%s)',
                                       parent, leaf, lo, lo OPERATOR(pg_catalog.+) files_per_partition);
             EXECUTE pg_catalog.format('ALTER TABLE cortex_buffer.%I DROP CONSTRAINT %I', leaf, leaf OPERATOR(pg_catalog.||) '_span');
