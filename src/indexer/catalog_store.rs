@@ -44,9 +44,45 @@ const UPSERT_SQL: &str = "
            last_seen = pg_catalog.now(), gone_at = NULL
     RETURNING path, file_id";
 
+/// The advisory lock key of a path with no `session_file` row yet, an SQL expression over the
+/// text column `$col`: every inserter of a tailed file's row (discovery) takes it, and so does a
+/// cleanup before it deletes a file that has no row, so neither deletes or records a file the
+/// other is recording.
+#[macro_export]
+macro_rules! new_path_lock_key {
+    ($col:literal) => {
+        concat!("pg_catalog.hashtextextended('cortex_buffer session_file ' OPERATOR(pg_catalog.||) ", $col, ", 0)")
+    };
+}
+
+/// A row another transaction holds is left alone, never waited for: the files of `$1` this
+/// transaction may write. An existing row is locked here (`SKIP LOCKED`, as the indexer claims
+/// files); a path with no row yet takes a transaction-scoped advisory lock on its hash, which
+/// every inserter takes, so two passes that discover one new file never queue on the unique
+/// index (whose wait is as long as the other transaction: a pod's open transaction around
+/// `recovery_plan`, say). What is held is looked at again shortly (`pass::busy`).
+const WRITABLE_SQL: &str = concat!(
+    "
+    WITH held_here AS (
+        SELECT f.path FROM cortex_buffer.session_file f
+         WHERE f.path OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])
+           FOR UPDATE OF f SKIP LOCKED)
+    SELECT path FROM held_here
+    UNION ALL
+    SELECT u.path FROM pg_catalog.unnest($1::pg_catalog.text[]) AS u(path)
+     -- CASE, not AND: the lock is taken only for a path with no row (AND may run it first).
+     WHERE CASE WHEN EXISTS (SELECT FROM cortex_buffer.session_file f WHERE f.path OPERATOR(pg_catalog.=) u.path)
+                THEN false
+                ELSE pg_catalog.pg_try_advisory_xact_lock(",
+    new_path_lock_key!("u.path"),
+    ") END"
+);
+
 const GONE_SQL: &str = "
     UPDATE cortex_buffer.session_file SET gone_at = pg_catalog.now()
-     WHERE path OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]) AND gone_at IS NULL";
+     WHERE path IN (SELECT f.path FROM cortex_buffer.session_file f
+                     WHERE f.path OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]) AND f.gone_at IS NULL
+                       FOR UPDATE OF f SKIP LOCKED)";
 
 /// Reads every row under `root_prefix`.
 pub fn load(root_prefix: &str) -> Result<BTreeMap<String, Known>, CbError> {
@@ -104,9 +140,23 @@ pub fn load(root_prefix: &str) -> Result<BTreeMap<String, Known>, CbError> {
 }
 
 /// Upserts `rows` and marks `gone`, in the caller's transaction; returns upserted paths' ids.
+/// Rows another transaction holds are neither upserted nor marked (see `WRITABLE_SQL`): their
+/// paths are missing from the ids.
 pub fn store(rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbError> {
     Spi::connect_mut(|client| {
         let mut ids = Vec::with_capacity(rows.len());
+        let rows: Vec<&Row> = if rows.is_empty() {
+            Vec::new()
+        } else {
+            let asked: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
+            let mut writable = std::collections::HashSet::with_capacity(rows.len());
+            for r in client.update(WRITABLE_SQL, None, &[asked.into()]).map_err(spi)? {
+                if let Some(path) = r.get::<String>(1).map_err(spi)? {
+                    writable.insert(path);
+                }
+            }
+            rows.iter().filter(|r| writable.contains(&r.path)).collect()
+        };
         if !rows.is_empty() {
             let paths: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
             let job_dirs: Vec<String> = rows.iter().map(|r| r.job_dir.clone()).collect();

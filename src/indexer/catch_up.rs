@@ -10,8 +10,9 @@
 //! only cause the directory it asks about to be indexed, never read anything more.
 //!
 //! A file another indexer holds is waited for, up to `cortex_buffer.catch_up_wait`: its commit
-//! is what the lookup needs. What cannot be caught up (the wait ran out, a read-only
-//! transaction or standby, `catch_up` off, no `sessions_dir`, a failing file) is returned as
+//! is what the lookup needs. What cannot be caught up (the wait ran out, a read-only,
+//! REPEATABLE READ or SERIALIZABLE transaction, a standby, `catch_up` off, no `sessions_dir`,
+//! a failing file) is returned as
 //! the reason the answer is stale; the lookup never pretends.
 
 use std::time::{Duration, Instant};
@@ -42,10 +43,21 @@ pub fn catch_up(dir: &str) -> Freshness {
             "a read-only transaction (or a standby) cannot index: the answer holds what the index held".into(),
         );
     }
-    let volume = match resolve_root(&guc::sessions_dir()) {
+    // A REPEATABLE READ or SERIALIZABLE transaction reads one snapshot: rows the indexer
+    // committed after it would make the catch-up's claim fail with 40001 (aborting the
+    // caller's transaction), and its own rows could not show what the snapshot misses anyway.
+    // SAFETY: reads a backend-global setting.
+    if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
+        return stale(
+            "a REPEATABLE READ or SERIALIZABLE transaction reads one snapshot: the answer holds what the index held when it began".into(),
+        );
+    }
+    let configured = guc::sessions_dir();
+    let volume = match resolve_root(&configured) {
         Ok(v) => v,
         Err(e) => return stale(format!("the job's files cannot be read from here ({e})")),
     };
+    super::moved_root::adopt(&volume, super::moved_root::Scope::JobDir(dir), true);
     let deadline = Instant::now() + guc::catch_up_wait();
     loop {
         let files = match indexing::caller_pass(&volume, Scope::Dir(dir)) {

@@ -20,6 +20,7 @@ use super::settings::Settings;
 use crate::pg::privilege::as_definer;
 use crate::pg::xact::{guarded, subtransaction, TxnFailure};
 use cortex_buffer_core::error::CbError;
+use cortex_buffer_core::indexer::index_plan::counts_against_file;
 use cortex_buffer_core::indexer::reconcile::Known;
 use cortex_buffer_watch::pass::{
     index_pass, run_pass, Catalog, FileIndexer, FileOutcome, FileRef, KnownCache, PassError, PassReport, Row, Scope,
@@ -85,6 +86,10 @@ impl IsolatedIndexer<'_, '_> {
             Ok(outcome) => outcome,
             Err(failure) => {
                 let error = failure.to_string();
+                if !counts_against_file(&failure.sqlstate()) {
+                    // The server's trouble (the disk full, say), not the file's: retried, uncounted.
+                    return FileOutcome::Failed { error, quarantined: false };
+                }
                 let quarantine_after = settings.quarantine_after;
                 let quarantined = subtransaction(|| {
                     as_definer(|| event_store::record_failure(file.file_id, &error, quarantine_after))
@@ -208,6 +213,14 @@ pub fn pass(
         Scope::Dirs(dirs) => Some(dirs),
         Scope::Volume | Scope::Dir(_) => None,
     };
-    let files = index_pass(cache, &mut indexer, now_us, settings.settle_us, retry_us, share, dirs, keep_going);
+    let mut files = index_pass(cache, &mut indexer, now_us, settings.settle_us, retry_us, share, dirs, keep_going);
+    // Files whose rows another transaction held at discovery are busy as a claimed file is: a
+    // catch-up waits for them (up to catch_up_wait), the worker looks at them again.
+    for (path, dir) in &report.busy {
+        cache.look_again(dir, now_us.saturating_add(retry_us));
+        if !files.iter().any(|(p, _)| p == path) {
+            files.push((path.clone(), FileOutcome::Skipped(cortex_buffer_watch::pass::BUSY.to_owned())));
+        }
+    }
     Ok(Pass { report, files })
 }

@@ -16,6 +16,7 @@ mod index_pg_tests;
 pub mod indexing;
 #[cfg(any(test, feature = "pg_test"))]
 mod insert_rules_pg_tests;
+pub mod moved_root;
 pub mod settings;
 mod sql;
 mod status_sql;

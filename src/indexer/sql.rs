@@ -52,6 +52,9 @@ fn index_sessions_and_events(
         None => guc::sessions_dir(),
     };
     let volume = resolve_root(&dir).or_raise();
+    if dir == guc::sessions_dir() {
+        super::moved_root::adopt(&volume, super::moved_root::Scope::All, true);
+    }
     let pass = match indexing::caller_pass(&volume, Scope::Volume) {
         Ok(p) => p,
         Err(PassError::Root(e) | PassError::Catalog(TxnFailure::Refused(e))) => raise(e),

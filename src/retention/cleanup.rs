@@ -4,7 +4,9 @@
 //!
 //! **Order, and what a crash leaves.** Everything is decided from the caller's snapshot without
 //! locking a job row. A directory or file to delete has its `session_file` rows locked as the
-//! indexer locks them (a file being indexed is kept, never waited for), is looked at again
+//! indexer locks them (a file being indexed is kept, never waited for; so is a file with no
+//! row yet whose first indexing has not committed: the cleanup takes the new-path lock every
+//! inserter takes, `index_rows::lock_new_paths`), is looked at again
 //! under that lock, and its index rows are deleted in the calling transaction. The files
 //! themselves are unlinked only once that transaction has committed (a commit callback), so:
 //! - a rollback, or a crash before the commit, deletes nothing at all;
@@ -75,7 +77,13 @@ fn decide_and_do(args: Args) -> Result<Vec<Action>, CbError> {
         keep_failed_for_us,
     };
     let volume = match resolve_root(&guc::sessions_dir()) {
-        Ok(v) => Some(v),
+        Ok(v) => {
+            // Rows of a moved directory are its files', not index rows without a file.
+            if !args.dry_run {
+                crate::indexer::moved_root::adopt(&v, crate::indexer::moved_root::Scope::All, true);
+            }
+            Some(v)
+        }
         Err(e) => {
             crate::pg::raise::notice(
                 format!("sessions_dir cannot be read ({e}): only index rows are cleaned up"),
@@ -271,9 +279,31 @@ fn delete_dirs(run: &mut Run<'_>, volume: &Volume) -> Result<(), CbError> {
     for chunk in doomed.chunks(DIRS_PER_LOCK) {
         let names: Vec<String> = chunk.iter().filter_map(|d| d.name.to_str().map(str::to_owned)).collect();
         let mut locked = index_rows::lock_dirs(&names, run.args.dry_run)?;
+        // Files on disk with no row yet: one an indexer is recording now keeps its directory.
+        let root = volume.path();
+        let rowless: Vec<String> = chunk
+            .iter()
+            .flat_map(|d| {
+                let held: HashSet<&str> = d
+                    .name
+                    .to_str()
+                    .and_then(|n| locked.get(n))
+                    .map(|(h, _)| h.iter().map(|h| h.path.as_str()).collect())
+                    .unwrap_or_default();
+                d.survey
+                    .found
+                    .iter()
+                    .filter_map(|f| f.rel.to_str().map(|_| root.join(&f.rel).to_string_lossy().into_owned()))
+                    .filter(|p| !held.contains(p.as_str()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let recording = index_rows::lock_new_paths(&rowless, run.args.dry_run)?;
         for d in chunk {
             let job = d.job.as_ref().map(|(id, j)| (*id, j.as_ref()));
-            let (held, busy) = d.name.to_str().and_then(|n| locked.remove(n)).unwrap_or_default();
+            let (held, mut busy) = d.name.to_str().and_then(|n| locked.remove(n)).unwrap_or_default();
+            let prefix = format!("{}/", root.join(&d.name).to_string_lossy());
+            busy += recording.iter().filter(|p| p.starts_with(&prefix)).count();
             if busy > 0 {
                 run.push(Action::new(
                     "keep",

@@ -3,7 +3,7 @@
 //! and their `event` and `corrupt_line` rows, deleted (or, in a dry run, counted) in batches of
 //! files. Every statement runs as `cortex_buffer_definer`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use pgrx::prelude::*;
 
@@ -51,8 +51,9 @@ pub fn lock_paths(paths: &[String], dry_run: bool) -> Result<(Vec<Held>, Vec<Str
                 held.push(Held { file_id, path, mtime_us, gone });
             }
             let mut busy = Vec::new();
+            let mut rowless = Vec::new();
             if held.len() < paths.len() {
-                let got: std::collections::HashSet<&str> = held.iter().map(|h| h.path.as_str()).collect();
+                let got: HashSet<&str> = held.iter().map(|h| h.path.as_str()).collect();
                 let rows = c
                     .select(
                         "SELECT path FROM cortex_buffer.session_file WHERE path OPERATOR(pg_catalog.=) ANY ($1)",
@@ -60,15 +61,50 @@ pub fn lock_paths(paths: &[String], dry_run: bool) -> Result<(Vec<Held>, Vec<Str
                         &[paths.to_vec().into()],
                     )
                     .map_err(spi)?;
+                let mut with_row = HashSet::new();
                 for r in rows {
                     if let Some(p) = r.get::<String>(1).map_err(spi)? {
                         if !got.contains(p.as_str()) {
-                            busy.push(p);
+                            busy.push(p.clone());
                         }
+                        with_row.insert(p);
                     }
                 }
+                rowless = paths.iter().filter(|p| !with_row.contains(p.as_str())).cloned().collect();
             }
-            Ok((held, busy))
+            Ok((held, busy, rowless))
+        })
+    })
+    .and_then(|(held, mut busy, rowless)| {
+        busy.extend(lock_new_paths(&rowless, dry_run)?);
+        Ok((held, busy))
+    })
+}
+
+/// Of `paths` (files on disk with no `session_file` row), the ones an indexer is recording right
+/// now: the others' new-path locks (`new_path_lock_key!`) are taken to the end of the
+/// transaction (shared by a dry run), so no indexer records them before the files are unlinked.
+/// Without this, a file whose first indexing has not committed would be deleted under its
+/// indexer, which would then commit rows of a file that is gone.
+pub fn lock_new_paths(paths: &[String], dry_run: bool) -> Result<HashSet<String>, CbError> {
+    if paths.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let try_lock = if dry_run { "pg_try_advisory_xact_lock_shared" } else { "pg_try_advisory_xact_lock" };
+    let sql = format!(
+        "SELECT u.path FROM pg_catalog.unnest($1::pg_catalog.text[]) AS u(path)
+          WHERE NOT pg_catalog.{try_lock}({})",
+        crate::new_path_lock_key!("u.path")
+    );
+    as_definer(|| {
+        Spi::connect_mut(|c| {
+            let mut busy = HashSet::new();
+            for r in c.update(&sql, None, &[paths.to_vec().into()]).map_err(spi)? {
+                if let Some(p) = r.get::<String>(1).map_err(spi)? {
+                    busy.insert(p);
+                }
+            }
+            Ok(busy)
         })
     })
 }

@@ -21,6 +21,8 @@ use super::shared::{self, Phase, Watching};
 use super::worker_name;
 use crate::indexer::indexing::{self, Mode};
 use crate::pg::guc::{self, WatchMode};
+use crate::pg::privilege::as_definer;
+use crate::pg::spi_util::spi;
 use crate::pg::xact::guarded;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::readiness::{assess, ConditionLog, ProblemLog, Wait};
@@ -285,12 +287,53 @@ impl Worker {
             return Err(wait);
         }
         self.checked_at = Some(Instant::now());
+        self.released_from_quarantine();
         if let Some(volume) = self.volume.take() {
             if same_directory(&volume, &guc::sessions_dir()) {
                 return Ok(volume);
             }
         }
-        resolve_root(&guc::sessions_dir()).map_err(|e| Wait::SessionsDir { reason: describe(&e) })
+        let configured = guc::sessions_dir();
+        let volume = resolve_root(&configured).map_err(|e| Wait::SessionsDir { reason: describe(&e) })?;
+        crate::indexer::moved_root::adopt(&volume, crate::indexer::moved_root::Scope::All, false);
+        Ok(volume)
+    }
+
+    /// Files this worker holds quarantined whose rows no longer say so (`clear_quarantine()`
+    /// ran) are looked at again now: checked with the readiness, so at most a poll_interval
+    /// after the call, and only when something is quarantined (one lookup by path).
+    fn released_from_quarantine(&mut self) {
+        let held = self.cache.quarantined();
+        if held.is_empty() {
+            return;
+        }
+        let released = guarded(|| {
+            as_definer(|| {
+                Spi::connect(|c| {
+                    let mut out = Vec::new();
+                    for r in c
+                        .select(
+                            "SELECT path FROM cortex_buffer.session_file
+                              WHERE path OPERATOR(pg_catalog.=) ANY ($1) AND quarantined_at IS NULL",
+                            None,
+                            &[held.clone().into()],
+                        )
+                        .map_err(spi)?
+                    {
+                        if let Some(p) = r.get::<String>(1).map_err(spi)? {
+                            out.push(p);
+                        }
+                    }
+                    Ok(out)
+                })
+            })
+        });
+        if let Ok(paths) = released {
+            let now = now_us();
+            for p in &paths {
+                self.cache.release(p, now);
+            }
+        }
     }
 
     fn wait(&mut self, wait: Wait) {
@@ -593,7 +636,19 @@ impl Worker {
             each,
         ) {
             Ok(pass) => {
-                for p in problems.fresh(&pass.report.problems) {
+                let walked = volume.path().to_string_lossy();
+                let covered = |path: &str| match scope {
+                    Scope::Volume => true,
+                    Scope::Dir(d) => {
+                        path.strip_prefix(walked.as_ref()).is_some_and(|r| r.starts_with(&format!("/{d}/")))
+                    }
+                    Scope::Dirs(ds) => path
+                        .strip_prefix(walked.as_ref())
+                        .and_then(|r| r.strip_prefix('/'))
+                        .and_then(|r| r.split('/').next())
+                        .is_some_and(|d| ds.contains(d)),
+                };
+                for p in problems.fresh_within(&pass.report.problems, covered) {
                     log!("{}: skipping \"{}\": {}", self.name, p.path, p.reason);
                 }
                 let mut report = pass.report;
@@ -640,7 +695,10 @@ fn same_directory(volume: &Volume, dir: &str) -> bool {
     use std::os::unix::fs::MetadataExt;
     let held = volume.stat(std::path::Path::new("")).ok().map(|m| (m.dev(), m.ino()));
     let named = std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()));
-    held.is_some() && held == named
+    // Under the same canonical spelling too: a directory moved and linked back under its name is
+    // the same directory with another path, under which its files are recorded from now on
+    // (indexer::moved_root).
+    held.is_some() && held == named && std::fs::canonicalize(dir).is_ok_and(|c| c == volume.path())
 }
 
 fn installed_version() -> Result<Option<String>, CbError> {

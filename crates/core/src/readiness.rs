@@ -103,9 +103,17 @@ pub struct ProblemLog {
 }
 
 impl ProblemLog {
+    /// The problems of a pass over everything that were not reported before: what to log.
     pub fn fresh<'a>(&mut self, current: &'a [Problem]) -> Vec<&'a Problem> {
+        self.fresh_within(current, |_| true)
+    }
+
+    /// The same for a pass over part of the volume: a remembered problem is forgotten (so it
+    /// is news when it comes back) only if the pass `covered` its path and did not report it
+    /// again; problems elsewhere, which a pass over some directories cannot see, are kept.
+    pub fn fresh_within<'a>(&mut self, current: &'a [Problem], covered: impl Fn(&str) -> bool) -> Vec<&'a Problem> {
         let now: HashSet<&Problem> = current.iter().collect();
-        self.seen.retain(|p| now.contains(p));
+        self.seen.retain(|p| now.contains(p) || !covered(&p.path));
         current.iter().filter(|p| self.seen.insert((*p).clone())).collect()
     }
 }
@@ -147,6 +155,19 @@ mod tests {
         assert!(log.fresh(&[a.clone(), b.clone()]).is_empty());
         assert!(log.fresh(std::slice::from_ref(&b)).is_empty());
         assert_eq!(log.fresh(&[a.clone(), b]), vec![&a], "a problem that came back is news again");
+    }
+
+    #[test]
+    fn a_pass_over_other_directories_does_not_make_a_problem_news_again() {
+        let a = Problem { path: "/v/job-a/fifo.jsonl".into(), reason: "r".into() };
+        let mut log = ProblemLog::default();
+        assert_eq!(log.fresh(std::slice::from_ref(&a)).len(), 1);
+        // A pass over job-b only: it cannot see job-a's FIFO, which stays known.
+        assert!(log.fresh_within(&[], |p| p.starts_with("/v/job-b/")).is_empty());
+        assert!(log.fresh(std::slice::from_ref(&a)).is_empty(), "still the same problem: not logged again");
+        // A pass over job-a that no longer finds it forgets it; when it comes back it is news.
+        assert!(log.fresh_within(&[], |p| p.starts_with("/v/job-a/")).is_empty());
+        assert_eq!(log.fresh(std::slice::from_ref(&a)).len(), 1);
     }
 
     #[test]

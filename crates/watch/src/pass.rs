@@ -107,6 +107,25 @@ impl KnownCache {
         self.timers.iter().filter(|(_, at)| **at <= now_us).map(|(d, _)| d.clone()).collect()
     }
 
+    /// The present files the cache holds quarantined: the worker asks the catalogue now and then
+    /// whether `clear_quarantine()` released them.
+    pub fn quarantined(&self) -> Vec<String> {
+        self.entries.iter().filter(|(_, k)| k.index.quarantined && !k.gone).map(|(p, _)| p.clone()).collect()
+    }
+
+    /// Forgets that `path` is quarantined (its row says it no longer is) and looks at its
+    /// directory at `at_us`.
+    pub fn release(&mut self, path: &str, at_us: i64) {
+        let dir = match self.entries.get_mut(path) {
+            Some(k) => {
+                k.index.quarantined = false;
+                k.job_dir.clone()
+            }
+            None => return,
+        };
+        self.look_again(&dir, at_us);
+    }
+
     /// Directories with a timer (for tests and status).
     pub fn timers(&self) -> usize {
         self.timers.len()
@@ -147,6 +166,9 @@ pub struct PassReport {
     pub gone: usize,
     /// The directories the pass's walk descended into (for the watcher).
     pub dirs: Vec<DirSeen>,
+    /// Files whose catalogue rows another transaction held, so the pass could not record them
+    /// (path, job directory): they are [`BUSY`], and looked at again.
+    pub busy: Vec<(String, String)>,
 }
 
 impl PassReport {
@@ -265,7 +287,15 @@ pub fn run_pass<C: Catalog>(
             .collect();
     }
     for row in &rows {
-        let file_id = ids.get(&row.path).copied().unwrap_or(0);
+        let Some(&file_id) = ids.get(&row.path) else {
+            // Another transaction holds the row (or the new path): the cache keeps what it
+            // knew, so the next pass sees the change again, and the caller hears it was busy.
+            report.busy.push((row.path.clone(), row.job_dir.clone()));
+            if let Some(f) = report.files.iter_mut().find(|f| f.path == row.path) {
+                f.detail = Some(BUSY.to_owned());
+            }
+            continue;
+        };
         cache
             .entries
             .entry(row.path.clone())

@@ -215,10 +215,12 @@ impl Volume {
         }
     }
 
-    /// Whether `rel` no longer exists (as opposed to being unreadable for now).
+    /// Whether the file `rel` no longer exists (as opposed to being unreadable for now): nothing
+    /// is there, or something that is not a regular file (a directory, a FIFO, a link took its
+    /// name), which no pass indexes.
     pub fn is_gone(&self, rel: &Path) -> bool {
         match self.resolve(rel, libc::O_PATH | libc::O_NOFOLLOW) {
-            Ok(_) => false,
+            Ok(fd) => File::from(fd).metadata().is_ok_and(|m| !m.file_type().is_file()),
             Err(e) => e.kind() == io::ErrorKind::NotFound,
         }
     }
@@ -692,6 +694,9 @@ mod tests {
         assert_eq!(v.relative(&t.0.join("root")), None);
         assert!(!v.is_gone(Path::new("job/in.jsonl")));
         assert!(v.is_gone(Path::new("job/nope.jsonl")));
+        // A directory that took a file's name: the file is gone (no pass indexes a directory).
+        std::fs::create_dir(t.0.join("root/job/was-a-file.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(v.is_gone(Path::new("job/was-a-file.jsonl")));
         let f = v.open_file(Path::new("job/in.jsonl")).unwrap_or_else(|e| panic!("{e}"));
         use std::os::unix::fs::MetadataExt;
         let m = std::fs::metadata(t.0.join("root/job/in.jsonl")).unwrap_or_else(|e| panic!("{e}"));

@@ -121,6 +121,15 @@ pub fn fingerprint_len(size: u64) -> u64 {
     size.min(FINGERPRINT_BYTES)
 }
 
+/// Whether a failure to index a file, by its SQLSTATE, is held against the file (counted, and
+/// quarantining it after `quarantine_after`). Failures of the server rather than the file are
+/// not: insufficient resources (class 53: the disk full, out of memory), a serialization failure
+/// or deadlock (class 40), a lock not available (55P03). Such a file is retried as a failed one
+/// is, without a count, so freeing the disk lets every file go on by itself.
+pub fn counts_against_file(sqlstate: &str) -> bool {
+    !(sqlstate.starts_with("53") || sqlstate.starts_with("40") || sqlstate == "55P03")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +157,16 @@ mod tests {
     }
 
     const SPIKE: Option<Dialect> = Some(Dialect::CortexSpike);
+
+    #[test]
+    fn only_the_files_own_failures_count_against_it() {
+        for server in ["53100", "53200", "53300", "40001", "40P01", "55P03"] {
+            assert!(!counts_against_file(server), "{server}");
+        }
+        for file in ["22021", "54000", "58030", "XX000", "22P02", "23505"] {
+            assert!(counts_against_file(file), "{file}");
+        }
+    }
 
     #[test]
     fn growth_appends_and_nothing_changed_is_nothing() {

@@ -5,7 +5,8 @@
 //! ECMAScript's OrdinaryOwnPropertyKeys lists array-index keys ("0".."4294967294" in canonical
 //! form) first in ascending numeric order, then the remaining string keys in insertion order,
 //! which is the UTF-16 code-unit order of `Array.prototype.sort`. Duplicate keys cannot survive
-//! `JSON.parse` (the last value wins), so they are resolved the same way here.
+//! `JSON.parse` (the last value wins), so they are resolved the same way here. A `__proto__`
+//! key does not survive the re-insertion (it sets the prototype), so it is left out here too.
 
 use std::cmp::Ordering;
 
@@ -100,6 +101,10 @@ fn js_property_order<N>(members: &mut Vec<(Option<&str>, N)>) {
         }
     }
     members.truncate(write);
+    // The control plane copies each key into a fresh object (`sorted[k] = value[k]`); for the
+    // key "__proto__" that assignment sets the object's prototype instead of adding a property,
+    // so the key never reaches its text (nor its CRC).
+    members.retain(|(k, _)| *k != Some("__proto__"));
 }
 
 /// Property order of an object whose keys were inserted in UTF-16 sorted order.
@@ -228,6 +233,17 @@ mod tests {
             assert_eq!(compare_utf16(a, b), a.encode_utf16().cmp(b.encode_utf16()), "{a:?} vs {b:?}");
             assert_eq!(compare_utf16(b, a), want.reverse());
         }
+    }
+
+    #[test]
+    fn a_proto_key_is_left_out_as_the_control_planes_reinsertion_drops_it() {
+        let v = obj(&[("b", JsValue::Number(2.0)), ("__proto__", JsValue::Number(1.0))]);
+        assert_eq!(canonical_json(&v), r#"{"b":2}"#);
+        let nested = obj(&[("x", obj(&[("__proto__", obj(&[("a", JsValue::Null)])), ("c", JsValue::Bool(true))]))]);
+        assert_eq!(canonical_json(&nested), r#"{"x":{"c":true}}"#);
+        // Only the exact key: look-alikes stay.
+        let alike = obj(&[("__proto", JsValue::Null), ("__PROTO__", JsValue::Null)]);
+        assert_eq!(canonical_json(&alike), r#"{"__PROTO__":null,"__proto":null}"#);
     }
 
     #[test]

@@ -51,7 +51,51 @@ pub fn write_js_number(x: f64, out: &mut String) {
             n += 1;
         }
     }
+    ties_to_even(&mut digits[..n], exponent, magnitude);
     layout_digits(std::str::from_utf8(&digits[..n]).unwrap_or("0"), exponent + 1, out);
+}
+
+/// V8 breaks a tie between two shortest spellings, for a double exactly halfway between them,
+/// towards the even last digit (ECMAScript's Number::toString leaves the choice open and
+/// recommends that); Rust's formatter takes the upper one. `1284054217024512.25` prints as
+/// `1284054217024512.2` in V8 and `…512.3` in Rust. Only 16- and 17-digit spellings can tie: two
+/// shorter decimals are never as close as one step of a double. `digits` (ASCII, no point,
+/// `d.ddd × 10^exponent`) is changed in place when `magnitude` is such a tie.
+fn ties_to_even(digits: &mut [u8], exponent: i32, magnitude: f64) {
+    let Some(&last) = digits.last() else { return };
+    if digits.len() < 16 || (last - b'0').is_multiple_of(2) {
+        return;
+    }
+    for step in [-1i8, 1] {
+        let Some(other) = last.checked_add_signed(step).filter(u8::is_ascii_digit) else { continue };
+        let spelled = |tail: &[u8]| -> String {
+            let mut s = String::with_capacity(digits.len() + tail.len() + 8);
+            s.push(char::from(digits[0]));
+            s.push('.');
+            s.extend(digits[1..digits.len() - 1].iter().map(|&b| char::from(b)));
+            s.extend(tail.iter().map(|&b| char::from(b)));
+            let _ = write!(s, "e{exponent}");
+            s
+        };
+        // The even neighbour must read back as the same double...
+        if spelled(&[other]).parse::<f64>().ok() != Some(magnitude) {
+            continue;
+        }
+        // ...and the double must be exactly halfway: its exact decimal expansion (at most 767
+        // significant digits) is the lower spelling followed by a 5.
+        let low = last.min(other);
+        let half = spelled(&[low, b'5']);
+        let (half_digits, _) = half.split_once('e').unwrap_or((&half, ""));
+        let exact = format!("{magnitude:.800e}");
+        let (exact_digits, _) = exact.split_once('e').unwrap_or((&exact, ""));
+        let rest = exact_digits.strip_prefix(half_digits);
+        if rest.is_some_and(|r| r.bytes().all(|b| b == b'0')) {
+            if let Some(d) = digits.last_mut() {
+                *d = other;
+            }
+            return;
+        }
+    }
 }
 
 /// A fixed buffer `write!` can target; output beyond its size is dropped (never needed: a
@@ -172,6 +216,21 @@ mod tests {
         assert_eq!(js(0.00001234), "0.00001234");
         assert_eq!(js(5e-324), "5e-324");
         assert_eq!(js(f64::MAX), "1.7976931348623157e+308");
+    }
+
+    #[test]
+    fn exact_ties_between_shortest_spellings_go_to_the_even_digit_as_in_v8() {
+        // Each is exactly halfway between two 17-digit spellings that both read back as it
+        // (written as integer sums: the literals themselves have more digits than a double).
+        let base = 1_284_054_217_024_512.0;
+        assert_eq!(js(base + 0.25), "1284054217024512.2");
+        assert_eq!(js(-(base + 0.25)), "-1284054217024512.2");
+        assert_eq!(js(base + 0.75), "1284054217024512.8");
+        // Not ties: the shortest spelling stays as Rust gives it.
+        assert_eq!(js(base + 0.5), "1284054217024512.5");
+        assert_eq!(js(0.1 + 0.2), "0.30000000000000004");
+        assert_eq!(js(1.7976931348623157e308), "1.7976931348623157e+308");
+        assert_eq!(js(5e-324), "5e-324");
     }
 
     #[test]
