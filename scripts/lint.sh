@@ -15,7 +15,7 @@ cargo fmt --all --check
 
 say "cargo clippy --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
-(cd pgrx-tests && cargo clippy --all-targets -- -D warnings)
+(cd pgrx-tests && cargo clippy --features reliability --all-targets -- -D warnings)
 
 say "the committed install script is what the code generates (sql/install/)"
 bash scripts/schema.sh

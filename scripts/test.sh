@@ -2,7 +2,7 @@
 # Runs every test: the pure crates' unit tests (plain cargo test), the #[pg_test]s (one
 # `cargo pgrx test`), pgspot over the install and upgrade scripts, the golden-file SQL tests
 # (pg_regress), then the end-to-end suite in pgrx-tests/ against private clusters with the
-# library preloaded.
+# library preloaded, and the reliability suite (scripts/reliability.sh) in its short setting.
 # Installs whatever is missing first. Safe to run again.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -58,5 +58,10 @@ say "end-to-end worker suites in poll mode (CORTEX_E2E_WATCH=poll)"
 (cd pgrx-tests && CORTEX_E2E_WATCH=poll CORTEX_E2E_DIR="${E2E_DIR}" cargo test \
     --test worker --test exactly_once --test indexer --test hostile --test recovery_pod \
     -- --test-threads="${CORTEX_E2E_THREADS:-3}")
+
+# R1-R7 with their short setting: kills, immediate stops, a standby, fuzzing, the hostile-file
+# catalogue, isolation specs, privileges; one table of figures (CORTEX_RELIABILITY=full by hand).
+say "reliability suite, short setting (scripts/reliability.sh)"
+bash scripts/reliability.sh --installed
 
 say "all tests passed"

@@ -13,6 +13,8 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
+pub mod writers;
+
 /// The worker's name in `pg_stat_activity.backend_type`.
 pub const WORKER: &str = "cortex_buffer indexer";
 
@@ -128,7 +130,7 @@ impl Cluster {
         let out = run(as_postgres(&c.bin.join("pg_basebackup"))
             .arg("-h")
             .arg(&primary.socket_dir)
-            .args(["-p", &primary.port.to_string(), "-R", "-X", "stream", "-D"])
+            .args(["-p", &primary.port.to_string(), "-R", "-X", "stream", "--checkpoint=fast", "-D"])
             .arg(&c.pgdata));
         assert!(out.status.success(), "pg_basebackup failed: {}", String::from_utf8_lossy(&out.stderr));
         // The copied postgresql.conf names the primary's port and directories; later lines win.
@@ -213,13 +215,7 @@ impl Cluster {
     /// Runs `statements` one after another in ONE session, each in its own transaction (one
     /// `-c` each); Ok(stdout of all) or Err(stderr).
     pub fn psql_session(&self, db: &str, statements: &[&str]) -> Result<String, String> {
-        let mut cmd = as_postgres(&self.bin.join("psql"));
-        cmd.args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"]).arg(&self.socket_dir).args([
-            "-p",
-            &self.port.to_string(),
-            "-d",
-            db,
-        ]);
+        let mut cmd = self.psql_command(db);
         for s in statements {
             cmd.args(["-c", s]);
         }
@@ -229,6 +225,19 @@ impl Cluster {
         } else {
             Err(String::from_utf8_lossy(&out.stderr).into_owned())
         }
+    }
+
+    /// A psql command for `db` as `postgres` (quiet, unaligned, stops at the first error), to
+    /// which the caller adds `-c` statements; for sessions a test runs in its own threads.
+    pub fn psql_command(&self, db: &str) -> Command {
+        let mut cmd = as_postgres(&self.bin.join("psql"));
+        cmd.args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"]).arg(&self.socket_dir).args([
+            "-p",
+            &self.port.to_string(),
+            "-d",
+            db,
+        ]);
+        cmd
     }
 
     pub fn psql(&self, sql: &str) -> String {
@@ -446,4 +455,22 @@ impl Rng {
     pub fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
         items[self.below(items.len())]
     }
+}
+
+/// Records one figure line for `scripts/reliability.sh`'s table: appends `row<TAB>what<TAB>figures`
+/// to the file `$CORTEX_RELIABILITY_REPORT` names (nothing when it is unset), and prints it.
+/// Call it after the test's assertions, so only a run that held reports figures; the script
+/// marks a row failed from the test's exit status, not from this line.
+pub fn report(row: &str, what: &str, figures: &str) {
+    eprintln!("[{row}] {what}: {figures}");
+    let Ok(path) = std::env::var("CORTEX_RELIABILITY_REPORT") else { return };
+    let line = format!("{row}\t{what}\t{}\n", figures.replace(['\t', '\n'], " "));
+    let mut f = fs::OpenOptions::new().create(true).append(true).open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    std::io::Write::write_all(&mut f, line.as_bytes()).unwrap_or_else(|e| panic!("{path}: {e}"));
+}
+
+/// A size from the environment (`name`), or `default`: the reliability suite's short setting is
+/// the default, the full one is set by hand (scripts/reliability.sh, CORTEX_RELIABILITY=full).
+pub fn env_size(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(default)
 }
