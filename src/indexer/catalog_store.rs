@@ -2,7 +2,7 @@
 //! SPI for a pass (`indexing` wraps these in the `pass::Catalog` the watch crate drives). Each
 //! call is one statement over arrays, never one per file.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
@@ -14,7 +14,7 @@ use cortex_buffer_core::indexer::dialect::Dialect;
 use cortex_buffer_core::indexer::index_plan::IndexState;
 use cortex_buffer_core::indexer::reconcile::Known;
 use cortex_buffer_core::int::{bits_i64, bits_u64};
-use cortex_buffer_watch::pass::Row;
+use cortex_buffer_watch::pass::{Row, Stored};
 use cortex_buffer_watch::scan::FileStat;
 
 const LOAD_SQL: &str = "
@@ -25,51 +25,84 @@ const LOAD_SQL: &str = "
       FROM cortex_buffer.session_file
      WHERE pg_catalog.starts_with(path, $1)";
 
-const UPSERT_SQL: &str = "
-    INSERT INTO cortex_buffer.session_file AS f
+/// The columns discovery writes, from nine parallel arrays (`u`).
+macro_rules! discovered_rows {
+    () => {
+        "ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[]), pg_catalog.unnest($3::pg_catalog.text[]), pg_catalog.unnest($4::pg_catalog.int8[]), pg_catalog.unnest($5::pg_catalog.timestamptz[]), pg_catalog.unnest($6::pg_catalog.int8[]), pg_catalog.unnest($7::pg_catalog.int8[]), pg_catalog.unnest($8::pg_catalog.int8[]), pg_catalog.unnest($9::pg_catalog.uuid[]))
+           AS u(path, job_dir, dialect, size_bytes, mtime, device, inode, ordinal, job_id)"
+    };
+}
+
+/// Rows this transaction holds (locked by `WRITABLE_SQL`): updated in place.
+const UPDATE_SQL: &str = concat!(
+    "
+    UPDATE cortex_buffer.session_file AS f
+       SET -- A different file at the path ends its predecessor's quarantine.
+           failures = CASE WHEN f.device OPERATOR(pg_catalog.<>) u.device
+                             OR f.inode OPERATOR(pg_catalog.<>) u.inode THEN 0 ELSE f.failures END,
+           quarantined_at = CASE WHEN f.device OPERATOR(pg_catalog.<>) u.device
+                                   OR f.inode OPERATOR(pg_catalog.<>) u.inode
+                                 THEN NULL ELSE f.quarantined_at END,
+           job_dir = u.job_dir, session_ordinal = u.ordinal, job_id = u.job_id,
+           dialect = u.dialect, size_bytes = u.size_bytes,
+           mtime = u.mtime, device = u.device, inode = u.inode,
+           last_seen = pg_catalog.now(), gone_at = NULL
+      FROM ",
+    discovered_rows!(),
+    "
+     WHERE f.path OPERATOR(pg_catalog.=) u.path
+    RETURNING f.path, f.file_id"
+);
+
+/// Paths with no row whose new-path lock this transaction holds: inserted. A row another
+/// transaction committed since `WRITABLE_SQL` looked is left to it (`DO NOTHING`, which never
+/// waits for a committed row): the path is busy this time.
+const INSERT_SQL: &str = concat!(
+    "
+    INSERT INTO cortex_buffer.session_file
            (path, job_dir, dialect, size_bytes, mtime, device, inode, session_ordinal, job_id)
     SELECT u.path, u.job_dir, u.dialect, u.size_bytes, u.mtime, u.device, u.inode, u.ordinal, u.job_id
-      FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[]), pg_catalog.unnest($3::pg_catalog.text[]), pg_catalog.unnest($4::pg_catalog.int8[]), pg_catalog.unnest($5::pg_catalog.timestamptz[]), pg_catalog.unnest($6::pg_catalog.int8[]), pg_catalog.unnest($7::pg_catalog.int8[]), pg_catalog.unnest($8::pg_catalog.int8[]), pg_catalog.unnest($9::pg_catalog.uuid[]))
-           AS u(path, job_dir, dialect, size_bytes, mtime, device, inode, ordinal, job_id)
-    ON CONFLICT (path) DO UPDATE
-       SET -- A different file at the path ends its predecessor's quarantine.
-           failures = CASE WHEN f.device OPERATOR(pg_catalog.<>) excluded.device
-                             OR f.inode OPERATOR(pg_catalog.<>) excluded.inode THEN 0 ELSE f.failures END,
-           quarantined_at = CASE WHEN f.device OPERATOR(pg_catalog.<>) excluded.device
-                                   OR f.inode OPERATOR(pg_catalog.<>) excluded.inode
-                                 THEN NULL ELSE f.quarantined_at END,
-           job_dir = excluded.job_dir, session_ordinal = excluded.session_ordinal, job_id = excluded.job_id,
-           dialect = excluded.dialect, size_bytes = excluded.size_bytes,
-           mtime = excluded.mtime, device = excluded.device, inode = excluded.inode,
-           last_seen = pg_catalog.now(), gone_at = NULL
-    RETURNING path, file_id";
+      FROM ",
+    discovered_rows!(),
+    "
+    ON CONFLICT (path) DO NOTHING
+    RETURNING path, file_id"
+);
 
-/// The advisory lock key of a path with no `session_file` row yet, an SQL expression over the
-/// text column `$col`: every inserter of a tailed file's row (discovery) takes it, and so does a
-/// cleanup before it deletes a file that has no row, so neither deletes or records a file the
-/// other is recording.
+/// The arguments of `pg_try_advisory_xact_lock(int4, int4)` that guard the recording of a path
+/// with no `session_file` row yet (an SQL expression over the text column `$col`): every
+/// inserter of a tailed file's row takes it (discovery; `moved_root` for a path it renames a
+/// row to), and so does a cleanup before it deletes a file that has no row, so neither deletes
+/// or records a file the other is recording. The paths share 128 keys (the first a constant of
+/// the extension's): a transaction recording 100 000 new files holds 128 locks, not 100 000,
+/// which the shared lock table could not hold; two paths on one key only make one of them wait
+/// for the next pass.
 #[macro_export]
 macro_rules! new_path_lock_key {
     ($col:literal) => {
-        concat!("pg_catalog.hashtextextended('cortex_buffer session_file ' OPERATOR(pg_catalog.||) ", $col, ", 0)")
+        concat!(
+            "pg_catalog.hashtext('cortex_buffer session_file'), ((pg_catalog.hashtextextended(",
+            $col,
+            ", 0) OPERATOR(pg_catalog.&) 127))::pg_catalog.int4"
+        )
     };
 }
 
 /// A row another transaction holds is left alone, never waited for: the files of `$1` this
-/// transaction may write. An existing row is locked here (`SKIP LOCKED`, as the indexer claims
-/// files); a path with no row yet takes a transaction-scoped advisory lock on its hash, which
-/// every inserter takes, so two passes that discover one new file never queue on the unique
-/// index (whose wait is as long as the other transaction: a pod's open transaction around
-/// `recovery_plan`, say). What is held is looked at again shortly (`pass::busy`).
+/// transaction may write, and how (`held`: an existing row, now locked here, `SKIP LOCKED` as the
+/// indexer claims files; `new`: no row, and the new-path lock taken). Two passes that discover
+/// one new file never queue on the unique index, whose wait is as long as the other transaction
+/// (a pod's open transaction around `recovery_plan`, say). What is held elsewhere is looked at
+/// again shortly (`pass::busy`).
 const WRITABLE_SQL: &str = concat!(
     "
     WITH held_here AS (
         SELECT f.path FROM cortex_buffer.session_file f
          WHERE f.path OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])
            FOR UPDATE OF f SKIP LOCKED)
-    SELECT path FROM held_here
+    SELECT path, true FROM held_here
     UNION ALL
-    SELECT u.path FROM pg_catalog.unnest($1::pg_catalog.text[]) AS u(path)
+    SELECT u.path, false FROM pg_catalog.unnest($1::pg_catalog.text[]) AS u(path)
      -- CASE, not AND: the lock is taken only for a path with no row (AND may run it first).
      WHERE CASE WHEN EXISTS (SELECT FROM cortex_buffer.session_file f WHERE f.path OPERATOR(pg_catalog.=) u.path)
                 THEN false
@@ -78,11 +111,13 @@ const WRITABLE_SQL: &str = concat!(
     ") END"
 );
 
+/// Marks gone the rows of `$1` no other transaction holds; returns those it marked.
 const GONE_SQL: &str = "
     UPDATE cortex_buffer.session_file SET gone_at = pg_catalog.now()
      WHERE path IN (SELECT f.path FROM cortex_buffer.session_file f
                      WHERE f.path OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[]) AND f.gone_at IS NULL
-                       FOR UPDATE OF f SKIP LOCKED)";
+                       FOR UPDATE OF f SKIP LOCKED)
+    RETURNING path";
 
 /// Reads every row under `root_prefix`.
 pub fn load(root_prefix: &str) -> Result<BTreeMap<String, Known>, CbError> {
@@ -139,64 +174,67 @@ pub fn load(root_prefix: &str) -> Result<BTreeMap<String, Known>, CbError> {
     })
 }
 
-/// Upserts `rows` and marks `gone`, in the caller's transaction; returns upserted paths' ids.
-/// Rows another transaction holds are neither upserted nor marked (see `WRITABLE_SQL`): their
-/// paths are missing from the ids.
-pub fn store(rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, CbError> {
+/// Records `rows` and marks `gone`, in the caller's transaction. Rows and paths another
+/// transaction holds are neither recorded nor marked (see `WRITABLE_SQL`, `GONE_SQL`): they are
+/// missing from what this returns, and the pass counts them busy.
+pub fn store(rows: &[Row], gone: &[String]) -> Result<Stored, CbError> {
     Spi::connect_mut(|client| {
-        let mut ids = Vec::with_capacity(rows.len());
-        let rows: Vec<&Row> = if rows.is_empty() {
-            Vec::new()
-        } else {
+        let mut stored = Stored { ids: Vec::with_capacity(rows.len()), gone: Vec::new() };
+        if !rows.is_empty() {
             let asked: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
-            let mut writable = std::collections::HashSet::with_capacity(rows.len());
+            let mut writable: HashMap<String, bool> = HashMap::with_capacity(rows.len());
             for r in client.update(WRITABLE_SQL, None, &[asked.into()]).map_err(spi)? {
-                if let Some(path) = r.get::<String>(1).map_err(spi)? {
-                    writable.insert(path);
+                if let (Some(path), Some(held)) = (r.get::<String>(1).map_err(spi)?, r.get::<bool>(2).map_err(spi)?) {
+                    writable.insert(path, held);
                 }
             }
-            rows.iter().filter(|r| writable.contains(&r.path)).collect()
-        };
-        if !rows.is_empty() {
-            let paths: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
-            let job_dirs: Vec<String> = rows.iter().map(|r| r.job_dir.clone()).collect();
-            let dialects: Vec<Option<String>> = rows.iter().map(|r| r.dialect.map(|d| d.label().to_owned())).collect();
-            let sizes: Vec<i64> = rows.iter().map(|r| i64::try_from(r.stat.size).unwrap_or(i64::MAX)).collect();
-            let mtimes: Vec<Option<TimestampWithTimeZone>> =
-                rows.iter().map(|r| timestamptz(Some(r.stat.mtime_us))).collect();
-            let devices: Vec<i64> = rows.iter().map(|r| bits_i64(r.stat.device)).collect();
-            let inodes: Vec<i64> = rows.iter().map(|r| bits_i64(r.stat.inode)).collect();
-            let ordinals: Vec<Option<i64>> = rows.iter().map(|r| r.ordinal).collect();
-            let jobs: Vec<Option<pgrx::Uuid>> = rows.iter().map(|r| r.job_id.map(pgrx::Uuid::from_bytes)).collect();
-            let returned = client
-                .update(
-                    UPSERT_SQL,
-                    None,
-                    &[
-                        paths.into(),
-                        job_dirs.into(),
-                        dialects.into(),
-                        sizes.into(),
-                        mtimes.into(),
-                        devices.into(),
-                        inodes.into(),
-                        ordinals.into(),
-                        jobs.into(),
-                    ],
-                )
-                .map_err(spi)?;
-            for r in returned {
-                if let (Some(path), Some(id)) = (r.get::<String>(1).map_err(spi)?, r.get::<i64>(2).map_err(spi)?) {
-                    ids.push((path, id));
+            let held: Vec<&Row> = rows.iter().filter(|r| writable.get(&r.path) == Some(&true)).collect();
+            let new: Vec<&Row> = rows.iter().filter(|r| writable.get(&r.path) == Some(&false)).collect();
+            for (sql, subset) in [(UPDATE_SQL, held), (INSERT_SQL, new)] {
+                if subset.is_empty() {
+                    continue;
+                }
+                for r in client.update(sql, None, &discovered_args(&subset)).map_err(spi)? {
+                    if let (Some(path), Some(id)) = (r.get::<String>(1).map_err(spi)?, r.get::<i64>(2).map_err(spi)?) {
+                        stored.ids.push((path, id));
+                    }
                 }
             }
         }
         if !gone.is_empty() {
-            client.update(GONE_SQL, None, &[gone.to_vec().into()]).map_err(spi)?;
+            for r in client.update(GONE_SQL, None, &[gone.to_vec().into()]).map_err(spi)? {
+                if let Some(path) = r.get::<String>(1).map_err(spi)? {
+                    stored.gone.push(path);
+                }
+            }
         }
         // The partitioned layout: the new files' partitions exist before their rows come.
-        let file_ids: Vec<i64> = ids.iter().map(|(_, id)| *id).collect();
+        let file_ids: Vec<i64> = stored.ids.iter().map(|(_, id)| *id).collect();
         crate::partition::ensure_for(&file_ids)?;
-        Ok(ids)
+        Ok(stored)
     })
+}
+
+/// The nine arrays of `discovered_rows!`, for `rows`.
+fn discovered_args(rows: &[&Row]) -> Vec<pgrx::datum::DatumWithOid<'static>> {
+    let paths: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
+    let job_dirs: Vec<String> = rows.iter().map(|r| r.job_dir.clone()).collect();
+    let dialects: Vec<Option<String>> = rows.iter().map(|r| r.dialect.map(|d| d.label().to_owned())).collect();
+    let sizes: Vec<i64> = rows.iter().map(|r| i64::try_from(r.stat.size).unwrap_or(i64::MAX)).collect();
+    let mtimes: Vec<Option<TimestampWithTimeZone>> = rows.iter().map(|r| timestamptz(Some(r.stat.mtime_us))).collect();
+    let devices: Vec<i64> = rows.iter().map(|r| bits_i64(r.stat.device)).collect();
+    let inodes: Vec<i64> = rows.iter().map(|r| bits_i64(r.stat.inode)).collect();
+    let ordinals: Vec<Option<i64>> = rows.iter().map(|r| r.ordinal).collect();
+    let jobs: Vec<Option<pgrx::Uuid>> = rows.iter().map(|r| r.job_id.map(pgrx::Uuid::from_bytes)).collect();
+    vec![
+        paths.into(),
+        job_dirs.into(),
+        dialects.into(),
+        sizes.into(),
+        mtimes.into(),
+        devices.into(),
+        inodes.into(),
+        ordinals.into(),
+        jobs.into(),
+    ]
 }

@@ -24,7 +24,7 @@ use cortex_buffer_core::indexer::index_plan::counts_against_file;
 use cortex_buffer_core::indexer::reconcile::Known;
 use cortex_buffer_watch::pass::{
     index_pass, run_pass, Catalog, FileIndexer, FileOutcome, FileRef, KnownCache, PassError, PassReport, Row, Scope,
-    Work,
+    Stored, Work,
 };
 use cortex_buffer_watch::volume::Volume;
 
@@ -55,10 +55,14 @@ impl Catalog for IsolatedCatalog {
     fn load(&mut self, root_prefix: &str) -> Result<std::collections::BTreeMap<String, Known>, TxnFailure> {
         self.0.catalog_step(|| catalog_store::load(root_prefix))
     }
-    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, TxnFailure> {
+    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Stored, TxnFailure> {
         self.0.catalog_step(|| catalog_store::store(rows, gone))
     }
 }
+
+/// How soon a file whose catalogue row (or new path) was held at discovery is looked at again,
+/// at most: `retry_us` (the poll interval) when that is shorter.
+const DISCOVERY_RETRY_US: i64 = 100_000;
 
 /// A worker's batch: this many files, or this many new bytes, share one transaction (each file
 /// in a subtransaction of it). Bounds what a crash or a rollback redoes, how long a batch holds
@@ -216,9 +220,14 @@ pub fn pass(
     let mut files = index_pass(cache, &mut indexer, now_us, settings.settle_us, retry_us, share, dirs, keep_going);
     // Files whose rows another transaction held at discovery are busy as a claimed file is: a
     // catch-up waits for them (up to catch_up_wait), the worker looks at them again.
+    let outcomes: std::collections::HashSet<String> =
+        if report.busy.is_empty() { Default::default() } else { files.iter().map(|(p, _)| p.clone()).collect() };
+    // Soon: what holds a row or a new path at discovery is mostly another pass's catalogue step
+    // (two workers recording new files whose paths share a lock key), over in milliseconds.
+    let again_us = now_us.saturating_add(retry_us.min(DISCOVERY_RETRY_US));
     for (path, dir) in &report.busy {
-        cache.look_again(dir, now_us.saturating_add(retry_us));
-        if !files.iter().any(|(p, _)| p == path) {
+        cache.look_again(dir, again_us);
+        if !outcomes.contains(path) {
             files.push((path.clone(), FileOutcome::Skipped(cortex_buffer_watch::pass::BUSY.to_owned())));
         }
     }

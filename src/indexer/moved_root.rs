@@ -7,11 +7,14 @@
 //! one, by the same path below its job directory, as the same file (same device and inode), are
 //! renamed: they keep their ids, offsets and rows, and the pass finds them unchanged. A row whose
 //! file is not that file keeps its path (nothing of another volume, or of a directory
-//! `index_sessions(dir)` indexed, is taken for this one). The worker looks once per root it
+//! `index_sessions(dir)` indexed, is taken for this one, unless it is the very same file, as
+//! through a bind mount). A renamed row's new path takes the new-path lock every recorder
+//! takes. The worker looks once per root it
 //! resolves; `index_sessions()` and a cleanup on every call (they walk everything anyway); a
 //! lookup's catch-up only its job's rows, by the job directory's index. Read-only transactions
 //! and standbys skip it.
 
+use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -20,7 +23,7 @@ use pgrx::prelude::*;
 
 use crate::pg::privilege::as_definer;
 use crate::pg::spi_util::spi;
-use crate::pg::xact::{guarded, subtransaction};
+use crate::pg::xact::{guarded, subtransaction, TxnFailure};
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_watch::volume::Volume;
 
@@ -37,43 +40,81 @@ pub enum Scope<'a> {
 }
 
 /// Renames the rows of files that moved with the root (see the module). `in_transaction`: the
-/// caller's transaction (a subtransaction of it is used) or, for the worker between
-/// transactions, one of its own. Failures are logged, never raised: the pass goes on as before.
+/// caller's transaction (each batch in a subtransaction of it) or, for the worker between
+/// transactions, a transaction per batch. Failures are logged, never raised: the pass goes on
+/// as before.
 pub fn adopt(volume: &Volume, scope: Scope<'_>, in_transaction: bool) {
     let Some(root) = volume.path().to_str() else { return };
     // SAFETY: reads of backend-global flags.
     if in_transaction && unsafe { pg_sys::XactReadOnly || pg_sys::RecoveryInProgress() } {
         return;
     }
-    let work = || as_definer(|| rename_rows(root, scope, volume));
-    let outcome = if in_transaction { subtransaction(work) } else { guarded(work) };
-    match outcome {
-        Ok(0) => {}
-        Ok(renamed) => log!(
+    let prefix = format!("{root}/");
+    let mut after = 0i64;
+    let mut renamed = 0usize;
+    loop {
+        let batch = match step(in_transaction, || candidates(&prefix, scope, after, volume)) {
+            Ok(b) => b,
+            Err(e) => {
+                warning!("cortex_buffer: could not look for rows recorded under another path than \"{root}\": {e}");
+                break;
+            }
+        };
+        after = batch.after;
+        if !batch.ids.is_empty() {
+            match step(in_transaction, || rename(&batch.ids, &batch.paths)) {
+                Ok(n) => renamed += n,
+                Err(e) => warning!("cortex_buffer: could not move rows recorded under another path to \"{root}\": {e}"),
+            }
+        }
+        if batch.seen < BATCH as usize {
+            break;
+        }
+    }
+    if renamed > 0 {
+        log!(
             "cortex_buffer: {renamed} file(s) recorded under another path are under \"{root}\" now, where the sessions directory resolves (same files, same rows)"
-        ),
-        Err(e) => warning!("cortex_buffer: could not move rows recorded under another path to \"{root}\": {e}"),
+        );
     }
 }
 
-/// Where `path` (recorded under some root, its file in `job_dir`) would be under `volume`: every
-/// spelling that cuts the path at `/<job_dir>/`, whose file there has the identity `device`,
-/// `inode`.
+/// Runs `work` as the definer: in a subtransaction of the caller's transaction, or (the worker,
+/// between transactions) in a transaction of its own.
+fn step<R>(in_transaction: bool, work: impl FnOnce() -> Result<R, CbError>) -> Result<R, TxnFailure> {
+    let run = || as_definer(work);
+    if in_transaction {
+        subtransaction(run)
+    } else {
+        guarded(run)
+    }
+}
+
+/// One batch of rows looked at: the ones whose file is found under the root, and where.
+#[derive(Default)]
+struct Batch {
+    ids: Vec<i64>,
+    paths: Vec<String>,
+    seen: usize,
+    after: i64,
+}
+
+/// Where `path` (recorded under some root, its file in `job_dir`) would be under `volume`: a cut
+/// of the path just before `<job_dir>/` (every one is tried), whose file there has the identity
+/// `device`, `inode`.
 fn found_under(volume: &Volume, path: &str, job_dir: &str, device: i64, inode: i64) -> Option<String> {
-    let marker = format!("/{job_dir}/");
-    path.match_indices(&marker)
+    let head = format!("{job_dir}/");
+    path.match_indices('/')
         .map(|(at, _)| &path[at + 1..])
+        .filter(|rel| rel.starts_with(&head))
         .find(|rel| {
             volume.stat(Path::new(rel)).is_ok_and(|m| m.dev().cast_signed() == device && m.ino().cast_signed() == inode)
         })
         .map(str::to_owned)
 }
 
-/// The live rows not under `root/` (of `scope`), in batches of [`BATCH`] by file id; each whose
-/// file is found under `root` is renamed, unless a row already holds the new path. Returns how
-/// many.
-fn rename_rows(root: &str, scope: Scope<'_>, volume: &Volume) -> Result<usize, CbError> {
-    let prefix = format!("{root}/");
+/// The next [`BATCH`] live rows by file id after `after`, not under `prefix` (of `scope`),
+/// read without locks; those whose file is found under the root, each new path once.
+fn candidates(prefix: &str, scope: Scope<'_>, after: i64, volume: &Volume) -> Result<Batch, CbError> {
     let (filter, dir) = match scope {
         Scope::All => ("", None),
         Scope::JobDir(d) => ("AND job_dir OPERATOR(pg_catalog.=) $4", Some(d.to_owned())),
@@ -82,22 +123,19 @@ fn rename_rows(root: &str, scope: Scope<'_>, volume: &Volume) -> Result<usize, C
         "SELECT file_id, path, job_dir, device, inode FROM cortex_buffer.session_file
           WHERE file_id OPERATOR(pg_catalog.>) $1 AND gone_at IS NULL {filter}
             AND NOT pg_catalog.starts_with(path, $2) AND NOT pg_catalog.starts_with(path, 'push:/')
-          ORDER BY file_id LIMIT $3 FOR UPDATE SKIP LOCKED"
+          ORDER BY file_id LIMIT $3"
     );
-    let mut after = 0i64;
-    let mut renamed = 0usize;
-    Spi::connect_mut(|c| loop {
-        let mut ids: Vec<i64> = Vec::new();
-        let mut paths: Vec<String> = Vec::new();
-        let mut seen = 0;
-        let mut args = vec![after.into(), prefix.clone().into(), BATCH.into()];
-        if let Some(d) = &dir {
-            args.push(d.clone().into());
-        }
-        for r in c.update(&select, None, &args).map_err(spi)? {
-            seen += 1;
+    let mut args = vec![after.into(), prefix.to_owned().into(), BATCH.into()];
+    if let Some(d) = dir {
+        args.push(d.into());
+    }
+    let mut batch = Batch { after, ..Batch::default() };
+    let mut targets = HashSet::new();
+    Spi::connect(|c| {
+        for r in c.select(&select, None, &args).map_err(spi)? {
+            batch.seen += 1;
             let Some(id) = r.get::<i64>(1).map_err(spi)? else { continue };
-            after = after.max(id);
+            batch.after = batch.after.max(id);
             let (Some(path), Some(job_dir), Some(device), Some(inode)) = (
                 r.get::<String>(2).map_err(spi)?,
                 r.get::<String>(3).map_err(spi)?,
@@ -107,26 +145,32 @@ fn rename_rows(root: &str, scope: Scope<'_>, volume: &Volume) -> Result<usize, C
                 continue;
             };
             if let Some(rel) = found_under(volume, &path, &job_dir, device, inode) {
-                ids.push(id);
-                paths.push(format!("{prefix}{rel}"));
+                let target = format!("{prefix}{rel}");
+                if targets.insert(target.clone()) {
+                    batch.ids.push(id);
+                    batch.paths.push(target);
+                }
             }
         }
-        if !ids.is_empty() {
-            let moved = c
-                .update(
-                    "UPDATE cortex_buffer.session_file f SET path = m.path
-                       FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), pg_catalog.unnest($2::pg_catalog.text[])) AS m(id, path)
-                      WHERE f.file_id OPERATOR(pg_catalog.=) m.id
-                        AND NOT EXISTS (SELECT FROM cortex_buffer.session_file g WHERE g.path OPERATOR(pg_catalog.=) m.path)
-                  RETURNING f.file_id",
-                    None,
-                    &[ids.into(), paths.into()],
-                )
-                .map_err(spi)?;
-            renamed += moved.len();
-        }
-        if seen < BATCH {
-            return Ok(renamed);
-        }
+        Ok(batch)
     })
+}
+
+/// Renames the rows `ids` to `paths`: those no other transaction holds, whose new path has no
+/// row, and whose new-path lock (`new_path_lock_key!`, which every recorder of a path takes) is
+/// free; the rest wait for a later call. Returns how many.
+fn rename(ids: &[i64], paths: &[String]) -> Result<usize, CbError> {
+    let sql = format!(
+        "UPDATE cortex_buffer.session_file f SET path = m.path
+           FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), pg_catalog.unnest($2::pg_catalog.text[])) AS m(id, path)
+          WHERE f.file_id OPERATOR(pg_catalog.=) m.id
+            AND f.file_id IN (SELECT g.file_id FROM cortex_buffer.session_file g
+                               WHERE g.file_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[]) FOR UPDATE OF g SKIP LOCKED)
+            AND CASE WHEN EXISTS (SELECT FROM cortex_buffer.session_file h WHERE h.path OPERATOR(pg_catalog.=) m.path)
+                     THEN false
+                     ELSE pg_catalog.pg_try_advisory_xact_lock({}) END
+      RETURNING f.file_id",
+        crate::new_path_lock_key!("m.path")
+    );
+    Spi::connect_mut(|c| Ok(c.update(&sql, None, &[ids.to_vec().into(), paths.to_vec().into()]).map_err(spi)?.len()))
 }

@@ -284,11 +284,12 @@ fn delete_dirs(run: &mut Run<'_>, volume: &Volume) -> Result<(), CbError> {
         let rowless: Vec<String> = chunk
             .iter()
             .flat_map(|d| {
+                // Files with a row, held here or by another transaction.
                 let held: HashSet<&str> = d
                     .name
                     .to_str()
                     .and_then(|n| locked.get(n))
-                    .map(|(h, _)| h.iter().map(|h| h.path.as_str()).collect())
+                    .map(|(h, busy)| h.iter().map(|h| h.path.as_str()).chain(busy.iter().map(String::as_str)).collect())
                     .unwrap_or_default();
                 d.survey
                     .found
@@ -301,9 +302,9 @@ fn delete_dirs(run: &mut Run<'_>, volume: &Volume) -> Result<(), CbError> {
         let recording = index_rows::lock_new_paths(&rowless, run.args.dry_run)?;
         for d in chunk {
             let job = d.job.as_ref().map(|(id, j)| (*id, j.as_ref()));
-            let (held, mut busy) = d.name.to_str().and_then(|n| locked.remove(n)).unwrap_or_default();
+            let (held, busy_rows) = d.name.to_str().and_then(|n| locked.remove(n)).unwrap_or_default();
             let prefix = format!("{}/", root.join(&d.name).to_string_lossy());
-            busy += recording.iter().filter(|p| p.starts_with(&prefix)).count();
+            let busy = busy_rows.len() + recording.iter().filter(|p| p.starts_with(&prefix)).count();
             if busy > 0 {
                 run.push(Action::new(
                     "keep",

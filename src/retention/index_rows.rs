@@ -81,25 +81,43 @@ pub fn lock_paths(paths: &[String], dry_run: bool) -> Result<(Vec<Held>, Vec<Str
     })
 }
 
-/// Of `paths` (files on disk with no `session_file` row), the ones an indexer is recording right
-/// now: the others' new-path locks (`new_path_lock_key!`) are taken to the end of the
-/// transaction (shared by a dry run), so no indexer records them before the files are unlinked.
-/// Without this, a file whose first indexing has not committed would be deleted under its
-/// indexer, which would then commit rows of a file that is gone.
+/// Of `paths` (files on disk that had no `session_file` row when the caller looked), the ones an
+/// indexer is recording right now: their new-path locks (`new_path_lock_key!`) are held by
+/// another transaction, or a row appeared since (looked for again once the locks are held, so
+/// an indexer that committed in between is seen). The other paths' locks are kept to the end of
+/// the transaction (shared by a dry run), so no indexer records them before the files are
+/// unlinked. Without this, a file whose first indexing has not committed would be deleted under
+/// its indexer, which would then commit rows of a file that is gone.
 pub fn lock_new_paths(paths: &[String], dry_run: bool) -> Result<HashSet<String>, CbError> {
     if paths.is_empty() {
         return Ok(HashSet::new());
     }
     let try_lock = if dry_run { "pg_try_advisory_xact_lock_shared" } else { "pg_try_advisory_xact_lock" };
     let sql = format!(
-        "SELECT u.path FROM pg_catalog.unnest($1::pg_catalog.text[]) AS u(path)
-          WHERE NOT pg_catalog.{try_lock}({})",
+        "SELECT u.path, pg_catalog.{try_lock}({}) FROM pg_catalog.unnest($1::pg_catalog.text[]) AS u(path)",
         crate::new_path_lock_key!("u.path")
     );
     as_definer(|| {
         Spi::connect_mut(|c| {
             let mut busy = HashSet::new();
+            let mut locked = Vec::new();
             for r in c.update(&sql, None, &[paths.to_vec().into()]).map_err(spi)? {
+                if let (Some(p), Some(got)) = (r.get::<String>(1).map_err(spi)?, r.get::<bool>(2).map_err(spi)?) {
+                    if got {
+                        locked.push(p);
+                    } else {
+                        busy.insert(p);
+                    }
+                }
+            }
+            let appeared = c
+                .select(
+                    "SELECT path FROM cortex_buffer.session_file WHERE path OPERATOR(pg_catalog.=) ANY ($1)",
+                    None,
+                    &[locked.into()],
+                )
+                .map_err(spi)?;
+            for r in appeared {
                 if let Some(p) = r.get::<String>(1).map_err(spi)? {
                     busy.insert(p);
                 }
@@ -109,11 +127,14 @@ pub fn lock_new_paths(paths: &[String], dry_run: bool) -> Result<HashSet<String>
     })
 }
 
+/// A directory's rows: those locked here, and the paths of those another transaction holds.
+pub type DirRows = (Vec<Held>, Vec<String>);
+
 /// The local (not pushed) rows under each of `job_dirs`: locked as [`lock_paths`] locks, and
-/// how many others hold, per directory.
-pub fn lock_dirs(job_dirs: &[String], dry_run: bool) -> Result<HashMap<String, (Vec<Held>, usize)>, CbError> {
+/// the paths of those others hold, per directory.
+pub fn lock_dirs(job_dirs: &[String], dry_run: bool) -> Result<HashMap<String, DirRows>, CbError> {
     let lock = if dry_run { "FOR KEY SHARE SKIP LOCKED" } else { "FOR UPDATE SKIP LOCKED" };
-    let mut out: HashMap<String, (Vec<Held>, usize)> = HashMap::new();
+    let mut out: HashMap<String, DirRows> = HashMap::new();
     if job_dirs.is_empty() {
         return Ok(out);
     }
@@ -134,22 +155,30 @@ pub fn lock_dirs(job_dirs: &[String], dry_run: bool) -> Result<HashMap<String, (
                     };
                     out.entry(dir).or_default().0.push(Held { file_id, path, mtime_us: 0, gone: false });
                 }
+                let held: HashSet<i64> = out.values().flat_map(|(h, _)| h.iter().map(|h| h.file_id)).collect();
                 let rows = c
                     .select(
-                        "SELECT job_dir, pg_catalog.count(*) FROM cortex_buffer.session_file
-                          WHERE job_dir OPERATOR(pg_catalog.=) ANY ($1) AND path OPERATOR(pg_catalog.!~~) 'push:/%'
-                          GROUP BY job_dir",
+                        "SELECT job_dir, path, file_id FROM cortex_buffer.session_file
+                          WHERE job_dir OPERATOR(pg_catalog.=) ANY ($1) AND path OPERATOR(pg_catalog.!~~) 'push:/%'",
                         None,
                         &[job_dirs.to_vec().into()],
                     )
                     .map_err(spi)?;
+                let mut busy: Vec<(String, String)> = Vec::new();
                 for r in rows {
-                    let (Some(dir), Some(all)) = (r.get::<String>(1).map_err(spi)?, r.get::<i64>(2).map_err(spi)?)
-                    else {
+                    let (Some(dir), Some(path), Some(id)) = (
+                        r.get::<String>(1).map_err(spi)?,
+                        r.get::<String>(2).map_err(spi)?,
+                        r.get::<i64>(3).map_err(spi)?,
+                    ) else {
                         continue;
                     };
-                    let e = out.entry(dir).or_default();
-                    e.1 = usize::try_from(all).unwrap_or(0).saturating_sub(e.0.len());
+                    if !held.contains(&id) {
+                        busy.push((dir, path));
+                    }
+                }
+                for (dir, path) in busy {
+                    out.entry(dir).or_default().1.push(path);
                 }
                 Ok(out)
             })

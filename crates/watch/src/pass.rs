@@ -32,9 +32,18 @@ pub trait Catalog {
     type Error: std::fmt::Display;
     /// Everything recorded for paths starting with `root_prefix`.
     fn load(&mut self, root_prefix: &str) -> Result<BTreeMap<String, Known>, Self::Error>;
-    /// Upserts `rows` (refreshing `last_seen`) and marks `gone` paths as gone, atomically;
-    /// returns the `file_id` of every upserted path.
-    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, Self::Error>;
+    /// Upserts `rows` (refreshing `last_seen`) and marks `gone` paths as gone, atomically; says
+    /// which it did. What another indexer holds is left out (the pass counts it busy).
+    fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Stored, Self::Error>;
+}
+
+/// What [`Catalog::store`] recorded.
+#[derive(Debug, Default)]
+pub struct Stored {
+    /// The `file_id` of every upserted path.
+    pub ids: Vec<(String, i64)>,
+    /// The paths marked gone.
+    pub gone: Vec<String>,
 }
 
 /// What the catalogue holds, cached between passes of the worker: loaded once (and again only
@@ -275,23 +284,25 @@ pub fn run_pass<C: Catalog>(
     let gone: Vec<String> =
         missing.into_iter().filter(|p| relative(volume, p).is_ok_and(|rel| volume.is_gone(&rel))).collect();
 
-    let mut ids: HashMap<String, i64> = HashMap::new();
+    let mut stored = Stored::default();
     if !rows.is_empty() || !gone.is_empty() {
-        ids = catalog
-            .store(&rows, &gone)
-            .map_err(|e| {
-                cache.invalidate();
-                PassError::Catalog(e)
-            })?
-            .into_iter()
-            .collect();
+        stored = catalog.store(&rows, &gone).map_err(|e| {
+            cache.invalidate();
+            PassError::Catalog(e)
+        })?;
     }
+    let ids: HashMap<String, i64> = stored.ids.into_iter().collect();
+    let report_at: HashMap<String, usize> = if ids.len() < rows.len() {
+        report.files.iter().enumerate().map(|(i, f)| (f.path.clone(), i)).collect()
+    } else {
+        HashMap::new()
+    };
     for row in &rows {
         let Some(&file_id) = ids.get(&row.path) else {
             // Another transaction holds the row (or the new path): the cache keeps what it
             // knew, so the next pass sees the change again, and the caller hears it was busy.
             report.busy.push((row.path.clone(), row.job_dir.clone()));
-            if let Some(f) = report.files.iter_mut().find(|f| f.path == row.path) {
+            if let Some(f) = report_at.get(&row.path).and_then(|&i| report.files.get_mut(i)) {
                 f.detail = Some(BUSY.to_owned());
             }
             continue;
@@ -319,7 +330,16 @@ pub fn run_pass<C: Catalog>(
                 index: IndexState::default(),
             });
     }
+    let marked: std::collections::HashSet<&String> = stored.gone.iter().collect();
     for path in &gone {
+        if !marked.contains(path) {
+            // Its row is held elsewhere: still live in the cache, so a later pass finds it
+            // missing again.
+            if let Some(k) = cache.entries.get(path) {
+                report.busy.push((path.clone(), k.job_dir.clone()));
+            }
+            continue;
+        }
         if let Some(k) = cache.entries.get_mut(path) {
             k.gone = true;
         }
@@ -342,8 +362,8 @@ pub fn run_pass<C: Catalog>(
             detail: Some(p.reason.clone()),
         });
     }
-    report.written = rows.len();
-    report.gone = gone.len();
+    report.written = ids.len();
+    report.gone = marked.len();
     Ok(report)
 }
 
@@ -662,6 +682,8 @@ mod tests {
         loads: usize,
         stores: usize,
         fail_store: bool,
+        /// Paths whose rows another transaction holds: neither recorded nor marked gone.
+        held: BTreeSet<String>,
     }
 
     impl Catalog for MapCatalog {
@@ -675,13 +697,13 @@ mod tests {
                 .map(|(p, k)| (p.clone(), k.clone()))
                 .collect())
         }
-        fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Vec<(String, i64)>, String> {
+        fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Stored, String> {
             if self.fail_store {
                 return Err("disk full".into());
             }
             self.stores += 1;
-            let mut ids = Vec::new();
-            for r in rows {
+            let mut stored = Stored::default();
+            for r in rows.iter().filter(|r| !self.held.contains(&r.path)) {
                 let next = self.rows.len() as i64 + 1;
                 let file_id = self.rows.get(&r.path).map_or(next, |k| k.file_id);
                 self.rows.insert(
@@ -696,14 +718,15 @@ mod tests {
                         index: IndexState::default(),
                     },
                 );
-                ids.push((r.path.clone(), file_id));
+                stored.ids.push((r.path.clone(), file_id));
             }
-            for g in gone {
+            for g in gone.iter().filter(|g| !self.held.contains(*g)) {
                 if let Some(k) = self.rows.get_mut(g) {
                     k.gone = true;
+                    stored.gone.push(g.clone());
                 }
             }
-            Ok(ids)
+            Ok(stored)
         }
     }
 
@@ -795,6 +818,34 @@ mod tests {
         let r =
             run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((r.written, cat.loads), (1, 2), "the file is retried and the catalogue re-read");
+    }
+
+    #[test]
+    fn rows_another_transaction_holds_are_busy_and_looked_at_again() {
+        let root = Root::new("held");
+        root.put("job/a.jsonl", "{}\n");
+        root.put("job/b.jsonl", "{}\n");
+        let mut cat = MapCatalog::default();
+        let mut cache = KnownCache::default();
+        run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        // b changes while another transaction holds its row; a is deleted while its row is held.
+        root.put("job/b.jsonl", "{}\n{}\n");
+        let _ = fs::remove_file(root.0.join("job/a.jsonl"));
+        cat.held = [root.path("job/a.jsonl"), root.path("job/b.jsonl")].into_iter().collect();
+        let r =
+            run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((r.written, r.gone), (0, 0));
+        let mut busy: Vec<&str> = r.busy.iter().map(|(p, _)| p.as_str()).collect();
+        busy.sort_unstable();
+        assert_eq!(busy, vec![root.path("job/a.jsonl"), root.path("job/b.jsonl")]);
+        assert!(!cat.rows[&root.path("job/a.jsonl")].gone);
+        // Released: the next pass records both, as if nothing had been in the way.
+        cat.held.clear();
+        let r =
+            run_pass(&root.volume(), Scope::Volume, &mut cat, &mut cache, now_us()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((r.written, r.gone, r.busy.len()), (1, 1, 0));
+        assert!(cat.rows[&root.path("job/a.jsonl")].gone);
+        assert_eq!(cat.rows[&root.path("job/b.jsonl")].stat.size, 6);
     }
 
     #[test]

@@ -219,8 +219,17 @@ impl Volume {
     /// is there, or something that is not a regular file (a directory, a FIFO, a link took its
     /// name), which no pass indexes.
     pub fn is_gone(&self, rel: &Path) -> bool {
+        let judge = |found: io::Result<Metadata>| match found {
+            Ok(m) => !m.file_type().is_file(),
+            Err(e) => e.kind() == io::ErrorKind::NotFound,
+        };
         match self.resolve(rel, libc::O_PATH | libc::O_NOFOLLOW) {
-            Ok(fd) => File::from(fd).metadata().is_ok_and(|m| !m.file_type().is_file()),
+            // A link (followed by discovery when it stays in its job directory): what it leads
+            // to decides; one that cannot be followed for now is not gone.
+            Ok(fd) => match File::from(fd).metadata() {
+                Ok(m) if m.file_type().is_symlink() => judge(self.stat(rel)),
+                found => judge(found),
+            },
             Err(e) => e.kind() == io::ErrorKind::NotFound,
         }
     }
