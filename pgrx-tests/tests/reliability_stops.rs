@@ -1,6 +1,7 @@
 //! Reliability rows R2 and R3 (issue 21).
 //!
-//! R2: the cluster is stopped with `pg_ctl stop -m immediate` (and started again) many times at
+//! R2: the cluster, its index in the partitioned layout (`partition_events`, two files a
+//! partition), is stopped with `pg_ctl stop -m immediate` (and started again) many times at
 //! random moments while 8 writers append to their session files, pausing mid-line. Afterwards
 //! every line is indexed exactly once, the log shows crash recovery at every start, and amcheck
 //! (`bt_index_parent_check(..., heapallindexed => true)` on every btree index) and
@@ -80,7 +81,8 @@ fn amcheck(c: &Cluster, check: &str) -> (usize, usize) {
     let n_tables: usize = c.psql(&format!("SELECT count(*) FROM ({TABLES}) t")).parse().expect("count");
     // The extension's main tables and their indexes are among those checked.
     assert!(n_indexes >= 10 && n_tables >= 10, "too few checked: {n_indexes} indexes, {n_tables} tables");
-    assert!(indexes.contains("cortex_buffer.event_pkey"), "{indexes}");
+    // event's key: event_pkey, or its partitions' (event_p<first id>_pkey).
+    assert!(indexes.contains("cortex_buffer.event_p"), "{indexes}");
     (n_indexes, n_tables)
 }
 
@@ -107,6 +109,9 @@ fn r2_immediate_stops_during_ingestion_lose_nothing_duplicate_nothing_and_leave_
     let c = Cluster::new("r2-stops", &FAST);
     c.start();
     c.create_extension();
+    // The partitioned layout, two files a partition: the writers' files land in several, and
+    // the partitions ahead are made by the worker as it numbers them, between the stops.
+    c.psql("SELECT count(*) FROM cortex_buffer.partition_events(files_per_partition => 2, premake => 1)");
     wait_running(&c);
     let recoveries_before = c.log_count("automatic recovery in progress");
 
@@ -168,6 +173,10 @@ fn r2_immediate_stops_during_ingestion_lose_nothing_duplicate_nothing_and_leave_
     let trouble = trouble(&c);
     assert!(trouble.is_empty(), "{}", trouble.join("\n"));
 
+    // The files span partitions, each made while the cluster was being stopped under it.
+    let partitions =
+        c.psql("SELECT count(*) FROM pg_catalog.pg_inherits WHERE inhparent = 'cortex_buffer.event'::regclass");
+    assert!(partitions.parse::<usize>().unwrap_or(0) >= threads / 2, "{partitions} partitions of event");
     c.psql("CREATE EXTENSION amcheck");
     let (indexes, tables) = amcheck(&c, "bt_index_parent_check");
     eprintln!("R2 took {:.0?}", started.elapsed());
@@ -175,7 +184,7 @@ fn r2_immediate_stops_during_ingestion_lose_nothing_duplicate_nothing_and_leave_
         "R2",
         "immediate stops",
         &format!(
-            "{stops} stops ({stops_while_ingesting} mid-ingestion, {recoveries} crash recoveries, indexing resumed after a start in median {} ms, max {} ms), {} lines written to {} files by {threads} writers, {} rows indexed, {} duplicates, amcheck {indexes} indexes clean, verify_heapam {tables} tables clean",
+            "{stops} stops ({stops_while_ingesting} mid-ingestion, {recoveries} crash recoveries, event in {partitions} partitions, indexing resumed after a start in median {} ms, max {} ms), {} lines written to {} files by {threads} writers, {} rows indexed, {} duplicates, amcheck {indexes} indexes clean, verify_heapam {tables} tables clean",
             resume(50).map_or(0, |d| d.as_millis()),
             resume(100).map_or(0, |d| d.as_millis()),
             tally.lines,
