@@ -114,7 +114,11 @@ pub fn fuzz<T: Debug + Clone>(
     for (i, b) in target.bytes().enumerate() {
         key[8 + i % 24] ^= b;
     }
-    let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &key));
+    // A time-boxed loop draws far more inputs than a proptest run: its filters' rejects add up
+    // over the whole loop, so the per-run limits (65 536 by default) would end a long budget
+    // with "Too many local rejects".
+    let config = Config { max_local_rejects: u32::MAX, max_global_rejects: u32::MAX, ..Config::default() };
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &key));
     // A reservoir sample of the generated inputs, for the replay.
     let mut saved: Vec<Vec<u8>> = Vec::new();
     let mut pick = seed | 1;
