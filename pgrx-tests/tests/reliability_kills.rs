@@ -152,6 +152,7 @@ fn sigkills_of_every_indexing_process_lose_and_repeat_no_line() {
     for k in 0..kills {
         std::thread::sleep(Duration::from_millis(100) + rng.millis_below(600));
         let aim = rng.below(TARGETS.len());
+        let worker_before = c.worker_pid();
         // A call is between statements now and then: look for it a little while, else kill the
         // worker (always there).
         let found = (aim > 0)
@@ -165,13 +166,22 @@ fn sigkills_of_every_indexing_process_lose_and_repeat_no_line() {
             })
             .flatten()
             .or_else(|| c.worker_pid().map(|p| (0, p)));
+        let mut landed = None;
         if let Some((target, pid)) = found {
+            // A backend may have ended its session meanwhile: then nothing was killed.
             if Command::new("kill").args(["-KILL", &pid.to_string()]).status().is_ok_and(|s| s.success()) {
                 killed[target] += 1;
+                landed = Some(pid);
             }
         }
-        std::thread::sleep(Duration::from_millis(150));
-        let up = wait_for(Duration::from_secs(60), || c.worker_pid().is_some());
+        // The postmaster reinitialises the cluster: the next kill waits for a new worker and the
+        // killed process gone, so it never lands on a process already being shut down (whose
+        // end the log would not report as a kill).
+        let gone = |pid: i32| !std::path::Path::new(&format!("/proc/{pid}")).exists();
+        let up = wait_for(Duration::from_secs(60), || match landed {
+            Some(pid) => gone(pid) && c.worker_pid().is_some_and(|w| Some(w) != worker_before),
+            None => c.worker_pid().is_some(),
+        });
         assert!(up.is_some(), "kill {k}: the worker did not come back:\n{}", c.log_tail());
         assert!(started.elapsed() < Duration::from_secs(1200), "kill {k} took too long");
     }
