@@ -166,22 +166,24 @@ fn sigkills_of_every_indexing_process_lose_and_repeat_no_line() {
             })
             .flatten()
             .or_else(|| c.worker_pid().map(|p| (0, p)));
-        let mut landed = None;
+        let crashes_before = c.log_count("terminated by signal 9");
+        let mut landed = false;
         if let Some((target, pid)) = found {
-            // A backend may have ended its session meanwhile: then nothing was killed.
-            if Command::new("kill").args(["-KILL", &pid.to_string()]).status().is_ok_and(|s| s.success()) {
+            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            // What landed is what the postmaster reports: a backend may have ended its session
+            // meanwhile (a zombie takes the signal and nothing happens). Then it reinitialises
+            // the cluster, and the next kill waits for the killed process gone and a new worker
+            // up, so it never lands on a process already being shut down.
+            let gone = |pid: i32| !std::path::Path::new(&format!("/proc/{pid}")).exists();
+            let _ = wait_for(Duration::from_secs(10), || gone(pid));
+            landed =
+                wait_for(Duration::from_secs(3), || c.log_count("terminated by signal 9") > crashes_before).is_some();
+            if landed {
                 killed[target] += 1;
-                landed = Some(pid);
             }
         }
-        // The postmaster reinitialises the cluster: the next kill waits for a new worker and the
-        // killed process gone, so it never lands on a process already being shut down (whose
-        // end the log would not report as a kill).
-        let gone = |pid: i32| !std::path::Path::new(&format!("/proc/{pid}")).exists();
-        let up = wait_for(Duration::from_secs(60), || match landed {
-            Some(pid) => gone(pid) && c.worker_pid().is_some_and(|w| Some(w) != worker_before),
-            None => c.worker_pid().is_some(),
-        });
+        let up =
+            wait_for(Duration::from_secs(60), || c.worker_pid().is_some_and(|w| !landed || Some(w) != worker_before));
         assert!(up.is_some(), "kill {k}: the worker did not come back:\n{}", c.log_tail());
         assert!(started.elapsed() < Duration::from_secs(1200), "kill {k} took too long");
     }
