@@ -7,7 +7,8 @@
 # Each round builds the same volume and index twice and measures, in the same run:
 # 1. cleanup_session_buffers(max_dirs => all): decides, locks, deletes the index rows, commits
 #    and unlinks every file and directory; while it runs another session updates every job row
-#    in a loop with lock_timeout = 1s (the cleanup must never block it);
+#    in a loop with lock_timeout = 1s (the cleanup must never block it; the same load runs
+#    during the baseline, so that both sides of each ratio share the machine alike);
 # 2. the baseline: one plain DELETE FROM session_file WHERE file_id IN (...) of the same rows
 #    (its trigger deletes their events), then rm -r of the directories, timed apart.
 # 3. the same cleanup rolled back: everything but its commit and the unlinks, which is the work
@@ -66,12 +67,9 @@ rows() { bench_psql -c "SELECT (SELECT count(*) FROM cortex_buffer.session_file)
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-cleanup_ms="" dry_ms="" rb_ms="" delete_ms="" rm_ms="" blocked=0 updates=0
-expected=$(( DIRS * FILES * (LINES + 1) ))
-for r in $(seq 1 "${ROUNDS}"); do
-    build
-    [ "$(rows)" = "${expected}" ] || die "round $r: the index holds $(rows) rows, not ${expected}"
-    # Every job row updated, over and over, while the cleanup runs.
+# Every job row updated, over and over, with lock_timeout = 1s, while each side runs: the
+# cleanup must never block it, and both sides of every ratio run under the same load.
+start_updates() {
     stop="${BENCH}/stop-updates"
     rm -f "$stop"
     (
@@ -88,6 +86,25 @@ for r in $(seq 1 "${ROUNDS}"); do
         echo "$n $b" >"${BENCH}/updates"
     ) &
     updater=$!
+}
+# stop_updates cleanup|baseline: only the cleanup's side is reported (the DELETE locks no job row).
+stop_updates() {
+    touch "$stop"
+    wait "$updater"
+    read -r n b <"${BENCH}/updates"
+    if [ "$1" = cleanup ]; then
+        round_updates=$((round_updates + n)) round_blocked=$((round_blocked + b))
+        updates=$((updates + n)) blocked=$((blocked + b))
+    fi
+}
+
+cleanup_ms="" dry_ms="" rb_ms="" delete_ms="" rm_ms="" blocked=0 updates=0
+expected=$(( DIRS * FILES * (LINES + 1) ))
+for r in $(seq 1 "${ROUNDS}"); do
+    round_updates=0 round_blocked=0
+    build
+    [ "$(rows)" = "${expected}" ] || die "round $r: the index holds $(rows) rows, not ${expected}"
+    start_updates
     t=$(date +%s%N)
     bench_psql -c "SELECT count(*) FROM cortex_buffer.cleanup_session_buffers(max_dirs => ${DIRS}, dry_run => true)" >/dev/null 2>&1
     dry=$(ms_since "$t")
@@ -100,16 +117,14 @@ for r in $(seq 1 "${ROUNDS}"); do
     t=$(date +%s%N)
     out="$(bench_psql -c "SELECT count(*) || ' ' || coalesce(sum(rows_deleted), 0) FROM cortex_buffer.cleanup_session_buffers(max_dirs => ${DIRS}) WHERE action = 'delete_dir'" 2>/dev/null)"
     c=$(ms_since "$t")
-    touch "$stop"
-    wait "$updater"
-    read -r n b <"${BENCH}/updates"
-    updates=$((updates + n)) blocked=$((blocked + b))
+    stop_updates cleanup
     [ "$out" = "${DIRS} ${expected}" ] || die "round $r: the cleanup reported '${out}', not '${DIRS} ${expected}'"
     [ "$(rows)" = 0 ] || die "round $r: $(rows) index rows left"
     [ -z "$(ls -A "${SESS}")" ] || die "round $r: directories left in ${SESS}"
     cleanup_ms+="${c}"$'\n'
 
     build
+    start_updates
     t=$(date +%s%N)
     bench_psql -c "DELETE FROM cortex_buffer.session_file WHERE file_id IN (SELECT file_id FROM cortex_buffer.session_file)" >/dev/null 2>&1
     d=$(ms_since "$t")
@@ -117,9 +132,10 @@ for r in $(seq 1 "${ROUNDS}"); do
     t=$(date +%s%N)
     find "${SESS}" -mindepth 1 -maxdepth 1 -exec rm -r {} +
     m=$(ms_since "$t")
+    stop_updates baseline
     delete_ms+="${d}"$'\n' rm_ms+="${m}"$'\n'
     printf '  round %d: dry run %6d ms   rolled back %6d ms   cleanup %6d ms   DELETE %6d ms   rm -r %6d ms   job-table updates meanwhile %d (blocked %d)\n' \
-        "$r" "$dry" "$rb" "$c" "$d" "$m" "$n" "$b" >&2
+        "$r" "$dry" "$rb" "$c" "$d" "$m" "$round_updates" "$round_blocked" >&2
 done
 cm="$(printf '%s' "$cleanup_ms" | median)"
 dm="$(printf '%s' "$delete_ms" | median)"

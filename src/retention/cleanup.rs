@@ -7,7 +7,10 @@
 //! indexer locks them (a file being indexed is kept, never waited for; so is a file with no
 //! row yet whose first indexing has not committed: the cleanup takes the new-path lock every
 //! inserter takes, `index_rows::lock_new_paths`), is looked at again
-//! under that lock, and its index rows are deleted in the calling transaction. The files
+//! under that lock, and its index rows are deleted in the calling transaction. (Directories to
+//! delete go a batch at a time; where everything in a batch goes, which is the usual case, its
+//! rows are locked and deleted by one statement and the same checks follow under those locks,
+//! in a subtransaction rolled back if anything must be kept after all: `at_once`.) The files
 //! themselves are unlinked only once that transaction has committed (a commit callback), so:
 //! - a rollback, or a crash before the commit, deletes nothing at all;
 //! - a crash after the commit, before or during the unlinks, leaves files whose index rows are
@@ -27,7 +30,7 @@ use pgrx::Uuid;
 
 use super::index_rows::{self, Held};
 use super::jobs::{self, Job};
-use super::state::{plan_paths, Action, Args, DoomedDir, Run, CHANGED, PLAN_SAYS_NOTHING};
+use super::state::{count_files, plan_paths, Action, Args, DoomedDir, Run, CHANGED, PLAN_SAYS_NOTHING};
 use super::unlink::Op;
 use super::{index_only, partitions, progress};
 use crate::pg::guc;
@@ -242,10 +245,6 @@ fn directory(run: &mut Run<'_>, volume: &Volume, name: &OsString) -> Result<bool
     }
 }
 
-fn count_files(s: &Survey) -> i32 {
-    i32::try_from(s.found.iter().filter(|f| f.entry.kind == Kind::File).count()).unwrap_or(i32::MAX)
-}
-
 /// Why a directory cannot be deleted by this process, if it cannot: found before anything is
 /// decided, so that the deletions after the commit do not fail for it.
 fn undeletable(volume: &Volume, survey: &Survey) -> Option<String> {
@@ -277,6 +276,11 @@ const DIRS_PER_LOCK: usize = 1_000;
 fn delete_dirs(run: &mut Run<'_>, volume: &Volume) -> Result<(), CbError> {
     let doomed = std::mem::take(&mut run.doomed_dirs);
     for chunk in doomed.chunks(DIRS_PER_LOCK) {
+        // The common case (everything in the batch goes) in one statement; the rows of the
+        // partitioned layout stay (marked gone), and a dry run only locks.
+        if !run.args.dry_run && !run.partitioned && super::at_once::delete_chunk(run, volume, chunk) {
+            continue;
+        }
         let names: Vec<String> = chunk.iter().filter_map(|d| d.name.to_str().map(str::to_owned)).collect();
         let mut locked = index_rows::lock_dirs(&names, run.args.dry_run)?;
         // Files on disk with no row yet: one an indexer is recording now keeps its directory.

@@ -186,6 +186,62 @@ pub fn lock_dirs(job_dirs: &[String], dry_run: bool) -> Result<HashMap<String, D
     })
 }
 
+/// A file's row deleted by [`delete_dir_rows`]: its id and path, and the index rows it took
+/// (its own plus its counters', as [`remove`] counts them).
+#[derive(Debug, Clone)]
+pub struct Deleted {
+    pub file_id: i64,
+    pub path: String,
+    pub rows: i64,
+}
+
+/// Deletes, in one statement, the local (not pushed) rows under `job_dirs` that no other
+/// transaction holds (`FOR UPDATE SKIP LOCKED`, as the indexer's claim: a file being indexed
+/// keeps its row, and nothing waits), and with them their `event` and `corrupt_line` rows (the
+/// table's trigger). The rows stay locked by the deletion until the end of the transaction.
+/// (By `ctid`: a tid scan of the rows just locked, which no one else can move. A row whose newest
+/// version is not the statement's to see is locked and not deleted; its file is then taken for
+/// one another transaction holds, and the caller takes the general path.) Returns the deleted
+/// rows per directory. What [`lock_dirs`] then [`remove`] do in three statements, for the
+/// common case where nothing in the directories is kept (the caller runs it in a
+/// subtransaction, rolled back if something must be).
+pub fn delete_dir_rows(job_dirs: &[String]) -> Result<HashMap<String, Vec<Deleted>>, CbError> {
+    let mut out: HashMap<String, Vec<Deleted>> = HashMap::new();
+    if job_dirs.is_empty() {
+        return Ok(out);
+    }
+    with_index_scans(|| {
+        as_definer(|| {
+            Spi::connect_mut(|c| {
+                let rows = c
+                    .update(
+                        "DELETE FROM cortex_buffer.session_file WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(
+                             SELECT ctid FROM cortex_buffer.session_file
+                              WHERE job_dir OPERATOR(pg_catalog.=) ANY ($1) AND path OPERATOR(pg_catalog.!~~) 'push:/%'
+                                FOR UPDATE SKIP LOCKED))
+                         RETURNING job_dir, file_id, path,
+                                   valid_lines OPERATOR(pg_catalog.+) corrupt_lines OPERATOR(pg_catalog.+) 1",
+                        None,
+                        &[job_dirs.to_vec().into()],
+                    )
+                    .map_err(spi)?;
+                for r in rows {
+                    let (Some(dir), Some(file_id), Some(path), Some(n)) = (
+                        r.get::<String>(1).map_err(spi)?,
+                        r.get::<i64>(2).map_err(spi)?,
+                        r.get::<String>(3).map_err(spi)?,
+                        r.get::<i64>(4).map_err(spi)?,
+                    ) else {
+                        continue;
+                    };
+                    out.entry(dir).or_default().push(Deleted { file_id, path, rows: n });
+                }
+                Ok(out)
+            })
+        })
+    })
+}
+
 /// Deletes the `session_file` rows of `files` (or, for a dry run, reads them), in batches; the
 /// table's statement trigger deletes their `event` and `corrupt_line` rows, by index scans (a
 /// batch is a small part of the table). Returns the index rows per file id: the file's own row

@@ -5,6 +5,7 @@
 //! free. The rules are `cortex_buffer_core::retention`; the deletions on disk,
 //! `cortex_buffer_watch::remove`.
 
+mod at_once;
 mod cleanup;
 mod index_only;
 mod index_rows;

@@ -13,6 +13,7 @@ use super::unlink::Op;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::retention::{DirKind, Policy};
 use cortex_buffer_watch::remove::Survey;
+use cortex_buffer_watch::volume::Kind;
 
 /// The caller's arguments, checked.
 #[derive(Debug, Clone, Copy)]
@@ -122,6 +123,11 @@ pub(super) fn plan_paths(job: Uuid) -> Result<Option<HashSet<String>>, CbError> 
         out.extend(sessions);
     }
     Ok(Some(out))
+}
+
+/// How many regular files a survey found: a result row's `files`.
+pub(super) fn count_files(s: &Survey) -> i32 {
+    i32::try_from(s.found.iter().filter(|f| f.entry.kind == Kind::File).count()).unwrap_or(i32::MAX)
 }
 
 /// Why something is kept that changed between the decision and its lock.
