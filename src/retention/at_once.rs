@@ -8,7 +8,8 @@
 //! under those locks, what the general path checks before deleting is checked after: a file on
 //! disk whose row was not deleted is being indexed or recorded right now
 //! (`index_rows::lock_new_paths`), and an orphan is looked at again (a file written meanwhile
-//! makes it young). If anything in the batch must be kept, or the statement failed, the
+//! makes it young, and so does a file that came since the first look, which the locks do not
+//! cover). If anything in the batch must be kept, or the statement failed, the
 //! subtransaction is rolled back (the rows and their locks come back) and the caller takes the
 //! general path for the batch, which keeps exactly what must be kept. So the outcome is the
 //! general path's; only its cost differs.
@@ -16,12 +17,13 @@
 //! One difference: a row another transaction holds whose file the survey did not see (gone, or
 //! created after the survey) is left, and the directory goes; the general path would keep the
 //! directory for it. Its file is gone, or not deleted either (a directory's removal deletes only
-//! what its survey saw, so the directory stays with it), and a later run cleans up both.
+//! what its survey saw, and an orphan that gained an entry is kept), and a later run cleans up
+//! both.
 
 use std::collections::HashSet;
 
 use super::index_rows;
-use super::state::{count_files, Action, DoomedDir, Run};
+use super::state::{count_files, gained_entries, Action, DoomedDir, Run};
 use super::unlink::Op;
 use crate::pg::xact::subtransaction;
 use cortex_buffer_core::error::{CbError, SqlState};
@@ -67,7 +69,8 @@ pub(super) fn delete_chunk(run: &mut Run<'_>, volume: &Volume, chunk: &[DoomedDi
             if !matches!(
                 dir_verdict(&run.policy, d.kind, again.newest_us.or(again.newest_dir_us)),
                 DirVerdict::Delete(_)
-            ) {
+            ) || gained_entries(&d.survey, &again)
+            {
                 return Err(keep());
             }
             surveys.push(Some(again));

@@ -30,7 +30,7 @@ use pgrx::Uuid;
 
 use super::index_rows::{self, Held};
 use super::jobs::{self, Job};
-use super::state::{count_files, plan_paths, Action, Args, DoomedDir, Run, CHANGED, PLAN_SAYS_NOTHING};
+use super::state::{count_files, gained_entries, plan_paths, Action, Args, DoomedDir, Run, CHANGED, PLAN_SAYS_NOTHING};
 use super::unlink::Op;
 use super::{index_only, partitions, progress};
 use crate::pg::guc;
@@ -331,7 +331,8 @@ fn delete_dirs(run: &mut Run<'_>, volume: &Volume) -> Result<(), CbError> {
                 if !matches!(
                     dir_verdict(&run.policy, d.kind, again.newest_us.or(again.newest_dir_us)),
                     DirVerdict::Delete(_)
-                ) {
+                ) || gained_entries(&d.survey, &again)
+                {
                     run.push(Action::new("keep", d.shown.clone(), job, CHANGED.into()));
                     continue;
                 }

@@ -30,14 +30,27 @@ pub(super) fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
     let limit = i64::try_from(run.args.max_dirs.saturating_mul(ROWS_PER_DIR)).unwrap_or(i64::MAX);
     // In the partitioned layout, gone files' rows go with their partition, not one by one.
     let gone_before = if run.partitioned { i64::MIN } else { p.now_us.saturating_sub(gone_retention_us) };
-    let candidates = index_rows::remote_candidates(gone_before, p.now_us.saturating_sub(pushed_window), limit)?;
+    // Rows this run already takes (those of directories it deletes, still there in a dry run,
+    // gone already where a batch went at once) do not count: both see the same candidates.
+    let pushed_before = p.now_us.saturating_sub(pushed_window);
+    let mut candidates = Vec::new();
+    let mut after = i64::MIN;
+    loop {
+        let page = index_rows::remote_candidates(gone_before, pushed_before, after, limit)?;
+        let full = i64::try_from(page.len()).unwrap_or(i64::MAX) >= limit;
+        after = page.last().map_or(after, |c| c.file_id);
+        candidates.extend(page.into_iter().filter(|c| !run.taken.contains(&c.file_id)));
+        if !full || i64::try_from(candidates.len()).unwrap_or(i64::MAX) >= limit {
+            break;
+        }
+    }
+    candidates.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     if i64::try_from(candidates.len()).unwrap_or(i64::MAX) >= limit {
         crate::pg::raise::notice(
             format!("cleanup_session_buffers looked at {limit} index rows of gone and pushed files (max_dirs × {ROWS_PER_DIR}); more are left"),
             Some("Call it again (cron does) to go on, or pass a larger max_dirs."),
         );
     }
-    let candidates: Vec<_> = candidates.into_iter().filter(|c| !run.taken.contains(&c.file_id)).collect();
     let mut plans: HashMap<[u8; 16], Option<HashSet<String>>> = HashMap::new();
     // Whether a live job's recovery may read `path`: a plan that cannot say keeps everything.
     let mut read_by_plan = |id: Uuid, path: &str| -> bool {

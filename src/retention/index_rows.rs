@@ -286,21 +286,23 @@ pub struct Remote {
 }
 
 /// Rows of files that are gone (since before `gone_before`), and pushed files last changed
-/// before `pushed_before`: the candidates of the row-driven retention.
-pub fn remote_candidates(gone_before: i64, pushed_before: i64, limit: i64) -> Result<Vec<Remote>, CbError> {
+/// before `pushed_before`: the candidates of the row-driven retention, by file id after `after`.
+pub fn remote_candidates(gone_before: i64, pushed_before: i64, after: i64, limit: i64) -> Result<Vec<Remote>, CbError> {
     as_definer(|| {
         Spi::connect(|c| {
             let rows = c
                 .select(
                     "SELECT file_id, path, job_id, gone_at, mtime, size_bytes FROM cortex_buffer.session_file
-                      WHERE (gone_at IS NOT NULL AND gone_at OPERATOR(pg_catalog.<) $1)
-                         OR (gone_at IS NULL AND path OPERATOR(pg_catalog.~~) 'push:/%' AND mtime OPERATOR(pg_catalog.<) $2)
+                      WHERE ((gone_at IS NOT NULL AND gone_at OPERATOR(pg_catalog.<) $1)
+                          OR (gone_at IS NULL AND path OPERATOR(pg_catalog.~~) 'push:/%' AND mtime OPERATOR(pg_catalog.<) $2))
+                        AND file_id OPERATOR(pg_catalog.>) $4
                       ORDER BY file_id LIMIT $3",
                     None,
                     &[
                         crate::pg::time::timestamptz(Some(gone_before)).into(),
                         crate::pg::time::timestamptz(Some(pushed_before)).into(),
                         limit.into(),
+                        after.into(),
                     ],
                 )
                 .map_err(spi)?;

@@ -125,6 +125,14 @@ pub(super) fn plan_paths(job: Uuid) -> Result<Option<HashSet<String>>, CbError> 
     Ok(Some(out))
 }
 
+/// Whether `again` (an orphan's directory looked at again under the row locks) holds an entry
+/// `first` (the survey the locks were taken for) did not: a file come since, whose row, or
+/// first indexing, those locks do not cover. Such a directory is kept for a later run.
+pub(super) fn gained_entries(first: &Survey, again: &Survey) -> bool {
+    let seen: HashSet<&std::path::Path> = first.found.iter().map(|f| f.rel.as_path()).collect();
+    again.found.iter().any(|f| !seen.contains(f.rel.as_path()))
+}
+
 /// How many regular files a survey found: a result row's `files`.
 pub(super) fn count_files(s: &Survey) -> i32 {
     i32::try_from(s.found.iter().filter(|f| f.entry.kind == Kind::File).count()).unwrap_or(i32::MAX)
