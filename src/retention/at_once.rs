@@ -23,12 +23,11 @@
 use std::collections::HashSet;
 
 use super::index_rows;
-use super::state::{count_files, gained_entries, Action, DoomedDir, Run};
-use super::unlink::Op;
+use super::state::{DoomedDir, Run};
 use crate::pg::xact::subtransaction;
 use cortex_buffer_core::error::{CbError, SqlState};
-use cortex_buffer_core::retention::{dir_verdict, DirKind, DirVerdict};
-use cortex_buffer_watch::remove::{self as fs_remove, Survey};
+use cortex_buffer_core::retention::DirKind;
+use cortex_buffer_watch::remove::Survey;
 use cortex_buffer_watch::volume::Volume;
 
 /// Deletes the rows of every directory of `chunk` and schedules the directories' removal, if
@@ -65,32 +64,19 @@ pub(super) fn delete_chunk(run: &mut Run<'_>, volume: &Volume, chunk: &[DoomedDi
                 surveys.push(None);
                 continue;
             }
-            let again = fs_remove::survey(volume, &d.name).map_err(|_| keep())?;
-            if !matches!(
-                dir_verdict(&run.policy, d.kind, again.newest_us.or(again.newest_dir_us)),
-                DirVerdict::Delete(_)
-            ) || gained_entries(&d.survey, &again)
-            {
-                return Err(keep());
-            }
+            // Kept, or not to be listed: the general path says which, and why.
+            let again = d.looked_at_again(&run.policy, volume).ok().flatten().ok_or_else(keep)?;
             surveys.push(Some(again));
         }
         Ok((per_dir, surveys))
     });
     let Ok((per_dir, surveys)) = done else { return false };
     for ((d, rows), again) in chunk.iter().zip(per_dir).zip(surveys) {
-        let job = d.job.as_ref().map(|(id, j)| (*id, j.as_ref()));
-        let survey = again.as_ref().unwrap_or(&d.survey);
-        let mut a = Action::new("delete_dir", d.shown.clone(), job, d.reason.clone());
-        a.bytes = i64::try_from(survey.bytes).unwrap_or(i64::MAX);
-        a.files = count_files(survey);
-        for r in &rows {
-            if run.taken.insert(r.file_id) {
-                a.rows_deleted += r.rows;
-            }
+        let at = run.push_deleted_dir(d, again.as_ref().unwrap_or(&d.survey));
+        let taken: i64 = rows.iter().filter(|r| run.taken.insert(r.file_id)).map(|r| r.rows).sum();
+        if let Some(a) = run.actions.get_mut(at) {
+            a.rows_deleted += taken;
         }
-        run.push(a);
-        run.ops.push(Op::RemoveDir { name: d.name.clone(), seen: survey.found.clone() });
     }
     true
 }

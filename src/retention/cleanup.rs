@@ -30,7 +30,7 @@ use pgrx::Uuid;
 
 use super::index_rows::{self, Held};
 use super::jobs::{self, Job};
-use super::state::{count_files, gained_entries, plan_paths, Action, Args, DoomedDir, Run, CHANGED, PLAN_SAYS_NOTHING};
+use super::state::{count_files, plan_paths, Action, Args, DoomedDir, Run, CHANGED, PLAN_SAYS_NOTHING};
 use super::unlink::Op;
 use super::{index_only, partitions, progress};
 use crate::pg::guc;
@@ -318,32 +318,23 @@ fn delete_dirs(run: &mut Run<'_>, volume: &Volume) -> Result<(), CbError> {
                 ));
                 continue;
             }
-            let mut survey = &d.survey;
-            let again;
-            if d.kind == DirKind::Orphan {
-                again = match fs_remove::survey(volume, &d.name) {
-                    Ok(s) => s,
+            let again = if d.kind == DirKind::Orphan {
+                match d.looked_at_again(&run.policy, volume) {
+                    Ok(Some(s)) => Some(s),
+                    Ok(None) => {
+                        run.push(Action::new("keep", d.shown.clone(), job, CHANGED.into()));
+                        continue;
+                    }
                     Err(e) => {
                         run.push(Action::new("error", d.shown.clone(), job, format!("cannot list it: {e}")));
                         continue;
                     }
-                };
-                if !matches!(
-                    dir_verdict(&run.policy, d.kind, again.newest_us.or(again.newest_dir_us)),
-                    DirVerdict::Delete(_)
-                ) || gained_entries(&d.survey, &again)
-                {
-                    run.push(Action::new("keep", d.shown.clone(), job, CHANGED.into()));
-                    continue;
                 }
-                survey = &again;
-            }
-            let mut a = Action::new("delete_dir", d.shown.clone(), job, d.reason.clone());
-            a.bytes = i64::try_from(survey.bytes).unwrap_or(i64::MAX);
-            a.files = count_files(survey);
-            let at = run.push(a);
+            } else {
+                None
+            };
+            let at = run.push_deleted_dir(d, again.as_ref().unwrap_or(&d.survey));
             run.take_rows(at, &held);
-            run.ops.push(Op::RemoveDir { name: d.name.clone(), seen: survey.found.clone() });
         }
     }
     Ok(())

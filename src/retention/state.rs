@@ -11,9 +11,9 @@ use super::index_rows::Held;
 use super::jobs::{Job, Jobs};
 use super::unlink::Op;
 use cortex_buffer_core::error::CbError;
-use cortex_buffer_core::retention::{DirKind, Policy};
+use cortex_buffer_core::retention::{dir_verdict, DirKind, DirVerdict, Policy};
 use cortex_buffer_watch::remove::Survey;
-use cortex_buffer_watch::volume::Kind;
+use cortex_buffer_watch::volume::{Kind, Volume};
 
 /// The caller's arguments, checked.
 #[derive(Debug, Clone, Copy)]
@@ -88,6 +88,19 @@ impl Run<'_> {
     }
 }
 
+impl Run<'_> {
+    /// Records the deletion of `d` as `survey` (the one its removal goes by) saw it: its result
+    /// row, and its removal after the commit. Returns the row's index.
+    pub(super) fn push_deleted_dir(&mut self, d: &DoomedDir, survey: &Survey) -> usize {
+        let job = d.job.as_ref().map(|(id, j)| (*id, j.as_ref()));
+        let mut a = Action::new("delete_dir", d.shown.clone(), job, d.reason.clone());
+        a.bytes = i64::try_from(survey.bytes).unwrap_or(i64::MAX);
+        a.files = count_files(survey);
+        self.ops.push(Op::RemoveDir { name: d.name.clone(), seen: survey.found.clone() });
+        self.push(a)
+    }
+}
+
 /// A directory whose verdict is `Delete`, waiting for its rows to be locked (in batches).
 pub(super) struct DoomedDir {
     pub(super) name: OsString,
@@ -96,6 +109,18 @@ pub(super) struct DoomedDir {
     pub(super) kind: DirKind,
     pub(super) reason: String,
     pub(super) survey: Survey,
+}
+
+impl DoomedDir {
+    /// An orphan looked at again once its rows are locked: the survey to remove it by, or
+    /// `None` if it must be kept (a file written meanwhile makes it young; an entry come since
+    /// the first look is covered by none of the locks, which were taken for that look's files).
+    pub(super) fn looked_at_again(&self, policy: &Policy, volume: &Volume) -> std::io::Result<Option<Survey>> {
+        let again = cortex_buffer_watch::remove::survey(volume, &self.name)?;
+        let still =
+            matches!(dir_verdict(policy, self.kind, again.newest_us.or(again.newest_dir_us)), DirVerdict::Delete(_));
+        Ok((still && !self.survey.gained_entries(&again)).then_some(again))
+    }
 }
 
 /// The session files a live job's recovery may read: every session of its plans with and without
@@ -123,14 +148,6 @@ pub(super) fn plan_paths(job: Uuid) -> Result<Option<HashSet<String>>, CbError> 
         out.extend(sessions);
     }
     Ok(Some(out))
-}
-
-/// Whether `again` (an orphan's directory looked at again under the row locks) holds an entry
-/// `first` (the survey the locks were taken for) did not: a file come since, whose row, or
-/// first indexing, those locks do not cover. Such a directory is kept for a later run.
-pub(super) fn gained_entries(first: &Survey, again: &Survey) -> bool {
-    let seen: HashSet<&std::path::Path> = first.found.iter().map(|f| f.rel.as_path()).collect();
-    again.found.iter().any(|f| !seen.contains(f.rel.as_path()))
 }
 
 /// How many regular files a survey found: a result row's `files`.

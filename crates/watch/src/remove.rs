@@ -48,6 +48,13 @@ impl Survey {
     pub fn can_unlink(&self, rel: &Path) -> bool {
         rel.parent().is_none_or(|p| !self.unwritable.iter().any(|u| u == p))
     }
+
+    /// Whether `later` (the same directory surveyed again) holds an entry this survey did not:
+    /// something come since, which nothing decided on this survey covers.
+    pub fn gained_entries(&self, later: &Survey) -> bool {
+        let seen: std::collections::HashSet<&Path> = self.found.iter().map(|f| f.rel.as_path()).collect();
+        later.found.iter().any(|f| !seen.contains(f.rel.as_path()))
+    }
 }
 
 /// Whether this process may delete entries of the directory `dir` (write and search
@@ -333,6 +340,23 @@ mod tests {
 
     fn ok<T>(r: io::Result<T>) -> T {
         r.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_later_survey_gained_entries_only_when_something_new_is_in_it() {
+        let (t, v) = Tmp::new("gained");
+        ok(fs::create_dir_all(t.root().join("job")));
+        ok(fs::write(t.root().join("job/a.jsonl"), "abc"));
+        let first = ok(survey(&v, OsStr::new("job")));
+        ok(fs::write(t.root().join("job/a.jsonl"), "abcdef"));
+        let grown = ok(survey(&v, OsStr::new("job")));
+        assert!(!first.gained_entries(&grown), "a file written since is no new entry");
+        ok(fs::remove_file(t.root().join("job/a.jsonl")));
+        let emptied = ok(survey(&v, OsStr::new("job")));
+        assert!(!first.gained_entries(&emptied), "a removed file is no new entry");
+        ok(fs::write(t.root().join("job/b.jsonl"), "x"));
+        let gained = ok(survey(&v, OsStr::new("job")));
+        assert!(first.gained_entries(&gained));
     }
 
     #[test]
