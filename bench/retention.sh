@@ -28,7 +28,9 @@ bench_psql -c "INSERT INTO cortex_buffer.job (id, agent_id, status, completed_at
 bench_psql -At -c "SELECT id FROM bench_jobs" >"${BENCH}/jobs.txt"
 
 # build: the files (one short line each, old mtimes) and the index rows, as the indexer would
-# have left them (each file's counters included: the cleanup reports rows from them).
+# have left them: each file's counters included (the cleanup reports rows from them), and each
+# file's events side by side in the heap, in file order, as the indexer writes them (a file at a
+# time). Without the ORDER BY the planner interleaves the files, one line of every file per page.
 build() {
     rm -rf "${SESS}"
     python3 - "${SESS}" "${BENCH}/jobs.txt" "${FILES}" <<'PY'
@@ -55,7 +57,8 @@ SELECT '${SESS}/' || j.id || '/session-' || lpad(n::text, 3, '0') || '.jsonl', j
   FROM bench_jobs j, generate_series(1, ${FILES}) n;
 INSERT INTO cortex_buffer.event (file_id, byte_offset, line_no, type, ts, job_id, seq, payload)
 SELECT f.file_id, (l - 1) * 74, l, 'TOOL_START', now(), f.job_id, l, '{"type":"TOOL_START"}'
-  FROM cortex_buffer.session_file f, generate_series(1, ${LINES}) l;
+  FROM cortex_buffer.session_file f, generate_series(1, ${LINES}) l
+ ORDER BY f.file_id, l;
 VACUUM ANALYZE cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line;
 CHECKPOINT;
 SQL

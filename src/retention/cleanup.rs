@@ -8,7 +8,9 @@
 //! row yet whose first indexing has not committed: the cleanup takes the new-path lock every
 //! inserter takes, `index_rows::lock_new_paths`), is looked at again
 //! under that lock, and its index rows are deleted in the calling transaction. (Directories to
-//! delete go a batch at a time; where everything in a batch goes, which is the usual case, its
+//! delete go a batch at a time, as the walk finds them (a helper thread reads the file system
+//! ahead of the decisions, so the walk overlaps the statements); where everything in a batch
+//! goes, which is the usual case, its
 //! rows are locked and deleted by one statement and the same checks follow under those locks,
 //! in a subtransaction rolled back if anything must be kept after all: `at_once`.) The files
 //! themselves are unlinked only once that transaction has committed (a commit callback), so:
@@ -36,7 +38,7 @@ use super::{index_only, partitions, progress};
 use crate::pg::guc;
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::retention::{dir_verdict, file_verdict, DirKind, DirVerdict, FileVerdict, Policy, Step};
-use cortex_buffer_watch::remove::{self as fs_remove, Survey};
+use cortex_buffer_watch::remove::{self as fs_remove, Look, Survey};
 use cortex_buffer_watch::scan::resolve_root;
 use cortex_buffer_watch::volume::{Kind, Volume};
 
@@ -129,24 +131,33 @@ fn decide_and_do(args: Args) -> Result<Vec<Action>, CbError> {
     };
     let mut report = progress::Progress::new(names.len());
     if let Some(volume) = &volume {
-        let mut acted = 0usize;
-        for name in &names {
-            report.examined(acted);
-            if acted >= args.max_dirs {
-                crate::pg::raise::notice(
-                    format!(
-                        "cleanup_session_buffers stopped after acting on {acted} directories (max_dirs); {} were not examined",
-                        names.len().saturating_sub(report.done())
-                    ),
-                    Some("Call it again (cron does) to go on, or pass a larger max_dirs."),
-                );
-                break;
+        // The file system is read on a helper thread, ahead of the decisions, and the doomed
+        // directories are deleted a batch at a time as they come: the walk overlaps the
+        // statements instead of preceding them all.
+        std::thread::scope(|scope| -> Result<(), CbError> {
+            let looks = fs_remove::look_ahead(scope, volume, &names, LOOK_AHEAD);
+            let mut acted = 0usize;
+            for (name, look) in names.iter().zip(looks) {
+                if acted >= args.max_dirs {
+                    crate::pg::raise::notice(
+                        format!(
+                            "cleanup_session_buffers stopped after acting on {acted} directories (max_dirs); {} were not examined",
+                            names.len().saturating_sub(report.done())
+                        ),
+                        Some("Call it again (cron does) to go on, or pass a larger max_dirs."),
+                    );
+                    break;
+                }
+                if directory(&mut run, volume, name, look)? {
+                    acted += 1;
+                }
+                report.examined(acted);
+                if run.doomed_dirs.len() >= DIRS_PER_LOCK {
+                    delete_dirs(&mut run, volume)?;
+                }
             }
-            if directory(&mut run, volume, name)? {
-                acted += 1;
-            }
-        }
-        delete_dirs(&mut run, volume)?;
+            delete_dirs(&mut run, volume)
+        })?;
     }
     index_only::remote_rows(&mut run)?;
     index_only::per_job_rows(&mut run, &ids)?;
@@ -184,9 +195,9 @@ fn decide_and_do(args: Args) -> Result<Vec<Action>, CbError> {
 }
 
 /// Decides and does one first-level entry of the volume. True when something in it is deleted.
-fn directory(run: &mut Run<'_>, volume: &Volume, name: &OsString) -> Result<bool, CbError> {
+fn directory(run: &mut Run<'_>, volume: &Volume, name: &OsString, look: Look) -> Result<bool, CbError> {
     let shown = format!("{}/{}", volume.path().display(), name.to_string_lossy());
-    let entry = match volume.stat_at(volume.root(), name) {
+    let entry = match look.entry {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => {
@@ -216,7 +227,7 @@ fn directory(run: &mut Run<'_>, volume: &Volume, name: &OsString) -> Result<bool
         Some((_, None)) => DirKind::Orphan,
         None => DirKind::NotJob,
     };
-    let survey = match fs_remove::survey(volume, name) {
+    let survey = match look.survey.unwrap_or_else(|| fs_remove::survey(volume, name)) {
         Ok(s) => s,
         Err(e) => {
             run.push(Action::new("error", shown, job, format!("cannot list it: {e}")));
@@ -269,6 +280,11 @@ fn undeletable(volume: &Volume, survey: &Survey) -> Option<String> {
 
 /// How many directories' rows one locking statement covers.
 const DIRS_PER_LOCK: usize = 1_000;
+
+/// How many first-level entries the helper thread may have looked at before the decisions
+/// reach them: with the batch waiting for its statement, at most `DIRS_PER_LOCK + LOOK_AHEAD`
+/// surveys are held at once.
+const LOOK_AHEAD: usize = 1_000;
 
 /// Locks the rows of the directories to delete, in batches, and deletes each whose rows were
 /// all free (a file being indexed keeps its directory for a later run). An orphan is looked at

@@ -133,6 +133,73 @@ fn walk(volume: &Volume, dir: &OwnedFd, rel: &Path, device: u64, depth: usize, o
     Ok(())
 }
 
+/// What the cleanup needs of one first-level entry of the volume before deciding on it: the
+/// entry itself (`lstat`) and, for a directory, its [`survey`].
+#[derive(Debug)]
+pub struct Look {
+    pub entry: io::Result<Entry>,
+    /// `None` unless the entry is a directory.
+    pub survey: Option<io::Result<Survey>>,
+}
+
+/// Looks at the first-level entry `name`.
+pub fn look(volume: &Volume, name: &OsStr) -> Look {
+    let entry = volume.stat_at(volume.root(), name);
+    let survey = match &entry {
+        Ok(e) if e.kind == Kind::Dir => Some(survey(volume, name)),
+        _ => None,
+    };
+    Look { entry, survey }
+}
+
+/// The [`look`]s at `names`, in their order, taken on a helper thread (every signal blocked)
+/// while the caller works on the ones before: the file system's part of a cleanup (a `getdents`
+/// and an `lstat` per entry) then overlaps its database part. At most `ahead` looks wait to be
+/// taken, so memory stays bounded whatever the volume holds. When the thread cannot be started
+/// the looks are taken on the caller's thread, one per `next()`. Dropping the iterator stops
+/// the helper at its next look.
+pub fn look_ahead<'scope, 'env: 'scope>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    volume: &'env Volume,
+    names: &'env [OsString],
+    ahead: usize,
+) -> LookAhead<'env> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(ahead.max(1));
+    let spawned = crate::pipeline::spawn_with_signals_blocked(scope, move || {
+        for name in names {
+            // The receiver is gone: the caller stopped early.
+            if tx.send(look(volume, name)).is_err() {
+                return;
+            }
+        }
+    });
+    LookAhead { volume, names, next: 0, helper: spawned.is_ok().then_some(rx) }
+}
+
+/// The iterator [`look_ahead`] returns.
+pub struct LookAhead<'env> {
+    volume: &'env Volume,
+    names: &'env [OsString],
+    next: usize,
+    helper: Option<std::sync::mpsc::Receiver<Look>>,
+}
+
+impl Iterator for LookAhead<'_> {
+    type Item = Look;
+
+    fn next(&mut self) -> Option<Look> {
+        let name = self.names.get(self.next)?;
+        self.next += 1;
+        // A helper that stopped early (it cannot, short of a panic) leaves the rest to this
+        // thread, in the same order.
+        if let Some(look) = self.helper.as_ref().and_then(|rx| rx.recv().ok()) {
+            return Some(look);
+        }
+        self.helper = None;
+        Some(look(self.volume, name))
+    }
+}
+
 /// What a removal took away, and what it left.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Removed {
@@ -474,5 +541,65 @@ mod tests {
         let e = ok(survey(&v, OsStr::new("real"))).found.remove(0).entry;
         assert!(remove_file(&v, Path::new("link/a.jsonl"), &e).is_err());
         assert!(t.root().join("real/a.jsonl").exists());
+    }
+
+    /// What a look says, in a form two looks can be compared by.
+    fn summary(l: &Look) -> String {
+        let entry = l.entry.as_ref().map(|e| e.kind).map_err(|e| e.kind());
+        let found = l.survey.as_ref().map(|s| {
+            s.as_ref()
+                .map(|s| {
+                    let mut f: Vec<_> = s.found.iter().map(|f| f.rel.clone()).collect();
+                    f.sort();
+                    (f, s.bytes)
+                })
+                .map_err(|e| e.kind())
+        });
+        format!("{entry:?} {found:?}")
+    }
+
+    #[test]
+    fn looks_ahead_come_in_order_and_match_looks_taken_here() {
+        let (t, v) = Tmp::new("ahead");
+        let mut names = Vec::new();
+        for i in 0..50 {
+            let name = format!("job-{i:02}");
+            match i % 5 {
+                // A file at the top level and a link: looked at, never surveyed.
+                0 => ok(fs::write(t.root().join(&name), "top")),
+                1 => ok(symlink(t.outside(), t.root().join(&name))),
+                _ => {
+                    ok(fs::create_dir_all(t.root().join(&name).join("sub")));
+                    for n in 0..(i % 4) {
+                        ok(fs::write(t.root().join(&name).join(format!("s-{n}.jsonl")), "x".repeat(i)));
+                    }
+                }
+            }
+            names.push(OsString::from(name));
+        }
+        // A name that is gone by the time it is looked at.
+        names.push(OsString::from("missing"));
+        let here: Vec<String> = names.iter().map(|n| summary(&look(&v, n))).collect();
+        for ahead in [1, 3, 1000] {
+            let there: Vec<String> =
+                std::thread::scope(|s| look_ahead(s, &v, &names, ahead).map(|l| summary(&l)).collect());
+            assert_eq!(there, here, "ahead {ahead}");
+        }
+        assert!(here[0].starts_with("Ok(File) None"), "{}", here[0]);
+        assert!(here[1].starts_with("Ok(Symlink) None"), "{}", here[1]);
+        assert!(here[2].starts_with("Ok(Dir) Some(Ok("), "{}", here[2]);
+        assert!(here[50].starts_with("Err(NotFound)"), "{}", here[50]);
+    }
+
+    #[test]
+    fn a_caller_that_stops_early_stops_the_helper() {
+        let (t, v) = Tmp::new("ahead-stop");
+        let names: Vec<OsString> = (0..200).map(|i| OsString::from(format!("d{i}"))).collect();
+        for n in &names {
+            ok(fs::create_dir_all(t.root().join(n)));
+        }
+        // The scope returns only once the helper has ended: it must notice the caller is gone.
+        let taken = std::thread::scope(|s| look_ahead(s, &v, &names, 2).take(3).count());
+        assert_eq!(taken, 3);
     }
 }
