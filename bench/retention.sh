@@ -28,9 +28,10 @@ bench_psql -c "INSERT INTO cortex_buffer.job (id, agent_id, status, completed_at
 bench_psql -At -c "SELECT id FROM bench_jobs" >"${BENCH}/jobs.txt"
 
 # build: the files (one short line each, old mtimes) and the index rows, as the indexer would
-# have left them: each file's counters included (the cleanup reports rows from them), and each
-# file's events side by side in the heap, in file order, as the indexer writes them (a file at a
-# time). Without the ORDER BY the planner interleaves the files, one line of every file per page.
+# have left them: each file's counters included (the cleanup reports rows from them), and the
+# events in the order a fleet writes them, a line of every file, then the next line of every
+# file (ORDER BY, so that the layout never depends on the plan): one file's rows lie on as many
+# heap pages as it has lines.
 build() {
     rm -rf "${SESS}"
     python3 - "${SESS}" "${BENCH}/jobs.txt" "${FILES}" <<'PY'
@@ -58,7 +59,7 @@ SELECT '${SESS}/' || j.id || '/session-' || lpad(n::text, 3, '0') || '.jsonl', j
 INSERT INTO cortex_buffer.event (file_id, byte_offset, line_no, type, ts, job_id, seq, payload)
 SELECT f.file_id, (l - 1) * 74, l, 'TOOL_START', now(), f.job_id, l, '{"type":"TOOL_START"}'
   FROM cortex_buffer.session_file f, generate_series(1, ${LINES}) l
- ORDER BY f.file_id, l;
+ ORDER BY l, f.file_id;
 VACUUM ANALYZE cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line;
 CHECKPOINT;
 SQL

@@ -192,6 +192,29 @@ fn a_missing_database_is_retried_with_a_delay_not_a_tight_loop() {
 }
 
 #[test]
+fn a_pass_that_keeps_failing_on_the_catalogue_is_logged_once_and_resumed_once() {
+    let c = Cluster::new("catfail", &["cortex_buffer.poll_interval = 200"]);
+    c.start();
+    c.create_extension();
+    assert!(wait_for(Duration::from_secs(5), || c.worker_activity().starts_with("idle:")).is_some());
+    // Every pass now fails on the catalogue, while the readiness check (the version) passes.
+    c.psql("ALTER TABLE cortex_buffer.session_file RENAME COLUMN dialect TO dialect_elsewhere");
+    c.put("job/a.jsonl", "{}\n");
+    assert!(
+        wait_for(Duration::from_secs(5), || c.log_count("could not read its catalogue") > 0).is_some(),
+        "{}",
+        c.log_tail()
+    );
+    // About 15 tries at this poll_interval: the condition is logged once, and never as ended.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(c.log_count("could not read its catalogue"), 1, "{}", c.log_tail());
+    assert_eq!(c.log_count("resumed indexing"), 0, "{}", c.log_tail());
+    c.psql("ALTER TABLE cortex_buffer.session_file RENAME COLUMN dialect_elsewhere TO dialect");
+    assert!(wait_for(Duration::from_secs(5), || c.files_recorded("/job/a.jsonl") == 1).is_some(), "{}", c.log_tail());
+    assert_eq!(c.log_count("resumed indexing"), 1, "{}", c.log_tail());
+}
+
+#[test]
 fn a_version_mismatch_is_waited_for_and_logged_once() {
     let c = Cluster::new("version", &["cortex_buffer.poll_interval = 200"]);
     c.start();

@@ -70,22 +70,25 @@ const INSERT_SQL: &str = concat!(
 );
 
 /// The arguments of `pg_try_advisory_xact_lock(int4, int4)` that guard the recording of a path
-/// with no `session_file` row yet (an SQL expression over the text column `$col`): every
-/// inserter of a tailed file's row takes it (discovery; `moved_root` for a path it renames a
-/// row to), and so does a cleanup before it deletes a file that has no row, so neither deletes
-/// or records a file the other is recording. The paths share 128 keys (the first a constant of
-/// the extension's): a transaction recording 100 000 new files holds 128 locks, not 100 000,
-/// which the shared lock table could not hold; two paths on one key only make one of them wait
-/// for the next pass.
+/// with no `session_file` row yet (`$col`: the SQL int4 column holding the path's key, which
+/// the caller computes with [`new_path_key`]): every inserter of a tailed file's row takes it
+/// (discovery; `moved_root` for a path it renames a row to), and so does a cleanup before it
+/// deletes a file that has no row, so neither deletes or records a file the other is recording.
+/// The paths share 128 keys (the first a constant of the extension's), split between the
+/// indexer processes (`pass::new_path_key`): a transaction recording 100 000 new files holds
+/// at most 128 locks, not 100 000, which the shared lock table could not hold; two paths on
+/// one key only make one of them wait for the next pass, and two indexer processes never meet.
 #[macro_export]
 macro_rules! new_path_lock_key {
     ($col:literal) => {
-        concat!(
-            "pg_catalog.hashtext('cortex_buffer session_file'), ((pg_catalog.hashtextextended(",
-            $col,
-            ", 0) OPERATOR(pg_catalog.&) 127))::pg_catalog.int4"
-        )
+        concat!("pg_catalog.hashtext('cortex_buffer session_file'), ", $col)
     };
+}
+
+/// The key of `path`'s new-path lock (`new_path_lock_key!`), `job_dir` its first-level
+/// directory: the same in every process of this server.
+pub fn new_path_key(job_dir: &str, path: &str) -> i32 {
+    cortex_buffer_watch::pass::new_path_key(job_dir, path, crate::pg::guc::workers())
 }
 
 /// A row another transaction holds is left alone, never waited for: the files of `$1` this
@@ -102,12 +105,12 @@ const WRITABLE_SQL: &str = concat!(
            FOR UPDATE OF f SKIP LOCKED)
     SELECT path, true FROM held_here
     UNION ALL
-    SELECT u.path, false FROM pg_catalog.unnest($1::pg_catalog.text[]) AS u(path)
+    SELECT u.path, false FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.int4[])) AS u(path, key)
      -- CASE, not AND: the lock is taken only for a path with no row (AND may run it first).
      WHERE CASE WHEN EXISTS (SELECT FROM cortex_buffer.session_file f WHERE f.path OPERATOR(pg_catalog.=) u.path)
                 THEN false
                 ELSE pg_catalog.pg_try_advisory_xact_lock(",
-    new_path_lock_key!("u.path"),
+    new_path_lock_key!("u.key"),
     ") END"
 );
 
@@ -182,8 +185,9 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Stored, CbError> {
         let mut stored = Stored { ids: Vec::with_capacity(rows.len()), gone: Vec::new() };
         if !rows.is_empty() {
             let asked: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
+            let keys: Vec<i32> = rows.iter().map(|r| new_path_key(&r.job_dir, &r.path)).collect();
             let mut writable: HashMap<String, bool> = HashMap::with_capacity(rows.len());
-            for r in client.update(WRITABLE_SQL, None, &[asked.into()]).map_err(spi)? {
+            for r in client.update(WRITABLE_SQL, None, &[asked.into(), keys.into()]).map_err(spi)? {
                 if let (Some(path), Some(held)) = (r.get::<String>(1).map_err(spi)?, r.get::<bool>(2).map_err(spi)?) {
                     writable.insert(path, held);
                 }

@@ -62,7 +62,7 @@ pub fn adopt(volume: &Volume, scope: Scope<'_>, in_transaction: bool) {
         };
         after = batch.after;
         if !batch.ids.is_empty() {
-            match step(in_transaction, || rename(&batch.ids, &batch.paths)) {
+            match step(in_transaction, || rename(&batch.ids, &batch.paths, &batch.keys)) {
                 Ok(n) => renamed += n,
                 Err(e) => warning!("cortex_buffer: could not move rows recorded under another path to \"{root}\": {e}"),
             }
@@ -94,6 +94,8 @@ fn step<R>(in_transaction: bool, work: impl FnOnce() -> Result<R, CbError>) -> R
 struct Batch {
     ids: Vec<i64>,
     paths: Vec<String>,
+    /// The new paths' new-path lock keys.
+    keys: Vec<i32>,
     seen: usize,
     after: i64,
 }
@@ -148,6 +150,7 @@ fn candidates(prefix: &str, scope: Scope<'_>, after: i64, volume: &Volume) -> Re
                 let target = format!("{prefix}{rel}");
                 if targets.insert(target.clone()) {
                     batch.ids.push(id);
+                    batch.keys.push(super::catalog_store::new_path_key(&job_dir, &target));
                     batch.paths.push(target);
                 }
             }
@@ -159,10 +162,11 @@ fn candidates(prefix: &str, scope: Scope<'_>, after: i64, volume: &Volume) -> Re
 /// Renames the rows `ids` to `paths`: those no other transaction holds, whose new path has no
 /// row, and whose new-path lock (`new_path_lock_key!`, which every recorder of a path takes) is
 /// free; the rest wait for a later call. Returns how many.
-fn rename(ids: &[i64], paths: &[String]) -> Result<usize, CbError> {
+fn rename(ids: &[i64], paths: &[String], keys: &[i32]) -> Result<usize, CbError> {
     let sql = format!(
         "UPDATE cortex_buffer.session_file f SET path = m.path
-           FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), pg_catalog.unnest($2::pg_catalog.text[])) AS m(id, path)
+           FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), pg_catalog.unnest($2::pg_catalog.text[]),
+                           pg_catalog.unnest($3::pg_catalog.int4[])) AS m(id, path, key)
           WHERE f.file_id OPERATOR(pg_catalog.=) m.id
             AND f.file_id IN (SELECT g.file_id FROM cortex_buffer.session_file g
                                WHERE g.file_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[]) FOR UPDATE OF g SKIP LOCKED)
@@ -170,7 +174,11 @@ fn rename(ids: &[i64], paths: &[String]) -> Result<usize, CbError> {
                      THEN false
                      ELSE pg_catalog.pg_try_advisory_xact_lock({}) END
       RETURNING f.file_id",
-        crate::new_path_lock_key!("m.path")
+        crate::new_path_lock_key!("m.key")
     );
-    Spi::connect_mut(|c| Ok(c.update(&sql, None, &[ids.to_vec().into(), paths.to_vec().into()]).map_err(spi)?.len()))
+    Spi::connect_mut(|c| {
+        Ok(c.update(&sql, None, &[ids.to_vec().into(), paths.to_vec().into(), keys.to_vec().into()])
+            .map_err(spi)?
+            .len())
+    })
 }

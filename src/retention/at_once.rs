@@ -55,7 +55,7 @@ pub(super) fn delete_chunk(run: &mut Run<'_>, volume: &Volume, chunk: &[DoomedDi
             per_dir.push(rows);
         }
         // A file on disk without a row deleted here is being recorded or indexed right now.
-        if !index_rows::lock_new_paths(&rowless, false)?.is_empty() {
+        if !index_rows::lock_new_paths(&rowless, &root.to_string_lossy(), false)?.is_empty() {
             return Err(keep());
         }
         let mut surveys: Vec<Option<Survey>> = Vec::with_capacity(chunk.len());

@@ -319,7 +319,7 @@ fn delete_dirs(run: &mut Run<'_>, volume: &Volume) -> Result<(), CbError> {
                     .collect::<Vec<_>>()
             })
             .collect();
-        let recording = index_rows::lock_new_paths(&rowless, run.args.dry_run)?;
+        let recording = index_rows::lock_new_paths(&rowless, &root.to_string_lossy(), run.args.dry_run)?;
         for d in chunk {
             let job = d.job.as_ref().map(|(id, j)| (*id, j.as_ref()));
             let (held, busy_rows) = d.name.to_str().and_then(|n| locked.remove(n)).unwrap_or_default();
@@ -413,7 +413,7 @@ fn delete_files(
     }
     let paths: Vec<String> =
         doomed.iter().filter(|(f, _, _)| f.rel.to_str().is_some()).map(|(_, s, _)| s.clone()).collect();
-    let (held, busy) = index_rows::lock_paths(&paths, run.args.dry_run)?;
+    let (held, busy) = index_rows::lock_paths(&paths, &volume.path().to_string_lossy(), run.args.dry_run)?;
     let busy: HashSet<String> = busy.into_iter().collect();
     let held: HashMap<String, Held> = held.into_iter().map(|h| (h.path.clone(), h)).collect();
     let mut deleted = 0usize;

@@ -120,7 +120,8 @@ pub(super) fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
         }
     }
     let paths: Vec<String> = doomed.iter().map(|(c, _, _)| c.path.clone()).collect();
-    let (held, busy) = index_rows::lock_paths(&paths, run.args.dry_run)?;
+    // Rows whose file is not on this volume (gone, or pushed): no indexer records their paths.
+    let (held, busy) = index_rows::lock_paths(&paths, "", run.args.dry_run)?;
     let busy: HashSet<String> = busy.into_iter().collect();
     let held: HashMap<String, Held> = held.into_iter().map(|h| (h.path.clone(), h)).collect();
     for (c, job, reason) in doomed {

@@ -28,8 +28,8 @@ pub struct Held {
 
 /// Locks the rows of `paths` (a dry run takes a share lock, which the indexer's claim skips
 /// just the same). Returns the rows locked, and the paths that have a row another transaction
-/// holds (being indexed).
-pub fn lock_paths(paths: &[String], dry_run: bool) -> Result<(Vec<Held>, Vec<String>), CbError> {
+/// holds (being indexed). `root`: the volume path the paths are below (`lock_new_paths`).
+pub fn lock_paths(paths: &[String], root: &str, dry_run: bool) -> Result<(Vec<Held>, Vec<String>), CbError> {
     if paths.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
@@ -76,7 +76,7 @@ pub fn lock_paths(paths: &[String], dry_run: bool) -> Result<(Vec<Held>, Vec<Str
         })
     })
     .and_then(|(held, mut busy, rowless)| {
-        busy.extend(lock_new_paths(&rowless, dry_run)?);
+        busy.extend(lock_new_paths(&rowless, root, dry_run)?);
         Ok((held, busy))
     })
 }
@@ -87,21 +87,27 @@ pub fn lock_paths(paths: &[String], dry_run: bool) -> Result<(Vec<Held>, Vec<Str
 /// an indexer that committed in between is seen). The other paths' locks are kept to the end of
 /// the transaction (shared by a dry run), so no indexer records them before the files are
 /// unlinked. Without this, a file whose first indexing has not committed would be deleted under
-/// its indexer, which would then commit rows of a file that is gone.
-pub fn lock_new_paths(paths: &[String], dry_run: bool) -> Result<HashSet<String>, CbError> {
+/// its indexer, which would then commit rows of a file that is gone. `root`: the volume path the
+/// paths are below, whose first-level directory picks the key (`catalog_store::new_path_key`);
+/// a path not below it (a row's file no longer on this volume) is no indexer's to record.
+pub fn lock_new_paths(paths: &[String], root: &str, dry_run: bool) -> Result<HashSet<String>, CbError> {
     if paths.is_empty() {
         return Ok(HashSet::new());
     }
     let try_lock = if dry_run { "pg_try_advisory_xact_lock_shared" } else { "pg_try_advisory_xact_lock" };
     let sql = format!(
-        "SELECT u.path, pg_catalog.{try_lock}({}) FROM pg_catalog.unnest($1::pg_catalog.text[]) AS u(path)",
-        crate::new_path_lock_key!("u.path")
+        "SELECT u.path, pg_catalog.{try_lock}({}) FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.int4[])) AS u(path, key)",
+        crate::new_path_lock_key!("u.key")
     );
+    let keys: Vec<i32> = paths
+        .iter()
+        .map(|p| crate::indexer::catalog_store::new_path_key(cortex_buffer_watch::pass::job_dir_below(root, p), p))
+        .collect();
     as_definer(|| {
         Spi::connect_mut(|c| {
             let mut busy = HashSet::new();
             let mut locked = Vec::new();
-            for r in c.update(&sql, None, &[paths.to_vec().into()]).map_err(spi)? {
+            for r in c.update(&sql, None, &[paths.to_vec().into(), keys.into()]).map_err(spi)? {
                 if let (Some(p), Some(got)) = (r.get::<String>(1).map_err(spi)?, r.get::<bool>(2).map_err(spi)?) {
                     if got {
                         locked.push(p);

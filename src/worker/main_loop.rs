@@ -73,6 +73,7 @@ pub extern "C-unwind" fn cortex_buffer_worker_main(arg: pg_sys::Datum) {
         deferred_walk: None,
         volume: None,
         checked_at: None,
+        waited: false,
     };
     loop {
         if BackgroundWorker::sighup_received() {
@@ -219,6 +220,8 @@ struct Worker {
     volume: Option<Volume>,
     /// When readiness was last checked.
     checked_at: Option<Instant>,
+    /// Whether the current step had to wait (a pass that failed on the catalogue, say).
+    waited: bool,
 }
 
 impl Worker {
@@ -251,7 +254,18 @@ impl Worker {
                 Next { timeout: guc::poll_interval(), fd: None }
             }
             Ok(volume) => {
+                self.waited = false;
                 let next = self.index(&volume);
+                if self.waited {
+                    // The step failed (the catalogue, the directory): tried again a
+                    // poll_interval later, not at once, and the condition stays logged once.
+                    return Next { timeout: guc::poll_interval(), fd: None };
+                }
+                // Said only once a step has gone through, so that a condition that persists
+                // is not logged as ended and begun again at every try.
+                if let Some(previous) = self.conditions.clear() {
+                    log!("{} resumed indexing {} (was {})", self.name, volume.path().display(), previous.activity());
+                }
                 // Kept (unless a wait dropped what it holds) for the steps until readiness is
                 // checked again.
                 if self.checked_at.is_some() {
@@ -337,6 +351,7 @@ impl Worker {
     }
 
     fn wait(&mut self, wait: Wait) {
+        self.waited = true;
         shared::set_phase(if wait == Wait::Disabled { Phase::Disabled } else { Phase::Waiting });
         report_activity(pg_sys::BackendState::STATE_IDLE, &wait.activity());
         if self.conditions.enter(&wait) {
@@ -354,9 +369,6 @@ impl Worker {
     }
 
     fn index(&mut self, volume: &Volume) -> Next {
-        if let Some(previous) = self.conditions.clear() {
-            log!("{} resumed indexing {} (was {})", self.name, volume.path().display(), previous.activity());
-        }
         shared::set_phase(Phase::Active);
         let requested = shared::take_rescan_request();
         if self.me > 0 {

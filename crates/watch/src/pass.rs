@@ -643,12 +643,42 @@ impl<F: FnMut(&FileRef) -> FileOutcome> FileIndexer for EachFile<F> {
 /// so every process agrees without asking, and a directory's files are always indexed by the
 /// same process.
 pub fn owner(dir: &str, workers: usize) -> usize {
+    usize::try_from(fnv1a(dir.as_bytes()) % u64::try_from(workers.max(1)).unwrap_or(1)).unwrap_or(0)
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in dir.bytes() {
-        hash ^= u64::from(b);
+    for b in bytes {
+        hash ^= u64::from(*b);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
-    usize::try_from(hash % u64::try_from(workers.max(1)).unwrap_or(1)).unwrap_or(0)
+    hash
+}
+
+/// How many advisory-lock keys the new-path locks of all paths share: a transaction recording
+/// 100 000 new files holds at most this many locks, which the shared lock table can hold.
+pub const NEW_PATH_KEYS: usize = 128;
+
+/// The second key of the new-path lock of `path` (in the first-level directory `job_dir`) with
+/// `workers` indexer processes. The keys are split between the processes by [`owner`]: two
+/// processes recording their own new files at the same time never meet on a key (with 128
+/// keys shared by all, each pass of one made nearly every new path of the other busy, to be
+/// retried 100 ms later). Everyone who records or deletes a path without a row computes the
+/// same key for it, whatever process it runs in.
+pub fn new_path_key(job_dir: &str, path: &str, workers: usize) -> i32 {
+    let workers = workers.max(1);
+    let per_owner = (NEW_PATH_KEYS / workers).max(1);
+    let slot = usize::try_from(fnv1a(path.as_bytes()) % u64::try_from(per_owner).unwrap_or(1)).unwrap_or(0);
+    i32::try_from(owner(job_dir, workers).saturating_mul(per_owner).saturating_add(slot)).unwrap_or(i32::MAX)
+}
+
+/// The first-level directory of `path` below the volume path `root` (the component after
+/// it): what [`new_path_key`] takes. Empty for a path not below `root`.
+pub fn job_dir_below<'p>(root: &str, path: &'p str) -> &'p str {
+    path.strip_prefix(root.trim_end_matches('/'))
+        .and_then(|rest| rest.strip_prefix('/'))
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or("")
 }
 
 /// The first-level directory names of the volume (UTF-8 ones: the others hold no session file
@@ -884,6 +914,42 @@ mod tests {
         assert!(counts.iter().all(|c| (800..1200).contains(c)), "{counts:?}");
         assert_eq!(owner("anything", 1), 0);
         assert_eq!(owner("anything", 0), 0);
+    }
+
+    #[test]
+    fn new_path_keys_of_different_owners_never_meet_and_stay_within_the_shared_keys() {
+        for workers in [1usize, 2, 3, 4, 8, 64, 128, 200] {
+            let mut keys_of: Vec<std::collections::HashSet<i32>> = vec![Default::default(); workers];
+            for d in 0..600 {
+                let dir = format!("{d:08x}-0000-4000-8000-000000000000");
+                for n in 0..5 {
+                    let path = format!("/var/sessions/{dir}/session-{n:03}.jsonl");
+                    let key = new_path_key(&dir, &path, workers);
+                    assert_eq!(key, new_path_key(&dir, &path, workers));
+                    assert!(key >= 0);
+                    keys_of[owner(&dir, workers)].insert(key);
+                }
+            }
+            let all: usize = keys_of.iter().map(|k| k.len()).sum();
+            let union: std::collections::HashSet<i32> = keys_of.iter().flatten().copied().collect();
+            assert_eq!(all, union.len(), "{workers} workers: two owners share a key");
+            assert!(union.len() <= NEW_PATH_KEYS.max(workers), "{workers} workers: {} keys", union.len());
+            if workers <= 4 {
+                // Spread over the owner's keys, not piled on one.
+                assert!(keys_of.iter().all(|k| k.len() >= NEW_PATH_KEYS / workers / 2), "{workers} workers");
+            }
+        }
+    }
+
+    #[test]
+    fn the_job_directory_of_a_path_is_the_component_below_the_root() {
+        assert_eq!(job_dir_below("/v/s", "/v/s/job-1/session-001.jsonl"), "job-1");
+        assert_eq!(job_dir_below("/v/s", "/v/s/job-1/sub/session-001.jsonl"), "job-1");
+        assert_eq!(job_dir_below("/v/s", "/v/sx/job-1/session-001.jsonl"), "");
+        assert_eq!(job_dir_below("/v/s", "/elsewhere/job-1/a.jsonl"), "");
+        assert_eq!(job_dir_below("/v/s", "/v/s"), "");
+        assert_eq!(job_dir_below("/v/s/", "/v/s/job-1/a.jsonl"), "job-1");
+        assert_eq!(job_dir_below("/", "/job-1/a.jsonl"), "job-1");
     }
 
     #[test]
