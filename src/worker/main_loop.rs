@@ -27,7 +27,7 @@ use crate::pg::xact::guarded;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::readiness::{assess, ConditionLog, ProblemLog, Wait};
 use cortex_buffer_watch::pass::{now_us, owner, top_dirs, FileOutcome, FileRef, KnownCache, PassError, Scope};
-use cortex_buffer_watch::scan::{resolve_root, DirSeen};
+use cortex_buffer_watch::scan::{resolve_root, DirSeen, ListingMode};
 use cortex_buffer_watch::volume::Volume;
 use cortex_buffer_watch::watcher::{Rescan, Watcher};
 
@@ -382,7 +382,9 @@ impl Worker {
             self.set_up_watch(volume, mode);
         }
         let Watch::Notify(watcher) = &mut self.watch else {
-            // Polling: every step walks everything.
+            // Polling: every step walks everything, and lists every directory (a network
+            // volume's modification times are its server's, and its client's cache's).
+            self.cache.set_listing_mode(ListingMode::Off);
             self.rescan(volume);
             return Next { timeout: guc::poll_interval(), fd: None };
         };
@@ -415,6 +417,9 @@ impl Worker {
                 log!("{}: walking the whole sessions directory: {}", self.name, why.describe());
             }
             let events_lost = why.is_some();
+            // The periodic walk skips reading the directories that cannot have changed; after
+            // lost events it reads them all.
+            self.cache.set_listing_mode(if events_lost { ListingMode::Refresh } else { ListingMode::Trust });
             // Worker 1 alone walks the whole volume, and that walk says which directories lack
             // a watch (new ones missed while events were lost): they get one afterwards,
             // without listing anything twice. With several workers its walk covers only its

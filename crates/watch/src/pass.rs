@@ -11,7 +11,10 @@ use cortex_buffer_core::indexer::index_plan::{worth_a_look, IndexState};
 use cortex_buffer_core::indexer::normalize::uuid_bytes;
 use cortex_buffer_core::indexer::reconcile::{plan, under, Action, Known};
 
-use super::scan::{first_object_of, open_scanned, relative, scan_dir, scan_root, DirSeen, FileStat, Found, Problem};
+use super::scan::{
+    first_object_of, open_scanned, relative, scan_dir, scan_root_with, DirSeen, FileStat, Found, ListingMode, Listings,
+    Problem,
+};
 use super::volume::Volume;
 
 /// A row to insert or update in `session_file`.
@@ -68,6 +71,9 @@ pub struct KnownCache {
     /// quarantines a file, cleared when a look finds none. The worker asks every poll_interval;
     /// without it each ask walked every entry (12 ms a second at 100 000 files, idle).
     maybe_quarantined: bool,
+    /// Directory listings a whole-volume walk keeps for the next one (off unless the worker
+    /// turns them on: see [`Listings`]).
+    listings: Listings,
 }
 
 impl KnownCache {
@@ -78,6 +84,17 @@ impl KnownCache {
     pub fn invalidate(&mut self) {
         self.loaded = false;
         self.timers.clear();
+    }
+
+    /// What the next whole-volume walks do with directory listings (see [`Listings`]).
+    pub fn set_listing_mode(&mut self, mode: ListingMode) {
+        self.listings.set_mode(mode);
+    }
+
+    /// How many directories the last whole-volume walk did not read, and how many listings it
+    /// kept.
+    pub fn listing_counts(&self) -> (usize, usize) {
+        self.listings.counts()
     }
 
     /// Keeps only the directories process `me` of `workers` owns (from the next load on).
@@ -239,6 +256,9 @@ pub fn run_pass<C: Catalog>(
         Scope::Dir(dir) => format!("{volume_prefix}{dir}/"),
     };
     if !cache.fresh_for(&cache_prefix) {
+        if cache.root_prefix != cache_prefix {
+            cache.listings.forget();
+        }
         cache.entries = catalog.load(&cache_prefix).map_err(PassError::Catalog)?;
         if let Some((me, workers)) = cache.partition {
             cache.entries.retain(|_, k| owner(&k.job_dir, workers) == me);
@@ -250,7 +270,7 @@ pub fn run_pass<C: Catalog>(
     }
     // Each walked directory with the prefix under which its known files are.
     let walks: Vec<(crate::scan::Scan, String)> = match scope {
-        Scope::Volume => vec![(scan_root(volume).map_err(PassError::Root)?, volume_prefix)],
+        Scope::Volume => vec![(scan_root_with(volume, &mut cache.listings).map_err(PassError::Root)?, volume_prefix)],
         Scope::Dir(dir) => vec![(scan_dir(volume, dir), cache_prefix)],
         Scope::Dirs(dirs) => dirs.iter().map(|d| (scan_dir(volume, d), format!("{volume_prefix}{d}/"))).collect(),
     };

@@ -3,6 +3,7 @@
 //! never take the walk outside it (see [`Volume`]). No Postgres: every problem with a single
 //! entry is reported as a [`Problem`] and the walk goes on; only an unusable root is an error.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
@@ -33,6 +34,132 @@ pub struct DirSeen {
     pub rel: PathBuf,
     pub device: u64,
     pub inode: u64,
+}
+
+/// What a walk does with directory listings kept from the walk before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ListingMode {
+    /// Every directory is listed, and nothing is kept: a walk on its own (`index_sessions()`,
+    /// a catch-up), or a volume where modification times cannot be trusted (polling mode, for
+    /// network filesystems: their times are the server's clock and attribute cache).
+    #[default]
+    Off,
+    /// Every directory is listed, and the listings are kept for the next walk: a walk after
+    /// lost events, which must read everything.
+    Refresh,
+    /// A directory whose identity, size and modification time are those of its kept listing
+    /// is not read again; the others are listed and kept. The periodic walk of a watched
+    /// volume: its safety net against lost events.
+    Trust,
+}
+
+/// Directory listings kept from one whole-volume walk to the next, so that the periodic walk of
+/// a quiet volume reads no directory whose entries cannot have changed: adding, removing or
+/// renaming an entry changes the directory's modification time. Each entry is still looked at
+/// (`fstatat`), so a file that grew is seen as before. Reading directories is what a walk
+/// spends most on (and nearly all of it once the kernel has dropped them from its cache); a
+/// directory whose listing is used is opened `O_PATH`, only to look its entries up.
+///
+/// A listing is kept only if the directory's modification time was at least
+/// [`LISTING_SETTLED_US`] older than the moment it was read: a change in the same tick of the
+/// file system's clock as the one before could otherwise leave the time unchanged. At most
+/// [`MAX_KEPT_NAMES`] names are kept (about 100 bytes each with their directory's entry);
+/// directories beyond that are listed on every walk.
+#[derive(Debug, Default)]
+pub struct Listings {
+    mode: ListingMode,
+    /// The last walk's listings, by directory relative to the volume.
+    kept: HashMap<PathBuf, Listing>,
+    /// This walk's, which replace `kept` when it ends: a directory no longer walked is forgotten.
+    next: HashMap<PathBuf, Listing>,
+    /// Names held in `next`.
+    names: usize,
+    /// Directories the last walk did not read.
+    reused: usize,
+}
+
+#[derive(Debug)]
+struct Listing {
+    stamp: DirStamp,
+    /// Sorted, as a walk visits them.
+    names: Vec<OsString>,
+}
+
+/// What must be unchanged for a kept listing to be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DirStamp {
+    device: u64,
+    inode: u64,
+    size: u64,
+    mtime_us: i64,
+}
+
+impl DirStamp {
+    fn of(stat: &FileStat) -> DirStamp {
+        DirStamp { device: stat.device, inode: stat.inode, size: stat.size, mtime_us: stat.mtime_us }
+    }
+}
+
+/// How much older than its reading a directory's modification time must be for the listing to
+/// be kept: longer than any file system's timestamp granularity (FAT's is 2 s).
+pub const LISTING_SETTLED_US: i64 = 3_000_000;
+
+/// The most names [`Listings`] holds.
+pub const MAX_KEPT_NAMES: usize = 2_000_000;
+
+impl Listings {
+    /// Sets what the next walks do; `Off` forgets what is kept.
+    pub fn set_mode(&mut self, mode: ListingMode) {
+        self.mode = mode;
+        if mode == ListingMode::Off {
+            self.forget();
+        }
+    }
+
+    /// Forgets every kept listing (the volume changed); the mode stays.
+    pub fn forget(&mut self) {
+        self.kept = HashMap::new();
+        self.next = HashMap::new();
+        self.names = 0;
+    }
+
+    /// How many directories the last walk did not read, and how many listings it kept.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.reused, self.kept.len())
+    }
+
+    /// The kept listing of `rel`, taken out, if the directory is unchanged since it was read.
+    fn take(&mut self, rel: &Path, stamp: &DirStamp) -> Option<Listing> {
+        if self.mode != ListingMode::Trust || self.kept.get(rel).is_none_or(|l| l.stamp != *stamp) {
+            return None;
+        }
+        self.kept.remove(rel)
+    }
+
+    /// Keeps `listing` (taken out, or just read at `read_at_us`) for the next walk.
+    fn keep(&mut self, rel: PathBuf, listing: Listing, read_at_us: Option<i64>) {
+        if self.mode == ListingMode::Off {
+            return;
+        }
+        let settled = read_at_us.is_none_or(|at| listing.stamp.mtime_us < at.saturating_sub(LISTING_SETTLED_US));
+        if settled && self.names.saturating_add(listing.names.len()) <= MAX_KEPT_NAMES {
+            self.names += listing.names.len();
+            self.next.insert(rel, listing);
+        }
+    }
+
+    /// Ends a whole walk: its listings are the ones the next walk may use.
+    fn finish(&mut self, reused: usize) {
+        self.kept = std::mem::take(&mut self.next);
+        self.names = 0;
+        self.reused = reused;
+    }
+}
+
+fn wall_clock_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
 /// Checks that `dir` can serve as a sessions root and opens it (by its canonical path).
@@ -81,11 +208,19 @@ pub fn resolve_root(dir: &str) -> Result<Volume, CbError> {
 
 /// Walks the volume and returns every session file.
 pub fn scan_root(volume: &Volume) -> Result<Scan, CbError> {
+    scan_root_with(volume, &mut Listings::default())
+}
+
+/// [`scan_root`], using and keeping directory listings as `listings` says.
+pub fn scan_root_with(volume: &Volume, listings: &mut Listings) -> Result<Scan, CbError> {
     let mut scan = Scan::default();
     let shown = volume.path().display().to_string();
     let root = volume.open_dir(Path::new("")).map_err(|e| CbError::io("open sessions directory", &shown, &e))?;
     let names = volume.list(&root).map_err(|e| CbError::io("list sessions directory", &shown, &e))?;
-    walk(volume, Path::new(""), &root, &[], sorted(names), &mut scan);
+    let mut walker = Walker { volume, scan: &mut scan, listings, reused: 0 };
+    walker.walk(Path::new(""), &root, &[], &sorted(names));
+    let reused = walker.reused;
+    listings.finish(reused);
     scan.files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(scan)
 }
@@ -109,7 +244,9 @@ pub fn scan_dir(volume: &Volume, dir_name: &str) -> Scan {
     match volume.open_subdir(volume.root(), name).and_then(|fd| volume.list(&fd).map(|names| (fd, names))) {
         Ok((fd, names)) => {
             scan.dirs.push(DirSeen { rel: rel.to_path_buf(), device: entry.stat.device, inode: entry.stat.inode });
-            walk(volume, rel, &fd, &[dir_name], sorted(names), &mut scan);
+            let mut listings = Listings::default();
+            let mut walker = Walker { volume, scan: &mut scan, listings: &mut listings, reused: 0 };
+            walker.walk(rel, &fd, &[dir_name], &sorted(names));
         }
         Err(e) => scan.problems.push(problem(&volume.path().join(rel), format!("could not open directory: {e}"))),
     }
@@ -122,68 +259,114 @@ fn sorted(mut names: Vec<OsString>) -> Vec<OsString> {
     names
 }
 
-/// Walks the entries `names` of the directory `dir` (at `dir_rel`, below `parents`). Each entry
-/// the discovery rule could select is looked at with one `fstatat` in `dir`, which was itself
-/// opened beneath the volume; a subdirectory that is no link is opened from `dir` with
-/// `O_NOFOLLOW`. Only links are resolved from the volume's handle, beneath their first-level
-/// directory, so they are followed exactly as far as [`Volume`] allows. Entries the rule never
-/// selects are not looked at at all.
-fn walk(volume: &Volume, dir_rel: &Path, dir: &OwnedFd, parents: &[&str], names: Vec<OsString>, scan: &mut Scan) {
-    let depth = parents.len() + 1;
-    for os_name in names {
-        let Some(name) = os_name.to_str() else {
-            // Only report names the rule could have selected; others are not ours to judge.
-            let lossy = os_name.to_string_lossy().into_owned();
-            if depth == 1 || lossy.ends_with(".jsonl") {
-                scan.problems.push(problem(
-                    &volume.path().join(dir_rel.join(&os_name)),
-                    "name is not valid UTF-8; skipped".into(),
-                ));
-            }
-            continue;
-        };
-        let mut components: Vec<&str> = parents.to_vec();
-        components.push(name);
-        let descend = descend_into(depth, name, parents);
-        let layout = classify(&components);
-        if !descend && layout.is_none() {
-            continue;
-        }
-        let rel = dir_rel.join(&os_name);
-        let path = volume.path().join(&rel);
-        let Some((entry, link)) = entry_of(volume, dir, &os_name, &rel, &path, scan) else { continue };
+/// A walk under way: the volume, what it found, and the listings it may use and keeps.
+struct Walker<'a> {
+    volume: &'a Volume,
+    scan: &'a mut Scan,
+    listings: &'a mut Listings,
+    /// Directories whose kept listing was used.
+    reused: usize,
+}
 
-        if entry.kind == Kind::Dir {
-            if descend {
-                let opened = if link { volume.open_dir(&rel) } else { volume.open_subdir(dir, &os_name) };
-                match opened.and_then(|fd| volume.list(&fd).map(|names| (fd, names))) {
-                    Ok((fd, children)) => {
-                        scan.dirs.push(DirSeen {
-                            rel: rel.clone(),
-                            device: entry.stat.device,
-                            inode: entry.stat.inode,
-                        });
-                        walk(volume, &rel, &fd, &components, sorted(children), scan);
-                    }
-                    Err(e) => scan.problems.push(problem(&path, format!("could not open directory: {e}"))),
+impl Walker<'_> {
+    /// Walks the entries `names` of the directory `dir` (at `dir_rel`, below `parents`). Each
+    /// entry the discovery rule could select is looked at with one `fstatat` in `dir`, which was
+    /// itself opened beneath the volume; a subdirectory that is no link is opened from `dir`
+    /// with `O_NOFOLLOW`. Only links are resolved from the volume's handle, beneath their
+    /// first-level directory, so they are followed exactly as far as [`Volume`] allows.
+    /// Entries the rule never selects are not looked at at all.
+    fn walk(&mut self, dir_rel: &Path, dir: &OwnedFd, parents: &[&str], names: &[OsString]) {
+        let volume = self.volume;
+        let depth = parents.len() + 1;
+        for os_name in names {
+            let Some(name) = os_name.to_str() else {
+                // Only report names the rule could have selected; others are not ours to judge.
+                let lossy = os_name.to_string_lossy().into_owned();
+                if depth == 1 || lossy.ends_with(".jsonl") {
+                    self.scan.problems.push(problem(
+                        &volume.path().join(dir_rel.join(os_name)),
+                        "name is not valid UTF-8; skipped".into(),
+                    ));
+                }
+                continue;
+            };
+            let mut components: Vec<&str> = parents.to_vec();
+            components.push(name);
+            let descend = descend_into(depth, name, parents);
+            let layout = classify(&components);
+            if !descend && layout.is_none() {
+                continue;
+            }
+            let rel = dir_rel.join(os_name);
+            let path = volume.path().join(&rel);
+            let Some((entry, link)) = entry_of(volume, dir, os_name, &rel, &path, self.scan) else { continue };
+
+            if entry.kind == Kind::Dir {
+                if descend {
+                    self.descend(dir, os_name, rel, &path, &entry, link, &components);
+                }
+                continue;
+            }
+
+            let Some(layout) = layout else { continue };
+            if entry.kind != Kind::File {
+                self.scan
+                    .problems
+                    .push(problem(&path, format!("not a regular file ({}); skipped", entry.kind.describe())));
+                continue;
+            }
+            let Some(path_str) = path.to_str() else { continue };
+            self.scan.files.push(Found {
+                path: path_str.to_owned(),
+                job_dir: components[0].to_owned(),
+                file_name: name.to_owned(),
+                layout,
+                stat: entry.stat,
+            });
+        }
+    }
+
+    /// Walks the subdirectory `name` of `dir`: with its kept listing when it is unchanged since
+    /// (and no link), else listed now (and kept).
+    #[allow(clippy::too_many_arguments)]
+    fn descend(
+        &mut self,
+        dir: &OwnedFd,
+        name: &std::ffi::OsStr,
+        rel: PathBuf,
+        path: &Path,
+        entry: &Entry,
+        link: bool,
+        components: &[&str],
+    ) {
+        let volume = self.volume;
+        let stamp = DirStamp::of(&entry.stat);
+        let seen = DirSeen { rel: rel.clone(), device: entry.stat.device, inode: entry.stat.inode };
+        if let Some(kept) = if link { None } else { self.listings.take(&rel, &stamp) } {
+            match volume.open_subdir_path(dir, name) {
+                Ok(fd) => {
+                    self.scan.dirs.push(seen);
+                    self.reused += 1;
+                    self.walk(&rel, &fd, components, &kept.names);
+                    self.listings.keep(rel, kept, None);
+                }
+                Err(e) => self.scan.problems.push(problem(path, format!("could not open directory: {e}"))),
+            }
+            return;
+        }
+        let opened = if link { volume.open_dir(&rel) } else { volume.open_subdir(dir, name) };
+        let read_at = wall_clock_us();
+        match opened.and_then(|fd| volume.list(&fd).map(|names| (fd, names))) {
+            Ok((fd, children)) => {
+                self.scan.dirs.push(seen);
+                let children = sorted(children);
+                self.walk(&rel, &fd, components, &children);
+                if !link {
+                    self.listings.keep(rel, Listing { stamp, names: children }, Some(read_at));
                 }
             }
-            continue;
+            Err(e) => self.scan.problems.push(problem(path, format!("could not open directory: {e}"))),
         }
-
-        let Some(layout) = layout else { continue };
-        if entry.kind != Kind::File {
-            scan.problems.push(problem(&path, format!("not a regular file ({}); skipped", entry.kind.describe())));
-            continue;
-        }
-        let Some(path_str) = path.to_str() else { continue };
-        scan.files.push(Found {
-            path: path_str.to_owned(),
-            job_dir: components[0].to_owned(),
-            file_name: name.to_owned(),
-            layout,
-            stat: entry.stat,
-        });
     }
 }
 
@@ -496,5 +679,94 @@ mod tests {
         assert_eq!(head(200_000), (bytes.clone(), true));
         assert_eq!(head(usize::MAX), (bytes.clone(), true));
         assert_eq!(f.stream_position().ok(), Some(7));
+    }
+
+    /// Sets `rel`'s modification time `secs` seconds back, as if it had not changed since.
+    fn age(t: &TempDir, rel: &str, secs: i64) {
+        let c = std::ffi::CString::new(t.0.join(rel).as_os_str().as_encoded_bytes()).unwrap_or_default();
+        let now = wall_clock_us() / 1_000_000;
+        let at = libc::timespec { tv_sec: now - secs, tv_nsec: 0 };
+        // SAFETY: a NUL-terminated path and two valid timespecs.
+        let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [at, at].as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+        assert_eq!(r, 0, "utimensat {rel}");
+    }
+
+    fn walk_with(root: &Path, listings: &mut Listings) -> Scan {
+        let volume = Volume::open(root).unwrap_or_else(|e| panic!("open: {e}"));
+        scan_root_with(&volume, listings).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_kept_listing_spares_reading_an_unchanged_directory_and_still_sees_its_files_grow() {
+        let t = TempDir::new("listings");
+        t.put("job-a/session-001.jsonl", "{}\n");
+        t.put("job-b/session-001.jsonl", "{}\n");
+        age(&t, "job-a", 60);
+        age(&t, "job-b", 60);
+        let mut listings = Listings::default();
+        listings.set_mode(ListingMode::Trust);
+        let first = walk_with(&t.0, &mut listings);
+        assert_eq!(rel_paths(&first, &t.0), vec!["job-a/session-001.jsonl", "job-b/session-001.jsonl"]);
+        assert_eq!(listings.counts(), (0, 2), "the first walk reads both and keeps both");
+
+        // Nothing changed in job-a's entries, but its file grew: the listing is used, and the
+        // file is still looked at.
+        t.put("job-a/session-001.jsonl", "{}\n{}\n");
+        age(&t, "job-a", 60);
+        let second = walk_with(&t.0, &mut listings);
+        assert_eq!(listings.counts(), (2, 2));
+        assert_eq!(second.files.iter().map(|f| f.stat.size).collect::<Vec<_>>(), vec![6, 3]);
+        assert_eq!(second.dirs.len(), 2, "both directories are still reported as walked");
+
+        // A new entry changes the directory's time: job-b is read again, and its new file found.
+        t.put("job-b/session-002.jsonl", "{}\n");
+        let third = walk_with(&t.0, &mut listings);
+        assert_eq!(
+            rel_paths(&third, &t.0),
+            vec!["job-a/session-001.jsonl", "job-b/session-001.jsonl", "job-b/session-002.jsonl"]
+        );
+        assert_eq!(listings.counts(), (1, 1), "job-b changed just now: read, and not kept yet");
+
+        // A removed file too, once the directory has settled.
+        age(&t, "job-b", 60);
+        walk_with(&t.0, &mut listings);
+        fs::remove_file(t.0.join("job-b/session-001.jsonl")).unwrap_or_else(|e| panic!("rm: {e}"));
+        let fourth = walk_with(&t.0, &mut listings);
+        assert_eq!(rel_paths(&fourth, &t.0), vec!["job-a/session-001.jsonl", "job-b/session-002.jsonl"]);
+    }
+
+    #[test]
+    fn a_directory_replaced_under_the_same_name_and_time_is_read_again() {
+        let t = TempDir::new("listings-replaced");
+        t.put("job-a/session-001.jsonl", "{}\n");
+        age(&t, "job-a", 60);
+        let mut listings = Listings::default();
+        listings.set_mode(ListingMode::Trust);
+        walk_with(&t.0, &mut listings);
+        fs::rename(t.0.join("job-a"), t.0.join("old")).unwrap_or_else(|e| panic!("mv: {e}"));
+        t.put("job-a/session-007.jsonl", "{}\n");
+        age(&t, "job-a", 60);
+        let scan = walk_with(&t.0, &mut listings);
+        assert_eq!(rel_paths(&scan, &t.0), vec!["job-a/session-007.jsonl", "old/session-001.jsonl"]);
+        assert_eq!(listings.counts().0, 0, "job-a is another inode, and old another name: both read");
+    }
+
+    #[test]
+    fn listings_are_kept_only_when_asked_and_used_only_when_trusted() {
+        let t = TempDir::new("listings-modes");
+        t.put("job-a/session-001.jsonl", "{}\n");
+        age(&t, "job-a", 60);
+        let mut listings = Listings::default();
+        walk_with(&t.0, &mut listings);
+        assert_eq!(listings.counts(), (0, 0), "off by default: nothing kept");
+        listings.set_mode(ListingMode::Refresh);
+        walk_with(&t.0, &mut listings);
+        walk_with(&t.0, &mut listings);
+        assert_eq!(listings.counts(), (0, 1), "refresh reads everything, and keeps it");
+        listings.set_mode(ListingMode::Trust);
+        walk_with(&t.0, &mut listings);
+        assert_eq!(listings.counts(), (1, 1));
+        listings.set_mode(ListingMode::Off);
+        assert_eq!(listings.counts().1, 0, "off forgets");
     }
 }
