@@ -14,7 +14,7 @@ use cortex_buffer_core::indexer::dialect::Dialect;
 use cortex_buffer_core::indexer::index_plan::IndexState;
 use cortex_buffer_core::indexer::reconcile::Known;
 use cortex_buffer_core::int::{bits_i64, bits_u64};
-use cortex_buffer_watch::pass::{Row, Stored};
+use cortex_buffer_watch::pass::{NewPathLocks, Row, Stored};
 use cortex_buffer_watch::scan::FileStat;
 
 const LOAD_SQL: &str = "
@@ -69,23 +69,43 @@ const INSERT_SQL: &str = concat!(
     RETURNING path, file_id"
 );
 
-/// The arguments of `pg_try_advisory_xact_lock(int4, int4)` that guard the recording of a path
-/// with no `session_file` row yet (`$col`: the SQL int4 column holding the path's key, which
-/// the caller computes with [`new_path_key`]): every inserter of a tailed file's row takes it
-/// (discovery; `moved_root` for a path it renames a row to), and so does a cleanup before it
-/// deletes a file that has no row, so neither deletes or records a file the other is recording.
-/// The paths share 128 keys (the first a constant of the extension's), split between the
-/// indexer processes (`pass::new_path_key`): a transaction recording 100 000 new files holds
-/// at most 128 locks, not 100 000, which the shared lock table could not hold; two paths on
-/// one key only make one of them wait for the next pass, and two indexer processes never meet.
-#[macro_export]
-macro_rules! new_path_lock_key {
-    ($col:literal) => {
-        concat!("pg_catalog.hashtext('cortex_buffer session_file'), ", $col)
-    };
+/// The new-path lock guards the recording of a path with no `session_file` row yet: every
+/// inserter of a tailed file's row takes it (discovery; `moved_root` for a path it renames a row
+/// to), and so does a cleanup before it deletes a file that has no row, so neither deletes or
+/// records a file the other is recording. It is tried, never waited for: a path whose lock
+/// another transaction holds is busy, looked at again on the next pass. Two levels
+/// (`pass::NewPathLocks`): the paths share 128 keys (`pass::new_path_key`, split between the
+/// indexer processes, which so never meet), each path also has one of its own
+/// (`pass::new_path_path_key`). A statement recording at most `pass::OWN_NEW_PATH_LOCKS_UP_TO`
+/// paths takes each path's key shared and its own lock exclusive, so such recorders (a
+/// catch-up in a pod's open transaction, a pass over what changed) never make each other's
+/// files busy; one recording more takes the keys exclusive, and so holds at most 128 locks
+/// however many files it records (100 000 locks would not fit in the shared lock table).
+/// The SQL condition that takes the new-path lock of one path whose keys are in the columns
+/// `key` ([`new_path_key`]) and `own` ([`new_path_own_key`]), as `locks` says
+/// (`pass::NewPathLocks`): true when taken. `shared`: a dry run's, which conflicts with every
+/// recorder of the path but lets another dry run take it too. Every recorder of a path (the
+/// pass, `moved_root`) and the cleanup, before it deletes a file without a row, take it.
+pub fn new_path_lock_sql(locks: NewPathLocks, shared: bool, key: &str, own: &str) -> String {
+    let take =
+        if shared { "pg_catalog.pg_try_advisory_xact_lock_shared" } else { "pg_catalog.pg_try_advisory_xact_lock" };
+    let on_key = |f: &str| format!("{f}(pg_catalog.hashtext('cortex_buffer session_file'), {key})");
+    match locks {
+        // CASE, not AND: the path's own lock only once its key's is held.
+        NewPathLocks::Own => format!(
+            "CASE WHEN {} THEN {take}(pg_catalog.hashtext('cortex_buffer session_file path'), {own}) ELSE false END",
+            on_key("pg_catalog.pg_try_advisory_xact_lock_shared")
+        ),
+        NewPathLocks::Shared => on_key(take),
+    }
 }
 
-/// The key of `path`'s new-path lock (`new_path_lock_key!`), `job_dir` its first-level
+/// The second key of `path`'s own new-path lock (`pass::new_path_path_key`).
+pub fn new_path_own_key(path: &str) -> i32 {
+    cortex_buffer_watch::pass::new_path_path_key(path)
+}
+
+/// The key of `path`'s new-path lock ([`new_path_lock_sql`]), `job_dir` its first-level
 /// directory: the same in every process of this server.
 pub fn new_path_key(job_dir: &str, path: &str) -> i32 {
     cortex_buffer_watch::pass::new_path_key(job_dir, path, crate::pg::guc::workers())
@@ -97,22 +117,25 @@ pub fn new_path_key(job_dir: &str, path: &str) -> i32 {
 /// one new file never queue on the unique index, whose wait is as long as the other transaction
 /// (a pod's open transaction around `recovery_plan`, say). What is held elsewhere is looked at
 /// again shortly (`pass::busy`).
-const WRITABLE_SQL: &str = concat!(
-    "
+fn writable_sql(locks: NewPathLocks) -> String {
+    format!(
+        "
     WITH held_here AS (
         SELECT f.path FROM cortex_buffer.session_file f
          WHERE f.path OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])
            FOR UPDATE OF f SKIP LOCKED)
     SELECT path, true FROM held_here
     UNION ALL
-    SELECT u.path, false FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.int4[])) AS u(path, key)
+    SELECT u.path, false
+      FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.int4[]),
+                      pg_catalog.unnest($3::pg_catalog.int4[])) AS u(path, key, own)
      -- CASE, not AND: the lock is taken only for a path with no row (AND may run it first).
      WHERE CASE WHEN EXISTS (SELECT FROM cortex_buffer.session_file f WHERE f.path OPERATOR(pg_catalog.=) u.path)
                 THEN false
-                ELSE pg_catalog.pg_try_advisory_xact_lock(",
-    new_path_lock_key!("u.key"),
-    ") END"
-);
+                ELSE {} END",
+        new_path_lock_sql(locks, false, "u.key", "u.own")
+    )
+}
 
 /// Marks gone the rows of `$1` no other transaction holds; returns those it marked.
 const GONE_SQL: &str = "
@@ -186,8 +209,10 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Stored, CbError> {
         if !rows.is_empty() {
             let asked: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
             let keys: Vec<i32> = rows.iter().map(|r| new_path_key(&r.job_dir, &r.path)).collect();
+            let own: Vec<i32> = rows.iter().map(|r| new_path_own_key(&r.path)).collect();
+            let sql = writable_sql(NewPathLocks::for_paths(rows.len()));
             let mut writable: HashMap<String, bool> = HashMap::with_capacity(rows.len());
-            for r in client.update(WRITABLE_SQL, None, &[asked.into(), keys.into()]).map_err(spi)? {
+            for r in client.update(&sql, None, &[asked.into(), keys.into(), own.into()]).map_err(spi)? {
                 if let (Some(path), Some(held)) = (r.get::<String>(1).map_err(spi)?, r.get::<bool>(2).map_err(spi)?) {
                     writable.insert(path, held);
                 }

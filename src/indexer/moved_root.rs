@@ -160,24 +160,31 @@ fn candidates(prefix: &str, scope: Scope<'_>, after: i64, volume: &Volume) -> Re
 }
 
 /// Renames the rows `ids` to `paths`: those no other transaction holds, whose new path has no
-/// row, and whose new-path lock (`new_path_lock_key!`, which every recorder of a path takes) is
+/// row, and whose new-path lock (`catalog_store::new_path_lock_sql`, which every recorder of a path takes) is
 /// free; the rest wait for a later call. Returns how many.
 fn rename(ids: &[i64], paths: &[String], keys: &[i32]) -> Result<usize, CbError> {
+    let own: Vec<i32> = paths.iter().map(|p| crate::indexer::catalog_store::new_path_own_key(p)).collect();
     let sql = format!(
         "UPDATE cortex_buffer.session_file f SET path = m.path
            FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), pg_catalog.unnest($2::pg_catalog.text[]),
-                           pg_catalog.unnest($3::pg_catalog.int4[])) AS m(id, path, key)
+                           pg_catalog.unnest($3::pg_catalog.int4[]), pg_catalog.unnest($4::pg_catalog.int4[]))
+                AS m(id, path, key, own)
           WHERE f.file_id OPERATOR(pg_catalog.=) m.id
             AND f.file_id IN (SELECT g.file_id FROM cortex_buffer.session_file g
                                WHERE g.file_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[]) FOR UPDATE OF g SKIP LOCKED)
             AND CASE WHEN EXISTS (SELECT FROM cortex_buffer.session_file h WHERE h.path OPERATOR(pg_catalog.=) m.path)
                      THEN false
-                     ELSE pg_catalog.pg_try_advisory_xact_lock({}) END
+                     ELSE {} END
       RETURNING f.file_id",
-        crate::new_path_lock_key!("m.key")
+        crate::indexer::catalog_store::new_path_lock_sql(
+            cortex_buffer_watch::pass::NewPathLocks::for_paths(paths.len()),
+            false,
+            "m.key",
+            "m.own"
+        )
     );
     Spi::connect_mut(|c| {
-        Ok(c.update(&sql, None, &[ids.to_vec().into(), paths.to_vec().into(), keys.to_vec().into()])
+        Ok(c.update(&sql, None, &[ids.to_vec().into(), paths.to_vec().into(), keys.to_vec().into(), own.into()])
             .map_err(spi)?
             .len())
     })

@@ -82,7 +82,7 @@ pub fn lock_paths(paths: &[String], root: &str, dry_run: bool) -> Result<(Vec<He
 }
 
 /// Of `paths` (files on disk that had no `session_file` row when the caller looked), the ones an
-/// indexer is recording right now: their new-path locks (`new_path_lock_key!`) are held by
+/// indexer is recording right now: their new-path locks (`catalog_store::new_path_lock_sql`) are held by
 /// another transaction, or a row appeared since (looked for again once the locks are held, so
 /// an indexer that committed in between is seen). The other paths' locks are kept to the end of
 /// the transaction (shared by a dry run), so no indexer records them before the files are
@@ -94,20 +94,22 @@ pub fn lock_new_paths(paths: &[String], root: &str, dry_run: bool) -> Result<Has
     if paths.is_empty() {
         return Ok(HashSet::new());
     }
-    let try_lock = if dry_run { "pg_try_advisory_xact_lock_shared" } else { "pg_try_advisory_xact_lock" };
+    let locks = cortex_buffer_watch::pass::NewPathLocks::for_paths(paths.len());
     let sql = format!(
-        "SELECT u.path, pg_catalog.{try_lock}({}) FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.int4[])) AS u(path, key)",
-        crate::new_path_lock_key!("u.key")
+        "SELECT u.path, {} FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.int4[]),
+                                           pg_catalog.unnest($3::pg_catalog.int4[])) AS u(path, key, own)",
+        crate::indexer::catalog_store::new_path_lock_sql(locks, dry_run, "u.key", "u.own")
     );
     let keys: Vec<i32> = paths
         .iter()
         .map(|p| crate::indexer::catalog_store::new_path_key(cortex_buffer_watch::pass::job_dir_below(root, p), p))
         .collect();
+    let own: Vec<i32> = paths.iter().map(|p| crate::indexer::catalog_store::new_path_own_key(p)).collect();
     as_definer(|| {
         Spi::connect_mut(|c| {
             let mut busy = HashSet::new();
             let mut locked = Vec::new();
-            for r in c.update(&sql, None, &[paths.to_vec().into(), keys.into()]).map_err(spi)? {
+            for r in c.update(&sql, None, &[paths.to_vec().into(), keys.into(), own.into()]).map_err(spi)? {
                 if let (Some(p), Some(got)) = (r.get::<String>(1).map_err(spi)?, r.get::<bool>(2).map_err(spi)?) {
                     if got {
                         locked.push(p);

@@ -696,6 +696,52 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// 100 000 new files holds at most this many locks, which the shared lock table can hold.
 pub const NEW_PATH_KEYS: usize = 128;
 
+/// How many paths a statement may record with a lock of their own each ([`new_path_path_key`]),
+/// under a shared lock on their [`new_path_key`]: such small recorders (a catch-up, a pass over
+/// what changed) never make each other's new files busy, however long their transactions last.
+/// A statement recording more takes the shared keys themselves, exclusively, so that it holds
+/// at most [`NEW_PATH_KEYS`] locks; its paths then conflict with every recorder of a path with
+/// the same key until it ends, as all paths did before.
+pub const OWN_NEW_PATH_LOCKS_UP_TO: usize = 64;
+
+/// How a statement takes the new-path locks of the paths it records (or, in a cleanup,
+/// deletes): see [`OWN_NEW_PATH_LOCKS_UP_TO`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewPathLocks {
+    /// Shared on each path's key, exclusive on the path's own.
+    Own,
+    /// Exclusive on each path's key.
+    Shared,
+}
+
+impl NewPathLocks {
+    /// For a statement that records `paths` paths.
+    pub fn for_paths(paths: usize) -> NewPathLocks {
+        if paths <= OWN_NEW_PATH_LOCKS_UP_TO {
+            NewPathLocks::Own
+        } else {
+            NewPathLocks::Shared
+        }
+    }
+}
+
+/// The key of `path`'s own new-path lock (see [`OWN_NEW_PATH_LOCKS_UP_TO`]): a hash of the
+/// whole path, so that two paths share one only by a 32-bit collision.
+pub fn new_path_path_key(path: &str) -> i32 {
+    let h = mix(fnv1a(path.as_bytes())).to_le_bytes();
+    i32::from_le_bytes([h[0] ^ h[4], h[1] ^ h[5], h[2] ^ h[6], h[3] ^ h[7]])
+}
+
+/// MurmurHash3's 64-bit finaliser: every bit of the result depends on every bit of `h`.
+fn mix(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h
+}
+
 /// The second key of the new-path lock of `path` (in the first-level directory `job_dir`) with
 /// `workers` indexer processes. The keys are split between the processes by [`owner`]: two
 /// processes recording their own new files at the same time never meet on a key (with 128
@@ -707,12 +753,7 @@ pub fn new_path_key(job_dir: &str, path: &str, workers: usize) -> i32 {
     let per_owner = (NEW_PATH_KEYS / workers).max(1);
     // FNV-1a's low bits depend only on the inputs' low bits: mixed (MurmurHash3's finaliser)
     // before the remainder, so that similar paths spread over the owner's keys.
-    let mut h = fnv1a(path.as_bytes());
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
+    let h = mix(fnv1a(path.as_bytes()));
     let slot = usize::try_from(h % u64::try_from(per_owner).unwrap_or(1)).unwrap_or(0);
     i32::try_from(owner(job_dir, workers).saturating_mul(per_owner).saturating_add(slot)).unwrap_or(i32::MAX)
 }
@@ -959,6 +1000,24 @@ mod tests {
         assert!(counts.iter().all(|c| (800..1200).contains(c)), "{counts:?}");
         assert_eq!(owner("anything", 1), 0);
         assert_eq!(owner("anything", 0), 0);
+    }
+
+    #[test]
+    fn small_recorders_lock_each_path_on_its_own_key_and_large_ones_only_the_shared_keys() {
+        assert_eq!(NewPathLocks::for_paths(1), NewPathLocks::Own);
+        assert_eq!(NewPathLocks::for_paths(OWN_NEW_PATH_LOCKS_UP_TO), NewPathLocks::Own);
+        assert_eq!(NewPathLocks::for_paths(OWN_NEW_PATH_LOCKS_UP_TO + 1), NewPathLocks::Shared);
+        // A path's own key is the same everywhere and, for the paths of a fleet, its own: two of
+        // 10 000 that shared one would make each other busy as the shared keys do.
+        let mut own = std::collections::HashSet::new();
+        for d in 0..2_000 {
+            for n in 1..=5 {
+                let path = format!("/var/sessions/{d:08x}-0000-4000-8000-000000000000/session-{n:03}.jsonl");
+                assert_eq!(new_path_path_key(&path), new_path_path_key(&path.clone()));
+                own.insert(new_path_path_key(&path));
+            }
+        }
+        assert_eq!(own.len(), 10_000);
     }
 
     #[test]
