@@ -76,11 +76,13 @@ const INSERT_SQL: &str = concat!(
 /// another transaction holds is busy, looked at again on the next pass. Two levels
 /// (`pass::NewPathLocks`): the paths share 128 keys (`pass::new_path_key`, split between the
 /// indexer processes, which so never meet), each path also has one of its own
-/// (`pass::new_path_path_key`). A statement recording at most `pass::OWN_NEW_PATH_LOCKS_UP_TO`
-/// paths takes each path's key shared and its own lock exclusive, so such recorders (a
-/// catch-up in a pod's open transaction, a pass over what changed) never make each other's
-/// files busy; one recording more takes the keys exclusive, and so holds at most 128 locks
-/// however many files it records (100 000 locks would not fit in the shared lock table).
+/// (`pass::new_path_path_key`). While a transaction has taken at most
+/// `pass::OWN_NEW_PATH_LOCKS_UP_TO` locks of paths' own, a statement of it takes each path's
+/// key shared and its own lock exclusive, so such recorders (a catch-up in a pod's open
+/// transaction, a pass over what changed) never make each other's files busy; past that, a
+/// statement takes the keys exclusive, so a transaction holds at most 64 + 128 locks however
+/// many files it records (100 000 locks would not fit in the shared lock table).
+///
 /// The SQL condition that takes the new-path lock of one path whose keys are in the columns
 /// `key` ([`new_path_key`]) and `own` ([`new_path_own_key`]), as `locks` says
 /// (`pass::NewPathLocks`): true when taken. `shared`: a dry run's, which conflicts with every
@@ -98,6 +100,28 @@ pub fn new_path_lock_sql(locks: NewPathLocks, shared: bool, key: &str, own: &str
         ),
         NewPathLocks::Shared => on_key(take),
     }
+}
+
+thread_local! {
+    /// The transaction (`xact::local_xid`) whose locks of paths' own are counted, and how many
+    /// of them its statements took.
+    static OWN_LOCKS: std::cell::Cell<(u32, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// How a statement of the current transaction that records (or, in a cleanup, deletes) `paths`
+/// paths without a row takes their new-path locks (`pass::NewPathLocks::for_paths`): each its
+/// own while the transaction stays within `pass::OWN_NEW_PATH_LOCKS_UP_TO` of them, so that a
+/// transaction of many small recordings (a pod's lookups) holds a bounded number of locks.
+pub fn new_path_locks_for(paths: usize) -> NewPathLocks {
+    let lxid = crate::pg::xact::local_xid();
+    OWN_LOCKS.with(|c| {
+        let (of, taken) = c.get();
+        let taken = if of == lxid { taken } else { 0 };
+        let locks = NewPathLocks::for_paths(taken, paths);
+        let taken = if locks == NewPathLocks::Own { taken.saturating_add(paths) } else { taken };
+        c.set((lxid, taken));
+        locks
+    })
 }
 
 /// The second key of `path`'s own new-path lock (`pass::new_path_path_key`).
@@ -210,7 +234,7 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Stored, CbError> {
             let asked: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
             let keys: Vec<i32> = rows.iter().map(|r| new_path_key(&r.job_dir, &r.path)).collect();
             let own: Vec<i32> = rows.iter().map(|r| new_path_own_key(&r.path)).collect();
-            let sql = writable_sql(NewPathLocks::for_paths(rows.len()));
+            let sql = writable_sql(new_path_locks_for(rows.len()));
             let mut writable: HashMap<String, bool> = HashMap::with_capacity(rows.len());
             for r in client.update(&sql, None, &[asked.into(), keys.into(), own.into()]).map_err(spi)? {
                 if let (Some(path), Some(held)) = (r.get::<String>(1).map_err(spi)?, r.get::<bool>(2).map_err(spi)?) {

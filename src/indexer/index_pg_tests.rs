@@ -467,6 +467,39 @@ mod tests {
     }
 
     #[pg_test]
+    fn a_transaction_of_many_small_recordings_holds_a_bounded_number_of_new_path_locks() {
+        // Three recordings of 30 new files in one transaction: the first two take a lock of
+        // each path's own (60, within the budget of 64), the third the shared keys instead.
+        let own_locks = "SELECT count(*)::pg_catalog.text FROM pg_catalog.pg_locks
+                          WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid()
+                            AND classid::pg_catalog.int4 = pg_catalog.hashtext('cortex_buffer session_file path')";
+        let mut held = Vec::new();
+        for volume in ["a", "b", "c"] {
+            let root = TempRoot::new(&format!("ix-own-locks-{volume}"));
+            for j in 0..30 {
+                root.put(&format!("job-{j}/session-001.jsonl"), format!("{}\n", spike_line(0, "A", "")));
+            }
+            assert_eq!(
+                one(&format!(
+                    "SELECT (count(*) FILTER (WHERE action = 'new'))::text FROM cortex_buffer.index_sessions('{}')",
+                    root.dir()
+                )),
+                "30"
+            );
+            held.push(one(own_locks));
+        }
+        assert_eq!(held, vec!["30", "60", "60"]);
+        let exclusive_keys = one(
+            "SELECT count(*)::pg_catalog.text FROM pg_catalog.pg_locks WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid()
+                AND classid::pg_catalog.int4 = pg_catalog.hashtext('cortex_buffer session_file') AND mode = 'ExclusiveLock'",
+        );
+        assert!(
+            exclusive_keys.parse::<i64>().is_ok_and(|n| n > 0),
+            "the third took shared keys exclusively: {exclusive_keys}"
+        );
+    }
+
+    #[pg_test]
     fn a_trigger_on_event_is_honoured_by_inserting_through_sql() {
         run("SET cortex_buffer.settle_period = 0");
         run("CREATE TABLE public.seen (line_no bigint, payload_type text, by_role text)");

@@ -177,7 +177,7 @@ fn rename(ids: &[i64], paths: &[String], keys: &[i32]) -> Result<usize, CbError>
                      ELSE {} END
       RETURNING f.file_id",
         crate::indexer::catalog_store::new_path_lock_sql(
-            cortex_buffer_watch::pass::NewPathLocks::for_paths(paths.len()),
+            crate::indexer::catalog_store::new_path_locks_for(paths.len()),
             false,
             "m.key",
             "m.own"

@@ -64,6 +64,13 @@ impl TxnFailure {
     }
 }
 
+/// This backend's local id of the current transaction: what tells one transaction's
+/// bookkeeping in backend memory from the next one's.
+pub fn local_xid() -> u32 {
+    // SAFETY: MyProc is this backend's PGPROC; lxid is a plain field.
+    unsafe { pg_sys::MyProc.as_ref().map_or(0, |p| p.lxid) }
+}
+
 /// The five-character SQLSTATE packed into an error code (Postgres' `unpack_sql_state`).
 pub fn sqlstate_text(mut code: i32) -> String {
     let mut text = String::with_capacity(5);

@@ -46,14 +46,9 @@ thread_local! {
     static ALLOWED: std::cell::RefCell<Allowed> = const { std::cell::RefCell::new((0, pgrx::pg_sys::InvalidOid, Vec::new())) };
 }
 
-fn local_xid() -> u32 {
-    // SAFETY: MyProc is this backend's PGPROC; lxid is a plain field.
-    unsafe { pgrx::pg_sys::MyProc.as_ref().map_or(0, |p| p.lxid) }
-}
-
 /// [`check_mapping`] once per transaction for each (source, job).
 fn authorize_source(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
-    let lxid = local_xid();
+    let lxid = crate::pg::xact::local_xid();
     // SAFETY: reads the current user.
     let user = unsafe { pgrx::pg_sys::GetUserId() };
     let known = ALLOWED.with(|a| {

@@ -94,7 +94,7 @@ pub fn lock_new_paths(paths: &[String], root: &str, dry_run: bool) -> Result<Has
     if paths.is_empty() {
         return Ok(HashSet::new());
     }
-    let locks = cortex_buffer_watch::pass::NewPathLocks::for_paths(paths.len());
+    let locks = crate::indexer::catalog_store::new_path_locks_for(paths.len());
     let sql = format!(
         "SELECT u.path, {} FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.int4[]),
                                            pg_catalog.unnest($3::pg_catalog.int4[])) AS u(path, key, own)",

@@ -696,12 +696,13 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// 100 000 new files holds at most this many locks, which the shared lock table can hold.
 pub const NEW_PATH_KEYS: usize = 128;
 
-/// How many paths a statement may record with a lock of their own each ([`new_path_path_key`]),
-/// under a shared lock on their [`new_path_key`]: such small recorders (a catch-up, a pass over
-/// what changed) never make each other's new files busy, however long their transactions last.
-/// A statement recording more takes the shared keys themselves, exclusively, so that it holds
-/// at most [`NEW_PATH_KEYS`] locks; its paths then conflict with every recorder of a path with
-/// the same key until it ends, as all paths did before.
+/// How many paths a transaction may record with a lock of their own each
+/// ([`new_path_path_key`]), under a shared lock on their [`new_path_key`]: such small recorders
+/// (a catch-up, a pass over what changed) never make each other's new files busy, however long
+/// their transactions last. A statement that would take the transaction past it takes the
+/// shared keys themselves, exclusively, so that a transaction holds at most this many own locks
+/// and [`NEW_PATH_KEYS`] shared ones, however many files it records; such paths conflict with
+/// every recorder of a path with the same key until it ends, as all paths did before.
 pub const OWN_NEW_PATH_LOCKS_UP_TO: usize = 64;
 
 /// How a statement takes the new-path locks of the paths it records (or, in a cleanup,
@@ -715,9 +716,10 @@ pub enum NewPathLocks {
 }
 
 impl NewPathLocks {
-    /// For a statement that records `paths` paths.
-    pub fn for_paths(paths: usize) -> NewPathLocks {
-        if paths <= OWN_NEW_PATH_LOCKS_UP_TO {
+    /// For a statement that records `paths` paths in a transaction that already took `own`
+    /// locks of paths' own.
+    pub fn for_paths(own: usize, paths: usize) -> NewPathLocks {
+        if own.saturating_add(paths) <= OWN_NEW_PATH_LOCKS_UP_TO {
             NewPathLocks::Own
         } else {
             NewPathLocks::Shared
@@ -1004,9 +1006,13 @@ mod tests {
 
     #[test]
     fn small_recorders_lock_each_path_on_its_own_key_and_large_ones_only_the_shared_keys() {
-        assert_eq!(NewPathLocks::for_paths(1), NewPathLocks::Own);
-        assert_eq!(NewPathLocks::for_paths(OWN_NEW_PATH_LOCKS_UP_TO), NewPathLocks::Own);
-        assert_eq!(NewPathLocks::for_paths(OWN_NEW_PATH_LOCKS_UP_TO + 1), NewPathLocks::Shared);
+        assert_eq!(NewPathLocks::for_paths(0, 1), NewPathLocks::Own);
+        assert_eq!(NewPathLocks::for_paths(0, OWN_NEW_PATH_LOCKS_UP_TO), NewPathLocks::Own);
+        assert_eq!(NewPathLocks::for_paths(0, OWN_NEW_PATH_LOCKS_UP_TO + 1), NewPathLocks::Shared);
+        // What the transaction already took counts: it never holds more than the budget.
+        assert_eq!(NewPathLocks::for_paths(OWN_NEW_PATH_LOCKS_UP_TO - 2, 2), NewPathLocks::Own);
+        assert_eq!(NewPathLocks::for_paths(OWN_NEW_PATH_LOCKS_UP_TO - 2, 3), NewPathLocks::Shared);
+        assert_eq!(NewPathLocks::for_paths(usize::MAX, 1), NewPathLocks::Shared);
         // A path's own key is the same everywhere and, for the paths of a fleet, its own: two of
         // 10 000 that shared one would make each other busy as the shared keys do.
         let mut own = std::collections::HashSet::new();
