@@ -79,15 +79,18 @@ const INSERT_SQL: &str = concat!(
 /// (`pass::new_path_path_key`). While a transaction has taken at most
 /// `pass::OWN_NEW_PATH_LOCKS_UP_TO` locks of paths' own, a statement of it takes each path's
 /// key shared and its own lock exclusive, so such recorders (a catch-up in a pod's open
-/// transaction, a pass over what changed) never make each other's files busy; past that, a
-/// statement takes the keys exclusive, so a transaction holds at most 64 + 128 locks however
-/// many files it records (100 000 locks would not fit in the shared lock table).
+/// transaction, a pass over what changed) make each other's files busy only on the same path;
+/// past that, a statement takes the keys exclusive, so a transaction holds at most 64 + 128
+/// locks however many files it records (100 000 locks would not fit in the shared lock table).
 ///
 /// The SQL condition that takes the new-path lock of one path whose keys are in the columns
 /// `key` ([`new_path_key`]) and `own` ([`new_path_own_key`]), as `locks` says
 /// (`pass::NewPathLocks`): true when taken. `shared`: a dry run's, which conflicts with every
-/// recorder of the path but lets another dry run take it too. Every recorder of a path (the
-/// pass, `moved_root`) and the cleanup, before it deletes a file without a row, take it.
+/// recorder of the path; with locks of paths' own it lets another dry run take them too, but
+/// on the shared keys alone it takes them exclusively, as the real run does: in share mode they
+/// would not conflict with a small recorder's (which holds its key in share mode). Every
+/// recorder of a path (the pass, `moved_root`) and the cleanup, before it deletes a file
+/// without a row, take it.
 pub fn new_path_lock_sql(locks: NewPathLocks, shared: bool, key: &str, own: &str) -> String {
     let take =
         if shared { "pg_catalog.pg_try_advisory_xact_lock_shared" } else { "pg_catalog.pg_try_advisory_xact_lock" };
@@ -98,7 +101,7 @@ pub fn new_path_lock_sql(locks: NewPathLocks, shared: bool, key: &str, own: &str
             "CASE WHEN {} THEN {take}(pg_catalog.hashtext('cortex_buffer session_file path'), {own}) ELSE false END",
             on_key("pg_catalog.pg_try_advisory_xact_lock_shared")
         ),
-        NewPathLocks::Shared => on_key(take),
+        NewPathLocks::Shared => on_key("pg_catalog.pg_try_advisory_xact_lock"),
     }
 }
 

@@ -361,8 +361,10 @@ impl Worker {
                 log!("{}", wait.message());
             }
         }
-        // Whatever made us wait may also have changed the catalogue (extension re-created...).
+        // Whatever made us wait may also have changed the catalogue (extension re-created...),
+        // and the volume: nothing from before is trusted.
         self.cache.invalidate();
+        self.cache.set_listing_mode(ListingMode::Off);
         self.watch = Watch::Unset;
         self.volume = None;
         self.checked_at = None;
@@ -417,9 +419,10 @@ impl Worker {
                 log!("{}: walking the whole sessions directory: {}", self.name, why.describe());
             }
             let events_lost = why.is_some();
-            // The periodic walk skips reading the directories that cannot have changed; after
-            // lost events it reads them all.
-            self.cache.set_listing_mode(if events_lost { ListingMode::Refresh } else { ListingMode::Trust });
+            // The routine periodic walk skips reading the directories that cannot have changed;
+            // after lost events, or when asked (index_now()), it reads them all.
+            let routine = !events_lost && !requested;
+            self.cache.set_listing_mode(if routine { ListingMode::Trust } else { ListingMode::Refresh });
             // Worker 1 alone walks the whole volume, and that walk says which directories lack
             // a watch (new ones missed while events were lost): they get one afterwards,
             // without listing anything twice. With several workers its walk covers only its
@@ -489,8 +492,10 @@ impl Worker {
                 }
                 shared::set_watching(Watching::Notify, watched.watches);
                 self.watch = Watch::Notify(watcher);
-                // A full walk first: what changed before the watches existed.
+                // A full walk first, reading every directory: what changed before the watches
+                // existed.
                 self.next_rescan = Instant::now();
+                self.cache.set_listing_mode(ListingMode::Off);
                 self.cache.invalidate_timers();
             }
             Ok((_, watched)) => self.fall_back(

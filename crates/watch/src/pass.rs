@@ -698,8 +698,8 @@ pub const NEW_PATH_KEYS: usize = 128;
 
 /// How many paths a transaction may record with a lock of their own each
 /// ([`new_path_path_key`]), under a shared lock on their [`new_path_key`]: such small recorders
-/// (a catch-up, a pass over what changed) never make each other's new files busy, however long
-/// their transactions last. A statement that would take the transaction past it takes the
+/// (a catch-up, a pass over what changed) make each other's new files busy only on the same
+/// path, however long their transactions last. A statement that would take the transaction past it takes the
 /// shared keys themselves, exclusively, so that a transaction holds at most this many own locks
 /// and [`NEW_PATH_KEYS`] shared ones, however many files it records; such paths conflict with
 /// every recorder of a path with the same key until it ends, as all paths did before.

@@ -85,18 +85,27 @@ struct Listing {
     names: Vec<OsString>,
 }
 
-/// What must be unchanged for a kept listing to be used.
+/// What must be unchanged for a kept listing to be used: the change time as well as the
+/// modification time, which a restore (`tar x`, `rsync -a`) can set back to what it was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct DirStamp {
     device: u64,
     inode: u64,
     size: u64,
     mtime_us: i64,
+    ctime_ns: i64,
 }
 
 impl DirStamp {
-    fn of(stat: &FileStat) -> DirStamp {
-        DirStamp { device: stat.device, inode: stat.inode, size: stat.size, mtime_us: stat.mtime_us }
+    fn of(entry: &Entry) -> DirStamp {
+        let stat = &entry.stat;
+        DirStamp {
+            device: stat.device,
+            inode: stat.inode,
+            size: stat.size,
+            mtime_us: stat.mtime_us,
+            ctime_ns: entry.ctime_ns,
+        }
     }
 }
 
@@ -111,8 +120,11 @@ impl Listings {
     /// Sets what the next walks do; `Off` forgets what is kept.
     pub fn set_mode(&mut self, mode: ListingMode) {
         self.mode = mode;
-        if mode == ListingMode::Off {
-            self.forget();
+        match mode {
+            ListingMode::Off => self.forget(),
+            // Nothing kept is used: let it go before the walk keeps anew (at most one set held).
+            ListingMode::Refresh => self.kept = HashMap::new(),
+            ListingMode::Trust => {}
         }
     }
 
@@ -129,11 +141,12 @@ impl Listings {
     }
 
     /// The kept listing of `rel`, taken out, if the directory is unchanged since it was read.
+    /// A listing that does not match is dropped at once: this walk lists the directory anew.
     fn take(&mut self, rel: &Path, stamp: &DirStamp) -> Option<Listing> {
-        if self.mode != ListingMode::Trust || self.kept.get(rel).is_none_or(|l| l.stamp != *stamp) {
+        if self.mode != ListingMode::Trust {
             return None;
         }
-        self.kept.remove(rel)
+        self.kept.remove(rel).filter(|l| l.stamp == *stamp)
     }
 
     /// Keeps `listing` (taken out, or just read at `read_at_us`) for the next walk.
@@ -340,19 +353,25 @@ impl Walker<'_> {
         components: &[&str],
     ) {
         let volume = self.volume;
-        let stamp = DirStamp::of(&entry.stat);
+        let stamp = DirStamp::of(entry);
         let seen = DirSeen { rel: rel.clone(), device: entry.stat.device, inode: entry.stat.inode };
         if let Some(kept) = if link { None } else { self.listings.take(&rel, &stamp) } {
+            // Opened by name again: only if it is still the directory the stamp describes (one
+            // swapped in since is listed below, as any other).
             match volume.open_subdir_path(dir, name) {
-                Ok(fd) => {
+                Ok(fd) if volume.stat_fd(&fd).is_ok_and(|now| DirStamp::of(&now) == stamp) => {
                     self.scan.dirs.push(seen);
                     self.reused += 1;
                     self.walk(&rel, &fd, components, &kept.names);
                     self.listings.keep(rel, kept, None);
+                    return;
                 }
-                Err(e) => self.scan.problems.push(problem(path, format!("could not open directory: {e}"))),
+                Ok(_) => {}
+                Err(e) => {
+                    self.scan.problems.push(problem(path, format!("could not open directory: {e}")));
+                    return;
+                }
             }
-            return;
         }
         let opened = if link { volume.open_dir(&rel) } else { volume.open_subdir(dir, name) };
         let read_at = wall_clock_us();
@@ -683,9 +702,13 @@ mod tests {
 
     /// Sets `rel`'s modification time `secs` seconds back, as if it had not changed since.
     fn age(t: &TempDir, rel: &str, secs: i64) {
+        set_times(t, rel, wall_clock_us() / 1_000_000 - secs);
+    }
+
+    /// Sets `rel`'s access and modification times to `at` (seconds since the epoch).
+    fn set_times(t: &TempDir, rel: &str, at: i64) {
         let c = std::ffi::CString::new(t.0.join(rel).as_os_str().as_encoded_bytes()).unwrap_or_default();
-        let now = wall_clock_us() / 1_000_000;
-        let at = libc::timespec { tv_sec: now - secs, tv_nsec: 0 };
+        let at = libc::timespec { tv_sec: at, tv_nsec: 0 };
         // SAFETY: a NUL-terminated path and two valid timespecs.
         let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [at, at].as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
         assert_eq!(r, 0, "utimensat {rel}");
@@ -712,7 +735,6 @@ mod tests {
         // Nothing changed in job-a's entries, but its file grew: the listing is used, and the
         // file is still looked at.
         t.put("job-a/session-001.jsonl", "{}\n{}\n");
-        age(&t, "job-a", 60);
         let second = walk_with(&t.0, &mut listings);
         assert_eq!(listings.counts(), (2, 2));
         assert_eq!(second.files.iter().map(|f| f.stat.size).collect::<Vec<_>>(), vec![6, 3]);
@@ -733,6 +755,25 @@ mod tests {
         fs::remove_file(t.0.join("job-b/session-001.jsonl")).unwrap_or_else(|e| panic!("rm: {e}"));
         let fourth = walk_with(&t.0, &mut listings);
         assert_eq!(rel_paths(&fourth, &t.0), vec!["job-a/session-001.jsonl", "job-b/session-002.jsonl"]);
+    }
+
+    #[test]
+    fn a_directory_whose_time_was_set_back_after_a_change_is_read_again() {
+        // A restore (tar x, rsync -a) can set a directory's modification time back to the one
+        // its kept listing has; its change time moves on all the same.
+        let t = TempDir::new("listings-restored");
+        t.put("job-a/session-001.jsonl", "{}\n");
+        let old = wall_clock_us() / 1_000_000 - 60;
+        set_times(&t, "job-a", old);
+        let mut listings = Listings::default();
+        listings.set_mode(ListingMode::Trust);
+        walk_with(&t.0, &mut listings);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        t.put("job-a/session-002.jsonl", "{}\n");
+        set_times(&t, "job-a", old);
+        let scan = walk_with(&t.0, &mut listings);
+        assert_eq!(rel_paths(&scan, &t.0), vec!["job-a/session-001.jsonl", "job-a/session-002.jsonl"]);
+        assert_eq!(listings.counts().0, 0, "same mtime, size and inode, but another ctime: read again");
     }
 
     #[test]
@@ -766,6 +807,10 @@ mod tests {
         listings.set_mode(ListingMode::Trust);
         walk_with(&t.0, &mut listings);
         assert_eq!(listings.counts(), (1, 1));
+        listings.set_mode(ListingMode::Refresh);
+        assert_eq!(listings.counts().1, 0, "refresh lets what it will not use go before it walks");
+        walk_with(&t.0, &mut listings);
+        assert_eq!(listings.counts(), (0, 1));
         listings.set_mode(ListingMode::Off);
         assert_eq!(listings.counts().1, 0, "off forgets");
     }

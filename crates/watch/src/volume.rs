@@ -301,6 +301,17 @@ impl Volume {
         Ok(owned(fd))
     }
 
+    /// What the open descriptor `fd` is (`fstat`).
+    pub fn stat_fd(&self, fd: &OwnedFd) -> io::Result<Entry> {
+        // SAFETY: `stat` is plain data filled by the kernel; a descriptor we hold.
+        let st = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            check(libc::fstat(fd.as_raw_fd(), &mut st))?;
+            st
+        };
+        Ok(Entry::of_stat(&st))
+    }
+
     /// [`open_subdir`](Self::open_subdir) for a directory whose entries are already known: a
     /// handle (`O_PATH`) to look entries up beneath, not to list. Cheaper to open, and to
     /// close (no read access is checked, and no close is reported to watchers).
@@ -371,12 +382,16 @@ impl Kind {
 pub struct Entry {
     pub kind: Kind,
     pub stat: cortex_buffer_core::indexer::discovery::FileStat,
+    /// The inode's change time, nanoseconds since the epoch: unlike the modification time, no
+    /// one can set it back (`touch -r`, `tar x`, `rsync -a` can the other).
+    pub ctime_ns: i64,
 }
 
 impl Entry {
     fn of_stat(st: &libc::stat) -> Entry {
         let mtime_us = st.st_mtime.saturating_mul(1_000_000).saturating_add(st.st_mtime_nsec / 1_000);
         Entry {
+            ctime_ns: st.st_ctime.saturating_mul(1_000_000_000).saturating_add(st.st_ctime_nsec),
             kind: Kind::of_mode(st.st_mode),
             stat: cortex_buffer_core::indexer::discovery::FileStat {
                 size: u64::try_from(st.st_size).unwrap_or(0),
@@ -408,7 +423,9 @@ impl Entry {
         } else {
             Kind::Other
         };
-        Entry { kind, stat: cortex_buffer_core::indexer::discovery::FileStat::of(meta) }
+        use std::os::unix::fs::MetadataExt;
+        let ctime_ns = meta.ctime().saturating_mul(1_000_000_000).saturating_add(meta.ctime_nsec());
+        Entry { kind, stat: cortex_buffer_core::indexer::discovery::FileStat::of(meta), ctime_ns }
     }
 }
 
