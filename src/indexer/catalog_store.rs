@@ -14,7 +14,7 @@ use cortex_buffer_core::indexer::dialect::Dialect;
 use cortex_buffer_core::indexer::index_plan::IndexState;
 use cortex_buffer_core::indexer::reconcile::Known;
 use cortex_buffer_core::int::{bits_i64, bits_u64};
-use cortex_buffer_watch::pass::{NewPathLocks, Row, Stored};
+use cortex_buffer_watch::pass::{new_path_path_key, NewPathLocks, Row, Stored};
 use cortex_buffer_watch::scan::FileStat;
 
 const LOAD_SQL: &str = "
@@ -84,7 +84,7 @@ const INSERT_SQL: &str = concat!(
 /// locks however many files it records (100 000 locks would not fit in the shared lock table).
 ///
 /// The SQL condition that takes the new-path lock of one path whose keys are in the columns
-/// `key` ([`new_path_key`]) and `own` ([`new_path_own_key`]), as `locks` says
+/// `key` ([`new_path_key`]) and `own` (`pass::new_path_path_key`), as `locks` says
 /// (`pass::NewPathLocks`): true when taken. `shared`: a dry run's, which conflicts with every
 /// recorder of the path; with locks of paths' own it lets another dry run take them too, but
 /// on the shared keys alone it takes them exclusively, as the real run does: in share mode they
@@ -101,7 +101,7 @@ pub fn new_path_lock_sql(locks: NewPathLocks, shared: bool, key: &str, own: &str
             "CASE WHEN {} THEN {take}(pg_catalog.hashtext('cortex_buffer session_file path'), {own}) ELSE false END",
             on_key("pg_catalog.pg_try_advisory_xact_lock_shared")
         ),
-        NewPathLocks::Shared => on_key("pg_catalog.pg_try_advisory_xact_lock"),
+        NewPathLocks::SharedKeys => on_key("pg_catalog.pg_try_advisory_xact_lock"),
     }
 }
 
@@ -125,11 +125,6 @@ pub fn new_path_locks_for(paths: usize) -> NewPathLocks {
         c.set((lxid, taken));
         locks
     })
-}
-
-/// The second key of `path`'s own new-path lock (`pass::new_path_path_key`).
-pub fn new_path_own_key(path: &str) -> i32 {
-    cortex_buffer_watch::pass::new_path_path_key(path)
 }
 
 /// The key of `path`'s new-path lock ([`new_path_lock_sql`]), `job_dir` its first-level
@@ -236,7 +231,7 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Stored, CbError> {
         if !rows.is_empty() {
             let asked: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
             let keys: Vec<i32> = rows.iter().map(|r| new_path_key(&r.job_dir, &r.path)).collect();
-            let own: Vec<i32> = rows.iter().map(|r| new_path_own_key(&r.path)).collect();
+            let own: Vec<i32> = rows.iter().map(|r| new_path_path_key(&r.path)).collect();
             let sql = writable_sql(new_path_locks_for(rows.len()));
             let mut writable: HashMap<String, bool> = HashMap::with_capacity(rows.len());
             for r in client.update(&sql, None, &[asked.into(), keys.into(), own.into()]).map_err(spi)? {

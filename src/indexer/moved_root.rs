@@ -163,7 +163,7 @@ fn candidates(prefix: &str, scope: Scope<'_>, after: i64, volume: &Volume) -> Re
 /// row, and whose new-path lock (`catalog_store::new_path_lock_sql`, which every recorder of a path takes) is
 /// free; the rest wait for a later call. Returns how many.
 fn rename(ids: &[i64], paths: &[String], keys: &[i32]) -> Result<usize, CbError> {
-    let own: Vec<i32> = paths.iter().map(|p| crate::indexer::catalog_store::new_path_own_key(p)).collect();
+    let own: Vec<i32> = paths.iter().map(|p| cortex_buffer_watch::pass::new_path_path_key(p)).collect();
     let sql = format!(
         "UPDATE cortex_buffer.session_file f SET path = m.path
            FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), pg_catalog.unnest($2::pg_catalog.text[]),

@@ -104,7 +104,7 @@ pub fn lock_new_paths(paths: &[String], root: &str, dry_run: bool) -> Result<Has
         .iter()
         .map(|p| crate::indexer::catalog_store::new_path_key(cortex_buffer_watch::pass::job_dir_below(root, p), p))
         .collect();
-    let own: Vec<i32> = paths.iter().map(|p| crate::indexer::catalog_store::new_path_own_key(p)).collect();
+    let own: Vec<i32> = paths.iter().map(|p| cortex_buffer_watch::pass::new_path_path_key(p)).collect();
     as_definer(|| {
         Spi::connect_mut(|c| {
             let mut busy = HashSet::new();

@@ -91,12 +91,6 @@ impl KnownCache {
         self.listings.set_mode(mode);
     }
 
-    /// How many directories the last whole-volume walk did not read, and how many listings it
-    /// kept.
-    pub fn listing_counts(&self) -> (usize, usize) {
-        self.listings.counts()
-    }
-
     /// Keeps only the directories process `me` of `workers` owns (from the next load on).
     pub fn set_partition(&mut self, me: usize, workers: usize) {
         self.partition = (workers > 1).then_some((me, workers));
@@ -699,10 +693,11 @@ pub const NEW_PATH_KEYS: usize = 128;
 /// How many paths a transaction may record with a lock of their own each
 /// ([`new_path_path_key`]), under a shared lock on their [`new_path_key`]: such small recorders
 /// (a catch-up, a pass over what changed) make each other's new files busy only on the same
-/// path, however long their transactions last. A statement that would take the transaction past it takes the
-/// shared keys themselves, exclusively, so that a transaction holds at most this many own locks
-/// and [`NEW_PATH_KEYS`] shared ones, however many files it records; such paths conflict with
-/// every recorder of a path with the same key until it ends, as all paths did before.
+/// path, however long their transactions last. A statement that would take the transaction past
+/// it takes the shared keys themselves, exclusively, so that a transaction holds at most this
+/// many own locks and [`NEW_PATH_KEYS`] shared ones, however many files it records; such paths
+/// conflict with every recorder of a path with the same key until it ends, as all paths did
+/// before.
 pub const OWN_NEW_PATH_LOCKS_UP_TO: usize = 64;
 
 /// How a statement takes the new-path locks of the paths it records (or, in a cleanup,
@@ -711,8 +706,8 @@ pub const OWN_NEW_PATH_LOCKS_UP_TO: usize = 64;
 pub enum NewPathLocks {
     /// Shared on each path's key, exclusive on the path's own.
     Own,
-    /// Exclusive on each path's key.
-    Shared,
+    /// Exclusive on each path's key (one shared by many paths).
+    SharedKeys,
 }
 
 impl NewPathLocks {
@@ -722,7 +717,7 @@ impl NewPathLocks {
         if own.saturating_add(paths) <= OWN_NEW_PATH_LOCKS_UP_TO {
             NewPathLocks::Own
         } else {
-            NewPathLocks::Shared
+            NewPathLocks::SharedKeys
         }
     }
 }
@@ -781,10 +776,7 @@ pub fn top_dirs(volume: &Volume) -> Result<Vec<String>, CbError> {
 
 /// Microseconds since the Unix epoch, for `now_us`.
 pub fn now_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    crate::scan::wall_clock_us()
 }
 
 #[cfg(test)]
@@ -1008,18 +1000,18 @@ mod tests {
     fn small_recorders_lock_each_path_on_its_own_key_and_large_ones_only_the_shared_keys() {
         assert_eq!(NewPathLocks::for_paths(0, 1), NewPathLocks::Own);
         assert_eq!(NewPathLocks::for_paths(0, OWN_NEW_PATH_LOCKS_UP_TO), NewPathLocks::Own);
-        assert_eq!(NewPathLocks::for_paths(0, OWN_NEW_PATH_LOCKS_UP_TO + 1), NewPathLocks::Shared);
+        assert_eq!(NewPathLocks::for_paths(0, OWN_NEW_PATH_LOCKS_UP_TO + 1), NewPathLocks::SharedKeys);
         // What the transaction already took counts: it never holds more than the budget.
         assert_eq!(NewPathLocks::for_paths(OWN_NEW_PATH_LOCKS_UP_TO - 2, 2), NewPathLocks::Own);
-        assert_eq!(NewPathLocks::for_paths(OWN_NEW_PATH_LOCKS_UP_TO - 2, 3), NewPathLocks::Shared);
-        assert_eq!(NewPathLocks::for_paths(usize::MAX, 1), NewPathLocks::Shared);
+        assert_eq!(NewPathLocks::for_paths(OWN_NEW_PATH_LOCKS_UP_TO - 2, 3), NewPathLocks::SharedKeys);
+        assert_eq!(NewPathLocks::for_paths(usize::MAX, 1), NewPathLocks::SharedKeys);
         // A path's own key is the same everywhere and, for the paths of a fleet, its own: two of
         // 10 000 that shared one would make each other busy as the shared keys do.
         let mut own = std::collections::HashSet::new();
         for d in 0..2_000 {
             for n in 1..=5 {
                 let path = format!("/var/sessions/{d:08x}-0000-4000-8000-000000000000/session-{n:03}.jsonl");
-                assert_eq!(new_path_path_key(&path), new_path_path_key(&path.clone()));
+                assert_eq!(new_path_path_key(&path), new_path_path_key(path.as_str()));
                 own.insert(new_path_path_key(&path));
             }
         }

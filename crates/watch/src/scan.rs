@@ -47,8 +47,8 @@ pub enum ListingMode {
     /// Every directory is listed, and the listings are kept for the next walk: a walk after
     /// lost events, which must read everything.
     Refresh,
-    /// A directory whose identity, size and modification time are those of its kept listing
-    /// is not read again; the others are listed and kept. The periodic walk of a watched
+    /// A directory whose identity, size, modification and change times are those of its kept
+    /// listing is not read again; the others are listed and kept. The periodic walk of a watched
     /// volume: its safety net against lost events.
     Trust,
 }
@@ -169,7 +169,8 @@ impl Listings {
     }
 }
 
-fn wall_clock_us() -> i64 {
+/// Microseconds since the Unix epoch (`pass::now_us`).
+pub fn wall_clock_us() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
