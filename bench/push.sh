@@ -11,6 +11,8 @@
 #    round (target >= 0.7x). Median of PUSH_ROUNDS (default 3).
 # 2. Duplicate-chunk storm: the same, every batch sent twice (CB_SHIP_REPEAT=2): its time over
 #    the time without the storm, same round (target <= 1.2x).
+#    And the batch function's gain: the same pushes as one append_session_bytes call per file
+#    (CB_SHIP_PER_FILE=1, what a shipper sends a server older than 0.12.0), same round.
 # 3. The flush window under load: while the shippers push a second corpus, an agent appends a
 #    line to its own file and calls await_pushed() for it, PUSH_SAMPLES (default 50) times: the
 #    time from the append until await_pushed returns true, p50 and p99 (and a trivial query's
@@ -119,7 +121,7 @@ COPY raw_lines (doc) FROM '${DATA}/corpus.jsonl' WITH (FORMAT csv, QUOTE E'\x01'
 SQL
 }
 
-ratios=(); storms=()
+ratios=(); storms=(); gains=()
 for r in $(seq 1 "${ROUNDS}"); do
     reset
     tp=$(ship_round CB_SHIP_REPEAT=1)
@@ -128,15 +130,21 @@ for r in $(seq 1 "${ROUNDS}"); do
     reset
     ts=$(ship_round CB_SHIP_REPEAT=2)
     check_all
-    printf '  round %d: %d shippers %8.1f ms   storm (every batch twice) %8.1f ms   COPY raw jsonb %8.1f ms\n' \
-        "$r" "${SHIPPERS}" "$tp" "$ts" "$tc" >&2
+    reset
+    tf=$(ship_round CB_SHIP_PER_FILE=1)
+    check_all
+    printf '  round %d: %d shippers %8.1f ms   storm (every batch twice) %8.1f ms   one call per file %8.1f ms   COPY raw jsonb %8.1f ms\n' \
+        "$r" "${SHIPPERS}" "$tp" "$ts" "$tf" "$tc" >&2
     ratios+=("$(awk -v p="$tp" -v c="$tc" 'BEGIN { print c / p }')")
     storms+=("$(awk -v p="$tp" -v s="$ts" 'BEGIN { print s / p }')")
+    gains+=("$(awk -v p="$tp" -v f="$tf" 'BEGIN { print f / p }')")
 done
 ratio=$(printf '%s\n' "${ratios[@]}" | median)
 ratio_spread=$(printf '%s\n' "${ratios[@]}" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f-%.2f", lo, hi}')
 storm=$(printf '%s\n' "${storms[@]}" | median)
 storm_spread=$(printf '%s\n' "${storms[@]}" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f-%.2f", lo, hi}')
+gain=$(printf '%s\n' "${gains[@]}" | median)
+gain_spread=$(printf '%s\n' "${gains[@]}" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f-%.2f", lo, hi}')
 
 # --- 3. the flush window under load -------------------------------------------------------------
 reset
@@ -173,6 +181,7 @@ echo
 echo "== push ingestion: ${LINES} cortex-spike lines in ${NFILES} files over ${SHIPPERS} shippers on loopback TCP, release build, fsync=on, full_page_writes=on; median of ${ROUNDS} rounds =="
 printf '%d shippers vs COPY of the raw lines into a bare jsonb table: %.2fx (spread %s; target >= 0.7x; higher is better)\n' "${SHIPPERS}" "${ratio}" "${ratio_spread}"
 printf 'duplicate-chunk storm (every batch twice) vs none: %.2fx the time (spread %s; target <= 1.2x)\n' "${storm}" "${storm_spread}"
+printf 'append_session_batch vs one append_session_bytes call per file: %.2fx the throughput (spread %s; higher is better)\n' "${gain}" "${gain_spread}"
 echo
 echo "== the flush window under load: append, then await_pushed() until the server has it (${SAMPLES} samples, the shippers pushing ${LINES} more lines meanwhile) =="
 echo "append-to-pushed p50 ${w50} ms, p99 ${w99} ms (of which a psql connection and query: p50 ${r50} ms); load lines indexed meanwhile: ${load_done} of $(( LINES + SHIPPERS ))"

@@ -94,6 +94,7 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
     cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
     cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
     cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
     cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
     cortex_buffer.storage_report(), cortex_buffer.oversized_day_start(bigint, timestamptz)
@@ -196,6 +197,7 @@ GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source 
 -- statement it causes runs as the definer role once its source and job check out.
 GRANT EXECUTE ON FUNCTION
     cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
     cortex_buffer.pushed_offsets(text)
   TO cortex_buffer_pusher;
 

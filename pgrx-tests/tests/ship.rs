@@ -468,3 +468,50 @@ fn concurrent_first_pushes_of_one_file_start_it_once() {
     );
     assert_eq!(c.psql(&format!("SELECT count(*) FROM cortex_buffer.pushed_file WHERE job_id = '{job}'")), "8");
 }
+
+#[test]
+fn a_shipper_pushes_one_call_per_file_to_a_server_without_the_batch_function() {
+    // A DaemonSet updated before the server: an older server has no append_session_batch
+    // (here hidden by a rename, with everything else current).
+    let c = cluster("ship-old");
+    const BATCH: &str =
+        "cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[])";
+    c.psql(&format!("ALTER FUNCTION {BATCH} RENAME TO append_session_batch_hidden"));
+    c.psql("INSERT INTO cortex_buffer.push_source (source, login, all_jobs) VALUES ('pod-o', 'shipper', true)");
+    let node = tempdir("ship-old-node");
+    let write = |job: &str, n: u64| {
+        std::fs::create_dir_all(node.join(job)).expect("mkdir");
+        let text: String = (0..n).map(|i| format!("{}\n", line(job, 0, i))).collect();
+        std::fs::write(node.join(job).join("session-001.jsonl"), text).expect("write");
+    };
+    let run = || {
+        let out = shipper(&c, &node, "pod-o", &["--settle", "0"]).arg("--once").output().expect("run the shipper");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for j in 0..3 {
+        write(&job_id(300 + j), 5);
+    }
+    let (code, log) = run();
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("no append_session_batch"), "{log}");
+    assert_eq!(c.psql("SELECT sum(valid_lines) FROM cortex_buffer.session_file WHERE path LIKE 'push:/%'"), "15");
+    // With the function back, the shipper sends batches; the files go on where they stood.
+    c.psql("ALTER FUNCTION cortex_buffer.append_session_batch_hidden(text, text[], bigint[], bytea[], text[], boolean[], bigint[]) RENAME TO append_session_batch");
+    for j in 0..3 {
+        write(&job_id(300 + j), 8);
+    }
+    let (code, log) = run();
+    assert!(code == Some(0) && !log.contains("no append_session_batch"), "{log}");
+    assert_eq!(c.psql("SELECT sum(valid_lines) FROM cortex_buffer.session_file WHERE path LIKE 'push:/%'"), "24");
+    assert_eq!(c.psql("SELECT count(*) FROM cortex_buffer.event"), "24");
+    assert_eq!(c.psql("SELECT sum(pushes) > 0 FROM cortex_buffer.pushed_file"), "t");
+    // A server that refuses the session itself (here: where files stand) ends --once with 1,
+    // promptly, instead of asking again and again.
+    c.psql("REVOKE EXECUTE ON FUNCTION cortex_buffer.pushed_offsets(text) FROM cortex_buffer_pusher");
+    let started = std::time::Instant::now();
+    let (code, log) = run();
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("refused; asking again later") && log.contains("42501"), "{log}");
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    let _ = std::fs::remove_dir_all(&node);
+}

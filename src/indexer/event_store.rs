@@ -665,6 +665,15 @@ pub fn index_batch(
 
 pub use super::file_row::record_failure;
 
+/// One file's bytes for [`index_streams`]: what `reader` holds as file `file_id`'s lines from
+/// `progress` on, judged under `rules`.
+pub struct StreamItem<'a, R> {
+    pub file_id: i64,
+    pub reader: R,
+    pub progress: Progress,
+    pub rules: FileRules<'a>,
+}
+
 /// Indexes what `reader` holds as file `file_id`'s lines from `progress` on, on this thread, with
 /// the tailer's judge and inserts: push ingestion's path (`append_session_bytes`), whose bytes
 /// come from a chunk instead of a file. The caller holds the file's row and records the result.
@@ -680,18 +689,41 @@ pub fn index_stream<R>(
 where
     R: std::io::Read + cortex_buffer_core::indexer::lines::HoleSkip,
 {
-    // A chunk of a few lines needs no more slots than it has lines.
-    crate::partition::ensure_for(&[file_id])?;
+    let item = StreamItem { file_id, reader, progress, rules: *rules };
+    let mut done = index_streams(client, vec![item], settings, lines_at_most)?;
+    done.pop().ok_or_else(|| CbError::internal("a pushed chunk was not indexed"))
+}
+
+/// [`index_stream`] for several files with one opening of the event table and its indexes
+/// (`append_session_batch`): each file's progress, in `items`' order. `lines_at_most` bounds the
+/// lines of all of them (a few lines need no more tuple slots than they have).
+pub fn index_streams<R>(
+    client: &mut SpiClient<'_>,
+    items: Vec<StreamItem<'_, R>>,
+    settings: &Settings,
+    lines_at_most: usize,
+) -> Result<Vec<Progress>, CbError>
+where
+    R: std::io::Read + cortex_buffer_core::indexer::lines::HoleSkip,
+{
+    let ids: Vec<i64> = items.iter().map(|i| i.file_id).collect();
+    crate::partition::ensure_for(&ids)?;
     let mut inserter = Inserter::new(settings.batch_rows.min(lines_at_most.max(1)))?;
-    inserter.file_id = file_id;
     let limits = inserter.limits(settings.batch_rows);
-    let interrupts = || {
-        pg_sys::check_for_interrupts!();
-    };
-    pipeline::run_inline(reader, progress, rules, limits, |rows: &Rows| inserter.insert(client, rows), interrupts)
-        .map_err(|e| match e {
-            PipelineError::Insert(e) => e,
-            PipelineError::Read(e) => CbError::internal(format!("reading a pushed chunk: {e}")),
-            PipelineError::Thread(why) => CbError::internal(why),
-        })
+    let mut done = Vec::with_capacity(items.len());
+    for item in items {
+        inserter.file_id = item.file_id;
+        let interrupts = || {
+            pg_sys::check_for_interrupts!();
+        };
+        let insert = |rows: &Rows| inserter.insert(client, rows);
+        let progress = pipeline::run_inline(item.reader, item.progress, &item.rules, limits, insert, interrupts)
+            .map_err(|e| match e {
+                PipelineError::Insert(e) => e,
+                PipelineError::Read(e) => CbError::internal(format!("reading a pushed chunk: {e}")),
+                PipelineError::Thread(why) => CbError::internal(why),
+            })?;
+        done.push(progress);
+    }
+    Ok(done)
 }

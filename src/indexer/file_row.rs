@@ -396,35 +396,70 @@ const FINISH_MANY_COLUMNS: [(&str, &str); 29] = [
     ("trusted", "bool"),
 ];
 
+/// What a batch records with its finish, in the same statement ([`finish_many_with`]): more
+/// arrays, unnested beside the finish's own as more columns of `u` (one row per file, `u.id` its
+/// file id), a statement that may read `u` run first (a `WITH` of the finish, on the same
+/// snapshot), and more columns of `session_file` (as `f`) set from `u`.
+pub struct AlsoRecordMany {
+    /// Names the statement: its plan is kept per backend.
+    pub key: &'static str,
+    /// The more columns of `u` and their array element types.
+    pub columns: &'static [(&'static str, &'static str)],
+    pub with: &'static str,
+    pub sets: &'static str,
+    /// One array per column, in `columns`' order.
+    pub args: Vec<DatumWithOid<'static>>,
+}
+
+/// [`AlsoRecordMany`]'s columns, `WITH` and sets.
+type AlsoShape = (&'static [(&'static str, &'static str)], &'static str, &'static str);
+
 /// `UPDATE ... FROM` the unnested arrays: every file of a batch in one statement, each fenced
 /// on its claimed offset and generation as [`finish`] is (`$1` ids, `$2` offsets, `$3`
-/// generations, then one array per column of [`FINISH_MANY_COLUMNS`]).
-fn finish_many_sql() -> String {
+/// generations, then one array per column of [`FINISH_MANY_COLUMNS`], then `also`'s).
+fn finish_many_sql(also: Option<AlsoShape>) -> String {
+    let extra = also.map_or(&[][..], |a| a.0);
     let unnests: Vec<String> = ["int8", "int8", "int4"]
         .iter()
         .chain(FINISH_MANY_COLUMNS.iter().map(|(_, t)| t))
+        .chain(extra.iter().map(|(_, t)| t))
         .enumerate()
         .map(|(k, t)| format!("pg_catalog.unnest(${}::pg_catalog.{t}[])", k + 1))
         .collect();
-    let names: Vec<&str> = FINISH_MANY_COLUMNS.iter().map(|(c, _)| *c).collect();
-    let sets: Vec<String> = names.iter().map(|c| format!("{c} = u.{c}")).collect();
+    let names: Vec<&str> = FINISH_MANY_COLUMNS.iter().map(|(c, _)| *c).chain(extra.iter().map(|(c, _)| *c)).collect();
+    let mut sets: Vec<String> = FINISH_MANY_COLUMNS.iter().map(|(c, _)| format!("{c} = u.{c}")).collect();
+    let rows = format!("ROWS FROM ({}) AS u(id, old_offset, old_generation, {})", unnests.join(", "), names.join(", "));
+    let (with, from) = match also {
+        None => (String::new(), rows),
+        Some((_, with, extra_sets)) => {
+            sets.push(extra_sets.to_owned());
+            (format!("WITH u AS (SELECT * FROM {rows}), {with} "), "u".to_owned())
+        }
+    };
     format!(
-        "UPDATE cortex_buffer.session_file AS f SET {},
+        "{with}UPDATE cortex_buffer.session_file AS f SET {},
                 indexed_at = pg_catalog.now(), failures = 0, last_error = NULL, last_error_at = NULL,
                 quarantined_at = NULL
-           FROM ROWS FROM ({}) AS u(id, old_offset, old_generation, {})
+           FROM {from}
           WHERE f.file_id OPERATOR(pg_catalog.=) u.id AND f.indexed_offset OPERATOR(pg_catalog.=) u.old_offset
             AND f.generation OPERATOR(pg_catalog.=) u.old_generation
       RETURNING f.file_id",
         sets.join(", "),
-        unnests.join(", "),
-        names.join(", ")
     )
 }
 
 /// Records every file's new state in one statement; returns the ids recorded (a file missing
 /// from it no longer held its claimed offset, which under the claim's lock means a bug).
 pub fn finish_many(client: &mut SpiClient<'_>, files: &[Finish]) -> Result<Vec<i64>, CbError> {
+    finish_many_with(client, files, None)
+}
+
+/// [`finish_many`], with more recorded in the same statement (push ingestion's batch).
+pub fn finish_many_with(
+    client: &mut SpiClient<'_>,
+    files: &[Finish],
+    also: Option<AlsoRecordMany>,
+) -> Result<Vec<i64>, CbError> {
     if files.is_empty() {
         return Ok(Vec::new());
     }
@@ -477,8 +512,14 @@ pub fn finish_many(client: &mut SpiClient<'_>, files: &[Finish]) -> Result<Vec<i
         bools(&|f| f.integrity.cut_pending),
         bools(&|f| f.trusted),
     ];
+    let key = also.as_ref().map_or("buffer.finish_many", |a| a.key);
+    let shape = also.as_ref().map(|a| (a.columns, a.with, a.sets));
+    let mut args = args;
+    if let Some(a) = also {
+        args.extend(a.args);
+    }
     let types: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
-    let stmt = prepared(client, "buffer.finish_many", finish_many_sql, &types)?;
+    let stmt = prepared(client, key, || finish_many_sql(shape), &types)?;
     let rows = client.update(&*stmt, None, &args).map_err(spi)?;
     let mut ids = Vec::with_capacity(files.len());
     for r in rows {
@@ -544,7 +585,7 @@ mod tests {
 
     #[test]
     fn the_batch_finish_sets_every_column_from_one_array_each() {
-        let sql = finish_many_sql();
+        let sql = finish_many_sql(None);
         assert!(sql.contains("pg_catalog.unnest($32::pg_catalog.bool[])") && !sql.contains("$33"));
         assert!(sql.contains("f.indexed_offset OPERATOR(pg_catalog.=) u.old_offset"));
     }

@@ -6,6 +6,7 @@
 //! `cortex_buffer_core::push`; `store` applies them through SPI, `rate` is the per-source limit,
 //! `sql` the functions.
 
+pub(crate) mod batch;
 #[cfg(any(test, feature = "pg_test"))]
 mod push_pg_tests;
 pub mod rate;

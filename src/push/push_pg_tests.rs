@@ -316,4 +316,185 @@ mod tests {
             "false"
         );
     }
+    /// One push of a test: relpath, start offset, chunk, identity, final.
+    type TestPush = (String, usize, Vec<u8>, String, bool);
+
+    /// One batch call; "committed events corrupt action" per push, in order, joined by "|".
+    fn push_batch(pushes: &[TestPush]) -> String {
+        let arr = |f: &dyn Fn(&TestPush) -> String| pushes.iter().map(f).collect::<Vec<String>>().join(", ");
+        one(&format!(
+            "SELECT string_agg(concat_ws(' ', committed_offset, events_added, corrupt_added, action), '|' ORDER BY ord)
+               FROM cortex_buffer.append_session_batch('node-a', ARRAY[{}], ARRAY[{}]::bigint[], ARRAY[{}]::bytea[],
+                                                       ARRAY[{}], ARRAY[{}])",
+            arr(&|p| format!("'{}'", p.0)),
+            arr(&|p| p.1.to_string()),
+            arr(&|p| format!("'\\x{}'", hex(&p.2))),
+            arr(&|p| format!("'{}'", p.3)),
+            arr(&|p| p.4.to_string()),
+        ))
+    }
+
+    /// The five files of the batch parity test: corrupt and blank lines, multi-byte characters,
+    /// a line longer than most chunks, a seq gap, an unterminated last line.
+    fn parity_files() -> Vec<(String, Vec<u8>)> {
+        (0..5)
+            .map(|f| {
+                let mut data = Vec::new();
+                for s in 0..30i64 {
+                    match (f, s) {
+                        (1, 4) => data.extend_from_slice(b"{\"type\":\"TOOL_START\",\"cut\n   \n"),
+                        (2, _) => data.extend_from_slice(line(s, "TOOL_START", r#","tool_name":"é€😀""#).as_bytes()),
+                        (3, 9) => data.extend_from_slice(
+                            line(s, "LLM_RESPONSE", &format!(r#","text":"{}""#, "x".repeat(3000))).as_bytes(),
+                        ),
+                        (4, _) => data.extend_from_slice(line(s * 2, "TOOL_RESULT", "").as_bytes()),
+                        _ => data.extend_from_slice(line(s, "TOOL_START", "").as_bytes()),
+                    }
+                    data.push(b'\n');
+                }
+                if f == 4 {
+                    data.extend_from_slice(b"{\"type\":\"TOOL_START\",\"timestamp\":\"2026");
+                }
+                (rel(&format!("session-{:03}.jsonl", 10 + f)), data)
+            })
+            .collect()
+    }
+
+    /// Pushes the parity files in rounds, as a shipper does (each file from its committed offset,
+    /// some from before it, in chunks of odd sizes), with `send` for each round's pushes; each
+    /// round's outcomes, then every file's rows and integrity.
+    fn parity_rounds(send: &dyn Fn(&[TestPush]) -> Vec<String>) -> Vec<String> {
+        let files = parity_files();
+        let mut committed = vec![0usize; files.len()];
+        let mut seen = Vec::new();
+        let sizes = [1usize, 17, 160, 900, 3100, 40];
+        for round in 0..12usize {
+            let last = round == 11;
+            let mut pushes = Vec::new();
+            for (f, (name, data)) in files.iter().enumerate() {
+                if !last && (round + f) % 4 == 3 {
+                    continue; // not every file in every batch
+                }
+                let back = [0usize, 7, 0, committed[f]][(round + f) % 4].min(committed[f]);
+                let start = committed[f] - back;
+                let to = if last { data.len() } else { (start + sizes[(round * 3 + f) % sizes.len()]).min(data.len()) };
+                pushes.push((name.clone(), start, data[start..to].to_vec(), format!("{f}:1:p"), last));
+                if round == 5 && f == 0 {
+                    // The same relpath twice in one batch: the one-by-one path.
+                    pushes.push((name.clone(), start, data[start..to].to_vec(), format!("{f}:1:p"), false));
+                }
+            }
+            let outs = send(&pushes);
+            assert_eq!(outs.len(), pushes.len(), "{outs:?}");
+            for (p, out) in pushes.iter().zip(&outs) {
+                let f = files.iter().position(|(n, _)| *n == p.0).unwrap_or(0);
+                committed[f] = out.split(' ').next().and_then(|c| c.parse().ok()).unwrap_or(committed[f]);
+            }
+            seen.push(format!("round {round}: {}", outs.join("|")));
+        }
+        // A file rewritten in place (other first bytes, same identity), with a replay of another:
+        // the one-by-one path starts a new file after the rewritten one.
+        let (name0, data0) = &files[0];
+        let rewrite = vec![
+            (
+                files[2].0.clone(),
+                0,
+                format!("{}\n", line(0, "SESSION_START", "")).into_bytes(),
+                "2:1:p".to_owned(),
+                false,
+            ),
+            (name0.clone(), 0, data0.clone(), "0:1:p".to_owned(), true),
+        ];
+        seen.push(format!("rewrite: {}", send(&rewrite).join("|")));
+        let paths = one(&format!(
+            "SELECT string_agg(path, ' ' ORDER BY path) FROM cortex_buffer.session_file WHERE path LIKE 'push:/{JOB}/session-01%'"
+        ));
+        for path in paths.split(' ') {
+            seen.push(format!("{path}: {} / {}", rows_of(path), integrity_of(path)));
+        }
+        seen
+    }
+
+    #[pg_test]
+    fn a_batch_gives_the_outcomes_rows_and_integrity_of_its_pushes_sent_one_by_one() {
+        setup();
+        run("SET cortex_buffer.max_line_bytes = 2048");
+        let shared_before = crate::push::batch::shared_batches();
+        // The batch, rolled back afterwards; then the same pushes one by one.
+        let batched = crate::pg::xact::rolled_back(|| {
+            Ok(parity_rounds(&|pushes| push_batch(pushes).split('|').map(str::to_owned).collect()))
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        let shared = crate::push::batch::shared_batches() - shared_before;
+        let single = parity_rounds(&|pushes| {
+            pushes.iter().map(|(r, start, chunk, id, last)| push(r, *start, chunk, id, *last)).collect()
+        });
+        for (b, s) in batched.iter().zip(&single) {
+            assert_eq!(b, s);
+        }
+        assert_eq!(batched.len(), single.len());
+        // Every round took the shared path but round 5 (a relpath twice) and the rewrite, which
+        // went one by one, with the same outcomes.
+        assert_eq!(shared, 11, "batches on the shared path");
+        assert!(single.iter().any(|r| r.contains("replayed")) && single.iter().any(|r| r.contains("appended")));
+        assert!(single.iter().any(|r| r.contains("#000002: 0:1:SESSION_START")), "{single:?}");
+    }
+
+    #[pg_test]
+    fn a_batch_checks_its_arrays_and_applies_all_its_pushes_or_none() {
+        setup();
+        let call = |args: &str| {
+            error_of(&format!("SELECT * FROM cortex_buffer.append_session_batch({args})"))
+                .map(|e| e.0)
+                .unwrap_or_default()
+        };
+        let (a, b) = (rel("session-020.jsonl"), rel("session-021.jsonl"));
+        let ok = format!("ARRAY['{a}', '{b}'], ARRAY[0, 0]::bigint[], ARRAY['\\x', '\\x']::bytea[], ARRAY['i', 'j']");
+        assert_eq!(call(&format!("NULL, {ok}")), "22004");
+        assert_eq!(
+            call(&format!(
+                "'node-a', ARRAY['{a}', NULL], ARRAY[0, 0]::bigint[], ARRAY['\\x', '\\x']::bytea[], ARRAY['i', 'j']"
+            )),
+            "22004"
+        );
+        assert_eq!(
+            call(&format!(
+                "'node-a', ARRAY['{a}', '{b}'], ARRAY[0]::bigint[], ARRAY['\\x', '\\x']::bytea[], ARRAY['i', 'j']"
+            )),
+            "22023"
+        );
+        assert_eq!(call(&format!("'node-a', {ok}, ARRAY[true]")), "22023");
+        assert_eq!(call(&format!("'node-a', ARRAY['{a}', '../x.jsonl'], ARRAY[0, 0]::bigint[], ARRAY['\\x', '\\x']::bytea[], ARRAY['i', 'j']")), "22023");
+        let many = format!(
+            "'node-a', array_fill('{a}'::text, ARRAY[1001]), array_fill(0::bigint, ARRAY[1001]), array_fill('\\x'::bytea, ARRAY[1001]), array_fill('i'::text, ARRAY[1001])"
+        );
+        assert_eq!(call(&many), "54000");
+        assert_eq!(call(&format!("'node-z', {ok}")), "42501");
+        let other = "0193a8b2-7c41-7d2e-9f00-00000000f0ff/session-001.jsonl";
+        assert_eq!(call(&format!("'node-a', ARRAY['{a}', '{other}'], ARRAY[0, 0]::bigint[], ARRAY['\\x', '\\x']::bytea[], ARRAY['i', 'j']")), "42501");
+        // The second push starts past what the server has: the whole batch is refused with the
+        // expected offset, and the first push's file is not there either.
+        let l = format!("{}\n", line(0, "TOOL_START", ""));
+        let (state, _, detail) = error_of(&format!(
+            "SELECT * FROM cortex_buffer.append_session_batch('node-a', ARRAY['{a}', '{b}'], ARRAY[0, 5]::bigint[],
+                      ARRAY['\\x{0}', '\\x{0}']::bytea[], ARRAY['i', 'j'])",
+            hex(l.as_bytes())
+        ))
+        .unwrap_or_default();
+        assert_eq!((state.as_str(), detail.as_deref()), ("55000", Some("expected offset: 0")));
+        assert_eq!(val("SELECT count(*) FROM cortex_buffer.pushed_file"), "0");
+        // Defaults: not final, no size (an empty chunk of a new file is a replay, as alone); an
+        // empty batch returns nothing.
+        assert_eq!(
+            push_batch(&[
+                (a.clone(), 0, l.clone().into_bytes(), "i".into(), false),
+                (b.clone(), 0, Vec::new(), "j".into(), false)
+            ]),
+            format!("{} 1 0 new|0 0 0 replayed", l.len())
+        );
+        assert_eq!(
+            val("SELECT count(*) FROM cortex_buffer.append_session_batch('node-a', '{}', '{}', '{}', '{}')"),
+            "0"
+        );
+    }
 }

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use pgrx::prelude::*;
 use pgrx::Uuid;
 
-use super::rate;
 use super::store::{self, Push};
+use super::{batch, rate};
 use crate::indexer::settings::Settings;
 use crate::pg::guc;
 use crate::pg::privilege::{as_definer, caller_is_superuser, role_oid};
@@ -26,6 +26,17 @@ fn required<T>(value: Option<T>, name: &str) -> T {
         raise(
             CbError::new(SqlState::NullValueNotAllowed, format!("{name} must not be NULL")).with_hint(
                 "Pass a value for every argument of append_session_bytes (final and file_size have defaults).",
+            ),
+        )
+    })
+}
+
+/// [`required`] for `append_session_batch`'s arguments and array elements.
+fn required_in_batch<T>(value: Option<T>, name: &str) -> T {
+    value.unwrap_or_else(|| {
+        raise(
+            CbError::new(SqlState::NullValueNotAllowed, format!("{name} must not be NULL")).with_hint(
+                "Pass every argument of append_session_batch and every element of its arrays (finals and file_sizes, and their elements, may be NULL).",
             ),
         )
     })
@@ -129,30 +140,17 @@ fn check_mapping(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
     Ok(())
 }
 
-type PushRow = (i64, i64, i64, String);
-
-/// Appends the bytes a shipper read from a session file on its node, exactly once: see
-/// docs/api.md, append_session_bytes. Its SQL declaration is in api.sql: the argument `final`
-/// is a Rust keyword, and pgrx would name it `r#final`.
-#[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
-#[pg_extern(sql = false)]
-fn append_session_bytes(
-    source: Option<&str>,
-    relpath: Option<&str>,
-    start_offset: Option<i64>,
-    chunk: Option<&[u8]>,
-    file_identity: Option<&str>,
-    r#final: default!(Option<bool>, "false"),
-    file_size: default!(Option<i64>, "NULL"),
-) -> TableIterator<
-    'static,
-    (name!(committed_offset, i64), name!(events_added, i64), name!(corrupt_added, i64), name!(action, String)),
-> {
-    let source = required(source, "source");
-    let relpath = required(relpath, "relpath");
-    let start = required(start_offset, "start_offset");
-    let chunk = required(chunk, "chunk");
-    let identity = required(file_identity, "file_identity");
+/// One push's arguments checked (SQLSTATE 22023, 54000 or 42501 otherwise), its source allowed
+/// to write its job's files.
+fn checked<'a>(
+    source: &'a str,
+    relpath: &'a str,
+    start: i64,
+    chunk: &'a [u8],
+    identity: &'a str,
+    last: bool,
+    file_size: Option<i64>,
+) -> Push<'a> {
     check_source(source).map_err(|why| invalid("source", why)).or_raise();
     check_identity(identity).map_err(|why| invalid("file_identity", why)).or_raise();
     let (job_dir, file_name, layout) =
@@ -176,25 +174,128 @@ fn append_session_bytes(
     }
     let job = Uuid::from_bytes(cortex_buffer_core::indexer::normalize::uuid_bytes(&job_dir).unwrap_or_default());
     authorize_source(source, Some(job)).or_raise();
+    Push { source, job, job_dir, relpath, file_name, layout, start, chunk, identity, last, file_size }
+}
+
+type PushRow = (i64, i64, i64, String);
+
+/// Appends the bytes a shipper read from a session file on its node, exactly once: see
+/// docs/api.md, append_session_bytes. Its SQL declaration is in api.sql: the argument `final`
+/// is a Rust keyword, and pgrx would name it `r#final`.
+#[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
+#[pg_extern(sql = false)]
+fn append_session_bytes(
+    source: Option<&str>,
+    relpath: Option<&str>,
+    start_offset: Option<i64>,
+    chunk: Option<&[u8]>,
+    file_identity: Option<&str>,
+    r#final: default!(Option<bool>, "false"),
+    file_size: default!(Option<i64>, "NULL"),
+) -> TableIterator<
+    'static,
+    (name!(committed_offset, i64), name!(events_added, i64), name!(corrupt_added, i64), name!(action, String)),
+> {
+    let source = required(source, "source");
+    let chunk = required(chunk, "chunk");
+    let push = checked(
+        source,
+        required(relpath, "relpath"),
+        required(start_offset, "start_offset"),
+        chunk,
+        required(file_identity, "file_identity"),
+        r#final.unwrap_or(false),
+        file_size,
+    );
     let now_s = cortex_buffer_watch::pass::now_us() / 1_000_000;
     rate::charge(source, chunk.len() as u64, guc::push_rate_limit(), now_s).or_raise();
-    let push = Push {
-        source,
-        job,
-        job_dir,
-        relpath,
-        file_name,
-        layout,
-        start,
-        chunk,
-        identity,
-        last: r#final.unwrap_or(false),
-        file_size,
-    };
     let settings = Settings::current();
     let out = as_definer(|| store::apply(&push, &settings)).or_raise();
     let row: PushRow = (out.committed, out.events, out.corrupt, out.action.to_owned());
     TableIterator::new(std::iter::once(row))
+}
+
+/// The most pushes one `append_session_batch` call takes.
+const MAX_BATCH: usize = 1000;
+
+type BatchRow = (i32, i64, i64, i64, String);
+
+/// A shipper's pushes in one call, applied in the arrays' order with `append_session_bytes`'
+/// rules and outcomes (see docs/api.md, append_session_batch): element `i` of each array is
+/// one push. All apply or, on an error, none: they share the caller's transaction.
+#[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn append_session_batch(
+    source: Option<&str>,
+    relpaths: Option<Vec<Option<String>>>,
+    start_offsets: Option<Vec<Option<i64>>>,
+    chunks: Option<pgrx::datum::Array<'_, &[u8]>>,
+    file_identities: Option<Vec<Option<String>>>,
+    finals: default!(Option<Vec<Option<bool>>>, "NULL"),
+    file_sizes: default!(Option<Vec<Option<i64>>>, "NULL"),
+) -> TableIterator<
+    'static,
+    (
+        name!(ord, i32),
+        name!(committed_offset, i64),
+        name!(events_added, i64),
+        name!(corrupt_added, i64),
+        name!(action, String),
+    ),
+> {
+    let source = required_in_batch(source, "source");
+    let relpaths = required_in_batch(relpaths, "relpaths");
+    let starts = required_in_batch(start_offsets, "start_offsets");
+    let chunk_array = required_in_batch(chunks, "chunks");
+    let chunks: Vec<Option<&[u8]>> = chunk_array.iter().collect();
+    let identities = required_in_batch(file_identities, "file_identities");
+    let n = relpaths.len();
+    let lengths = [
+        ("start_offsets", Some(starts.len())),
+        ("chunks", Some(chunks.len())),
+        ("file_identities", Some(identities.len())),
+        ("finals", finals.as_ref().map(Vec::len)),
+        ("file_sizes", file_sizes.as_ref().map(Vec::len)),
+    ];
+    if let Some((name, Some(len))) = lengths.iter().find(|(_, len)| len.is_some_and(|l| l != n)) {
+        raise(
+            CbError::new(
+                SqlState::InvalidParameterValue,
+                format!("the arrays differ in length: relpaths has {n} elements, {name} has {len}"),
+            )
+            .with_hint("Element i of every array is push i: give each array one element per push (finals and file_sizes may be NULL)."),
+        );
+    }
+    if n > MAX_BATCH {
+        raise(
+            CbError::new(SqlState::ProgramLimitExceeded, format!("the batch has {n} pushes, more than {MAX_BATCH}"))
+                .with_hint(format!("Send at most {MAX_BATCH} pushes per call (the shipper's --batch).")),
+        );
+    }
+    let element = |name: &str, k: usize| format!("{name}[{}]", k + 1);
+    let mut pushes = Vec::with_capacity(n);
+    let mut bytes: u64 = 0;
+    for k in 0..n {
+        let relpath = required_in_batch(relpaths[k].as_deref(), &element("relpaths", k));
+        let start = required_in_batch(starts[k], &element("start_offsets", k));
+        let chunk = required_in_batch(chunks[k], &element("chunks", k));
+        let identity = required_in_batch(identities[k].as_deref(), &element("file_identities", k));
+        let last = finals.as_ref().and_then(|f| f[k]).unwrap_or(false);
+        let size = file_sizes.as_ref().and_then(|f| f[k]);
+        bytes = bytes.saturating_add(chunk.len() as u64);
+        pushes.push(checked(source, relpath, start, chunk, identity, last, size));
+    }
+    let now_s = cortex_buffer_watch::pass::now_us() / 1_000_000;
+    rate::charge(source, bytes, guc::push_rate_limit(), now_s).or_raise();
+    let settings = Settings::current();
+    let outcomes = as_definer(|| batch::apply_batch(&pushes, &settings)).or_raise();
+    let rows: Vec<BatchRow> = outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(k, o)| (i32::try_from(k + 1).unwrap_or(i32::MAX), o.committed, o.events, o.corrupt, o.action.to_owned()))
+        .collect();
+    TableIterator::new(rows)
 }
 
 type OffsetRow = (String, String, i64, i64, i64, i64, Option<i64>, Option<pgrx::datum::TimestampWithTimeZone>);
@@ -331,4 +432,8 @@ fn await_pushed(
 }
 
 extension_sql_file!("schema.sql", name = "push_schema", requires = ["indexer_schema"]);
-extension_sql_file!("api.sql", name = "push_api", requires = ["push_schema", pushed_offsets, await_pushed]);
+extension_sql_file!(
+    "api.sql",
+    name = "push_api",
+    requires = ["push_schema", pushed_offsets, await_pushed, append_session_batch]
+);

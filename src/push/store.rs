@@ -49,20 +49,20 @@ pub struct Outcome {
 }
 
 /// A pushed file as locked.
-struct Pushed {
-    file_id: i64,
-    dialect_decided: bool,
-    dialect: Option<Dialect>,
-    head: Vec<u8>,
+pub(super) struct Pushed {
+    pub(super) file_id: i64,
+    pub(super) dialect_decided: bool,
+    pub(super) dialect: Option<Dialect>,
+    pub(super) head: Vec<u8>,
     /// The head grew in this push (it is written only then).
-    head_changed: bool,
-    held: Held,
+    pub(super) head_changed: bool,
+    pub(super) held: Held,
     /// Its `session_file` row as a claim reads it (the push holds the row's lock).
-    claimed: Claimed,
+    pub(super) claimed: Claimed,
 }
 
 impl Pushed {
-    fn committed(&self) -> u64 {
+    pub(super) fn committed(&self) -> u64 {
         self.claimed.state.offset
     }
 }
@@ -73,26 +73,34 @@ const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
 const BYTEA: PgOid = PgOid::BuiltIn(PgBuiltInOids::BYTEAOID);
 const BOOL: PgOid = PgOid::BuiltIn(PgBuiltInOids::BOOLOID);
 
-/// The file a push continues, both its rows locked, with what a claim of its `session_file` row
-/// reads (one statement for both).
-fn lock_sql() -> String {
+/// The latest file of a job, relpath and identity (given as SQL expressions), both its rows
+/// locked, with what a claim of its `session_file` row reads (one statement for both).
+pub(super) fn lock_select(job: &str, relpath: &str, identity: &str) -> String {
     format!(
         "SELECT p.file_id, p.dialect_decided, f.dialect, p.head, p.held, p.held_len, {}
            FROM cortex_buffer.pushed_file p
            JOIN cortex_buffer.session_file f ON f.file_id OPERATOR(pg_catalog.=) p.file_id
-          WHERE p.job_id OPERATOR(pg_catalog.=) $1 AND p.relpath OPERATOR(pg_catalog.=) $2
-            AND p.identity OPERATOR(pg_catalog.=) $3
+          WHERE p.job_id OPERATOR(pg_catalog.=) {job} AND p.relpath OPERATOR(pg_catalog.=) {relpath}
+            AND p.identity OPERATOR(pg_catalog.=) {identity}
           ORDER BY p.n DESC LIMIT 1
             FOR UPDATE OF f, p",
         file_row::claim_columns("f")
     )
 }
 
+/// The advisory lock key of a job and relpath (given as SQL expressions, the job as text).
+pub(super) fn create_lock_key(job: &str, relpath: &str) -> String {
+    format!(
+        "pg_catalog.hashtextextended('cortex_buffer push ' OPERATOR(pg_catalog.||) {job}::pg_catalog.text
+                                     OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) {relpath}, 0)"
+    )
+}
+
 /// Serialises the creation of a relpath's files (their numbers): an advisory lock on a hash of
 /// the job and relpath, held to the end of the transaction.
-const CREATE_LOCK_SQL: &str = "SELECT pg_catalog.pg_advisory_xact_lock(
-    pg_catalog.hashtextextended('cortex_buffer push ' OPERATOR(pg_catalog.||) $1::pg_catalog.text
-                                OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) $2, 0))";
+fn create_lock_sql() -> String {
+    format!("SELECT pg_catalog.pg_advisory_xact_lock({})", create_lock_key("$1", "$2"))
+}
 
 const CREATE_SQL: &str = "
     WITH n AS (
@@ -111,26 +119,35 @@ const CREATE_SQL: &str = "
     RETURNING file_id";
 
 fn lock(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Option<Pushed>, CbError> {
-    let stmt = prepared(client, "push.lock", lock_sql, &[UUID, TEXT, TEXT])?;
+    let stmt = prepared(client, "push.lock", || lock_select("$1", "$2", "$3"), &[UUID, TEXT, TEXT])?;
     let rows = client.update(&*stmt, Some(1), &[p.job.into(), p.relpath.into(), p.identity.into()]).map_err(spi)?;
     if rows.is_empty() {
         return Ok(None);
     }
     let ordinals = file_row::Ordinals::of(&rows)?;
     let Some(r) = rows.into_iter().next() else { return Ok(None) };
+    Ok(Some(pushed_from(&r, &ordinals, 1)?))
+}
+
+/// A locked file from a row holding [`lock_select`]'s columns, the first at ordinal `first`.
+pub(super) fn pushed_from(
+    r: &pgrx::spi::SpiHeapTupleData<'_>,
+    ordinals: &file_row::Ordinals,
+    first: usize,
+) -> Result<Pushed, CbError> {
     let count = |v: Option<i64>| u64::try_from(v.unwrap_or(0)).unwrap_or(0);
-    Ok(Some(Pushed {
-        file_id: r.get::<i64>(1).map_err(spi)?.unwrap_or(0),
-        dialect_decided: r.get::<bool>(2).map_err(spi)?.unwrap_or(false),
-        dialect: r.get::<String>(3).map_err(spi)?.as_deref().and_then(Dialect::from_label),
-        head: r.get::<Vec<u8>>(4).map_err(spi)?.unwrap_or_default(),
+    Ok(Pushed {
+        file_id: r.get::<i64>(first).map_err(spi)?.unwrap_or(0),
+        dialect_decided: r.get::<bool>(first + 1).map_err(spi)?.unwrap_or(false),
+        dialect: r.get::<String>(first + 2).map_err(spi)?.as_deref().and_then(Dialect::from_label),
+        head: r.get::<Vec<u8>>(first + 3).map_err(spi)?.unwrap_or_default(),
         head_changed: false,
         held: Held {
-            bytes: r.get::<Vec<u8>>(5).map_err(spi)?.unwrap_or_default(),
-            len: count(r.get::<i64>(6).map_err(spi)?),
+            bytes: r.get::<Vec<u8>>(first + 4).map_err(spi)?.unwrap_or_default(),
+            len: count(r.get::<i64>(first + 5).map_err(spi)?),
         },
-        claimed: file_row::claimed_from(&r, &ordinals)?,
-    }))
+        claimed: file_row::claimed_from(r, ordinals)?,
+    })
 }
 
 /// Takes the advisory lock of the push's job and relpath, to the end of the transaction: what
@@ -138,7 +155,7 @@ fn lock(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Option<Pushed>, CbEr
 /// statement's snapshot sees every file a concurrent push created first.
 fn lock_relpath(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<(), CbError> {
     let job_text = p.job.to_string();
-    let stmt = prepared(client, "push.create_lock", || CREATE_LOCK_SQL.to_owned(), &[TEXT, TEXT])?;
+    let stmt = prepared(client, "push.create_lock", create_lock_sql, &[TEXT, TEXT])?;
     client.update(&*stmt, None, &[job_text.as_str().into(), p.relpath.into()]).map_err(spi)?;
     Ok(())
 }
@@ -185,7 +202,12 @@ fn create(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Pushed, CbError> {
         .and_then(|r| r.get::<i64>(1).ok().flatten())
         .ok_or_else(|| CbError::internal("a pushed file's rows were not created"))?;
     crate::partition::ensure_for(&[file_id])?;
-    Ok(Pushed {
+    Ok(created(file_id))
+}
+
+/// A file just created: nothing held, nothing indexed.
+pub(super) fn created(file_id: i64) -> Pushed {
+    Pushed {
         file_id,
         dialect_decided: false,
         dialect: None,
@@ -198,7 +220,7 @@ fn create(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Pushed, CbError> {
             integrity: Default::default(),
             gone: false,
         },
-    })
+    }
 }
 
 /// Records what the server holds of the file after a push that indexes nothing (a replay, a

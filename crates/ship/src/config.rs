@@ -43,10 +43,12 @@ OPTIONS (each also read from the environment variable named after it):
     --help                                        this text
 
 FOR BENCHMARKS: CB_SHIP_REPEAT=N sends every batch N times (the repeats are replays, which the
-server must recognise as such).
+server must recognise as such); CB_SHIP_PER_FILE=1 sends a batch as one append_session_bytes
+call per file (as to a server older than 0.12.0) instead of one append_session_batch call.
 
 LOGS: one JSON object per line on standard error: {\"ts\", \"level\", \"msg\", ...}.
-EXIT: 0 on SIGTERM/SIGINT or after --once; 2 on bad arguments.
+EXIT: 0 on SIGTERM/SIGINT or after --once; 1 with --once when the server refuses the session
+(pushed_offsets: privileges, an extension not updated); 2 on bad arguments.
 ";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +74,8 @@ pub struct Config {
     pub synchronous_commit: bool,
     /// Every batch is sent this many times (benchmarks of replays).
     pub repeat: usize,
+    /// Every batch as one `append_session_bytes` call per file (benchmarks of the batch).
+    pub per_file: bool,
 }
 
 /// What the command line asks for.
@@ -162,6 +166,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         Some(v) => number::<usize>("CB_SHIP_REPEAT", &v)?.clamp(1, 100),
         None => 1,
     };
+    let per_file = env("CB_SHIP_PER_FILE").is_some_and(|v| v == "1");
     Ok(Parsed::Run(Config {
         sessions_dir,
         source,
@@ -176,6 +181,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         once,
         synchronous_commit,
         repeat,
+        per_file,
     }))
 }
 
@@ -217,6 +223,7 @@ mod tests {
             "CB_SHIP_SOURCE" => Some("env-source".to_owned()),
             "PGHOST" => Some("/run/pg".to_owned()),
             "PGUSER" => Some("o'brien".to_owned()),
+            "CB_SHIP_PER_FILE" => Some("1".to_owned()),
             _ => None,
         };
         let Ok(Parsed::Run(c)) = parse(&args(&["--source", "node-1", "--batch", "4", "--watch", "poll"]), &env) else {
@@ -226,6 +233,7 @@ mod tests {
         assert_eq!(c.dsn, "host='/run/pg' user='o\\'brien'");
         assert_eq!((c.chunk_bytes, c.watch, c.settle), (1 << 20, WatchMode::Poll, Duration::from_secs(5)));
         assert!(!c.once);
+        assert!(c.per_file && c.repeat == 1, "the benchmarks' settings come from the environment only");
     }
 
     #[test]

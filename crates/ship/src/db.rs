@@ -87,9 +87,19 @@ fn classify(e: &postgres::Error) -> Failure {
 pub struct Db {
     client: Client,
     source: String,
+    /// The server has `append_session_batch` (0.12.0 on); an older one is sent
+    /// `append_session_bytes` once per push, in one statement ([`PUSH_EACH_SQL`]).
+    batch: bool,
 }
 
 const PUSH_SQL: &str = "
+    SELECT committed_offset, events_added, corrupt_added, action
+      FROM cortex_buffer.append_session_batch($1, $2::pg_catalog.text[], $3::pg_catalog.int8[], $4::pg_catalog.bytea[],
+                                              $5::pg_catalog.text[], $6::pg_catalog.bool[], $7::pg_catalog.int8[])
+     ORDER BY ord";
+
+/// The same pushes for a server older than 0.12.0: `append_session_bytes` once per push.
+const PUSH_EACH_SQL: &str = "
     SELECT r.committed_offset, r.events_added, r.corrupt_added, r.action
       FROM ROWS FROM (pg_catalog.unnest($2::pg_catalog.text[]), pg_catalog.unnest($3::pg_catalog.int8[]),
                       pg_catalog.unnest($4::pg_catalog.bytea[]), pg_catalog.unnest($5::pg_catalog.text[]),
@@ -100,7 +110,9 @@ const PUSH_SQL: &str = "
      ORDER BY a.i";
 
 impl Db {
-    pub fn connect(dsn: &str, source: &str, synchronous_commit: bool) -> Result<Db, Failure> {
+    /// `batch`: send each batch with `append_session_batch` (else, or when the server has none,
+    /// as one `append_session_bytes` call per file).
+    pub fn connect(dsn: &str, source: &str, synchronous_commit: bool, batch: bool) -> Result<Db, Failure> {
         let mut config: postgres::Config =
             dsn.parse().map_err(|e: postgres::Error| Failure::Connection(e.to_string()))?;
         config.application_name("cortex-buffer-ship");
@@ -111,7 +123,7 @@ impl Db {
             // it learns at reconnect (pushed_offsets) or from the next push (a gap).
             client.batch_execute("SET synchronous_commit = off").map_err(|e| classify(&e))?;
         }
-        Ok(Db { client, source: source.to_owned() })
+        Ok(Db { client, source: source.to_owned(), batch })
     }
 
     /// Where each file this source pushed stands, by (relpath, identity).
@@ -150,10 +162,21 @@ impl Db {
         let ident: Vec<&str> = pushes.iter().map(|p| p.identity.as_str()).collect();
         let last: Vec<bool> = pushes.iter().map(|p| p.last).collect();
         let size: Vec<i64> = pushes.iter().map(|p| i64::try_from(p.file_size).unwrap_or(i64::MAX)).collect();
-        let rows = self
-            .client
-            .query(PUSH_SQL, &[&self.source, &rel, &start, &chunk, &ident, &last, &size])
-            .map_err(|e| classify(&e))?;
+        let args: [&(dyn postgres::types::ToSql + Sync); 7] =
+            [&self.source, &rel, &start, &chunk, &ident, &last, &size];
+        let rows = match self.client.query(if self.batch { PUSH_SQL } else { PUSH_EACH_SQL }, &args) {
+            // 42883: no such function; the extension is older than the shipper.
+            Err(e) if self.batch && e.code() == Some(&postgres::error::SqlState::UNDEFINED_FUNCTION) => {
+                self.batch = false;
+                crate::log::info(
+                    "the server has no append_session_batch (cortex_buffer before 0.12.0): one call per push",
+                    &[],
+                );
+                self.client.query(PUSH_EACH_SQL, &args)
+            }
+            done => done,
+        }
+        .map_err(|e| classify(&e))?;
         Ok(rows
             .iter()
             .map(|r| Reply {

@@ -98,14 +98,26 @@ fn run(cfg: &Config) -> i32 {
     let mut backoff = Duration::from_millis(200);
     let mut totals = Totals::default();
     while !stopping() {
-        match Db::connect(&cfg.dsn, &cfg.source, cfg.synchronous_commit) {
-            Ok(mut db) => {
-                backoff = Duration::from_millis(200);
-                match ship(cfg, &mut db, &mut totals) {
-                    Ok(()) => return 0,
-                    Err(e) => log::warn("reconnecting", &[("error", V::S(&e.to_string()))]),
+        match Db::connect(&cfg.dsn, &cfg.source, cfg.synchronous_commit, !cfg.per_file) {
+            Ok(mut db) => match ship(cfg, &mut db, &mut totals) {
+                Ok(()) => return 0,
+                // The connection broke: connect again soon.
+                Err(e @ Failure::Connection(_)) => {
+                    backoff = Duration::from_millis(200);
+                    log::warn("reconnecting", &[("error", V::S(&e.to_string()))]);
                 }
-            }
+                // The server refuses the session itself (where files stand): an operator must
+                // act (grants, ALTER EXTENSION ... UPDATE); ask again less and less often.
+                Err(e) => {
+                    log::warn(
+                        "refused; asking again later",
+                        &[("error", V::S(&e.to_string())), ("retry_ms", V::U(backoff.as_millis() as u64))],
+                    );
+                    if cfg.once {
+                        return 1;
+                    }
+                }
+            },
             Err(e) => log::warn(
                 "cannot connect",
                 &[("error", V::S(&e.to_string())), ("retry_ms", V::U(backoff.as_millis() as u64))],

@@ -205,6 +205,15 @@ SELECT * FROM cortex_buffer.append_session_bytes('node-7',
 -- past the end of what the server has (199 bytes): refused, with where to send from
 SELECT * FROM cortex_buffer.append_session_bytes('node-7',
     'd0c5a000-0000-4000-8000-0000000000f1/session-001.jsonl', 500, '\x7b7d0a', '2049:7:1c2a3b4d');
+-- docs/api.md ### `append_session_batch`
+SELECT ord, committed_offset, events_added, action
+  FROM cortex_buffer.append_session_batch('node-7',
+       ARRAY['d0c5a000-0000-4000-8000-0000000000f1/session-002.jsonl',
+             'd0c5a000-0000-4000-8000-0000000000f1/session-003.jsonl'],
+       ARRAY[0, 0]::bigint[],
+       ARRAY[convert_to('{"version":"1.0","timestamp":"2026-03-02T10:05:00.000Z","jobId":"d0c5a000-0000-4000-8000-0000000000f1","sequence":0,"type":"SESSION_START","data":{}}' || E'\n', 'UTF8'),
+             convert_to('{"version":"1.0","timestamp":"2026-03-02T10:06:00.000Z","jobId":"d0c5a000-0000-4000-8000-0000000000f1","sequence":0,"type":"SESSION_START","data":{}}' || E'\n', 'UTF8')],
+       ARRAY['2049:8:5e6f7a8b', '2049:9:9c0d1e2f']);
 -- docs/api.md ### `pushed_offsets`
 SELECT relpath, file_identity, committed_offset, held_bytes, head_len
   FROM cortex_buffer.pushed_offsets('node-7');

@@ -822,6 +822,29 @@ AS 'MODULE_PATHNAME', 'retry_decision_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- cortex_buffer::push::sql::append_session_batch
+CREATE  FUNCTION "append_session_batch"(
+	"source" TEXT, /* Option < & str > */
+	"relpaths" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"start_offsets" bigint[], /* :: std :: option :: Option < Vec < Option < i64 > > > */
+	"chunks" bytea[], /* :: std :: option :: Option < pgrx :: datum :: Array < '_, & [u8] > > */
+	"file_identities" TEXT[], /* :: std :: option :: Option < Vec < Option < String > > > */
+	"finals" bool[] DEFAULT NULL, /* :: std :: option :: Option < Vec < Option < bool > > > */
+	"file_sizes" bigint[] DEFAULT NULL /* :: std :: option :: Option < Vec < Option < i64 > > > */
+) RETURNS TABLE (
+	"ord" INT,  /* i32 */
+	"committed_offset" bigint,  /* i64 */
+	"events_added" bigint,  /* i64 */
+	"corrupt_added" bigint,  /* i64 */
+	"action" TEXT  /* String */
+)
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'append_session_batch_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- cortex_buffer::push::sql::append_session_bytes
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
@@ -1348,6 +1371,7 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
     cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
     cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
     cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
     cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
     cortex_buffer.storage_report(), cortex_buffer.oversized_day_start(bigint, timestamptz)
@@ -1450,6 +1474,7 @@ GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source 
 -- statement it causes runs as the definer role once its source and job check out.
 GRANT EXECUTE ON FUNCTION
     cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
     cortex_buffer.pushed_offsets(text)
   TO cortex_buffer_pusher;
 
@@ -2511,6 +2536,7 @@ COMMENT ON FUNCTION cortex_buffer.partition_events(bigint, integer) IS
 --   push_schema
 --   pushed_offsets
 --   await_pushed
+--   append_session_batch
 
 -- Push ingestion's SQL face: append_session_bytes' declaration (its argument "final" is a Rust
 -- keyword, which pgrx would spell r#final) and the comments on its functions (the tables are in
@@ -2528,6 +2554,8 @@ COMMENT ON FUNCTION cortex_buffer.pushed_offsets(text) IS
 'Where a shipper resumes: each file its source pushed last, with its identity, the committed offset, the bytes held after it, the length and CRC-32 of the file''s first bytes as the server has them (to tell a rewritten file), and the last reported size. Granted to cortex_buffer_pusher.';
 COMMENT ON FUNCTION cortex_buffer.await_pushed(uuid, text, bigint, interval) IS
 'The agent''s flush before a checkpoint: waits (at most timeout) until the server has the job''s pushed file relpath up to size bytes; true once it has, false when the time ran out. Checks the job token like every per-job function. Granted to cortex_buffer_agent and cortex_buffer_control_plane.';
+COMMENT ON FUNCTION cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]) IS
+'A shipper''s pushes in one call: element i of relpaths, start_offsets, chunks, file_identities, finals and file_sizes (the last two may be NULL: not final, no size) is one push of append_session_bytes, applied with its rules and outcomes, in the arrays'' order, in the caller''s transaction (all apply or none). At most 1000 pushes (54000). Returns one row per push: ord (its position, from 1), committed_offset, events_added, corrupt_added and action. Granted to cortex_buffer_pusher.';
 /* </end connected objects> */
 
 /* <begin connected objects> */
