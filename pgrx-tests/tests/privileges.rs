@@ -118,6 +118,10 @@ fn dummy(ty: &str) -> &'static str {
         "double precision" => "0::float8",
         "bytea" => "'\\x7b7d'::bytea",
         "regclass" => "'cortex_buffer.job'::regclass",
+        "text[]" => "ARRAY['x']::text[]",
+        "bigint[]" => "ARRAY[0]::bigint[]",
+        "bytea[]" => "ARRAY['\\x7b7d']::bytea[]",
+        "boolean[]" => "ARRAY[false]",
         other => panic!("no dummy argument for type {other}: add one"),
     }
 }
