@@ -222,10 +222,10 @@ type BatchRow = (i32, i64, i64, i64, String);
 
 /// A shipper's pushes in one call, applied in the arrays' order with `append_session_bytes`'
 /// rules and outcomes (see docs/api.md, append_session_batch): element `i` of each array is
-/// one push. All apply or, on an error, none: they share the caller's transaction.
+/// one push. All apply or, on an error, none: they share the caller's transaction. Its SQL
+/// declaration is in api.sql: it sets `plan_cache_mode`, which pgrx cannot declare.
 #[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
-#[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
+#[pg_extern(sql = false)]
 fn append_session_batch(
     source: Option<&str>,
     relpaths: Option<Vec<Option<String>>>,
@@ -432,8 +432,4 @@ fn await_pushed(
 }
 
 extension_sql_file!("schema.sql", name = "push_schema", requires = ["indexer_schema"]);
-extension_sql_file!(
-    "api.sql",
-    name = "push_api",
-    requires = ["push_schema", pushed_offsets, await_pushed, append_session_batch]
-);
+extension_sql_file!("api.sql", name = "push_api", requires = ["push_schema", pushed_offsets, await_pushed]);
