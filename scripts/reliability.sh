@@ -3,7 +3,7 @@
 # held, as one table.
 #
 #   R1  SIGKILLs of the worker and of backends running index_sessions(), recovery's catch-up
-#       and append_session_bytes, while 8 writers append and pause mid-line
+#       and append_session_batch, while 8 writers append and pause mid-line
 #   R2  pg_ctl stop -m immediate during ingestion, then amcheck and verify_heapam
 #   R3  a streaming standby after ingestion with kills: same rows, same checksum, amcheck
 #   R4  fuzzing of the parser, dialect detection, jsonb writer and canonical JSON, and the

@@ -8,7 +8,7 @@
 //! - the background worker, tailing `sessions_dir`;
 //! - a session looping `index_sessions()`;
 //! - a session looping `recovery_plan(job)`, whose catch-up indexes the job's files at call time;
-//! - the shipper (`cortex-buffer-ship`), pushing the same directory with `append_session_bytes`.
+//! - the shipper (`cortex-buffer-ship`), pushing the same directory with `append_session_batch`.
 //!
 //! At random moments one of them is SIGKILLed: the worker, or the backend of a session running
 //! one of the three calls, found in `pg_stat_activity`. (The postmaster takes a killed backend
@@ -83,7 +83,8 @@ const TARGETS: [(&str, &str); 4] = [
     ("worker", ""),
     ("index_sessions", "index_sessions("),
     ("catch-up", "recovery_plan("),
-    ("push", "append_session_bytes"),
+    // append_session_batch (the shipper) and append_session_bytes alike.
+    ("push", "append_session_"),
 ];
 
 #[test]
