@@ -34,9 +34,12 @@ use cortex_buffer_core::push::{
 pub(super) fn apply_batch(pushes: &[Push<'_>], settings: &Settings) -> Result<Vec<Outcome>, CbError> {
     if pushes.len() > 1 && distinct_relpaths(pushes) {
         // Rolled back whole when it hands over: nothing it locked, created or inserted stays.
-        if let Ok(outcomes) = subtransaction(|| together(pushes, settings)) {
-            SHARED_BATCHES.with(|n| n.set(n.get() + 1));
-            return Ok(outcomes);
+        match subtransaction(|| together(pushes, settings)) {
+            Ok(outcomes) => {
+                SHARED_BATCHES.with(|n| n.set(n.get() + 1));
+                return Ok(outcomes);
+            }
+            Err(why) => pgrx::debug1!("cortex_buffer: a batch of {} pushes goes one by one: {why}", pushes.len()),
         }
     }
     pushes.iter().map(|p| store::apply(p, settings)).collect()
@@ -296,8 +299,11 @@ fn lock_many(client: &mut SpiClient<'_>, pushes: &[Push<'_>], at: &[usize]) -> R
     Ok(at.iter().map(|&k| found[k].take()).collect())
 }
 
-/// Takes the advisory lock of each of `pushes[at]`'s job and relpath, in one order, to the end
-/// of the transaction: what serialises the creation of a relpath's files (as one push takes it).
+/// Takes the advisory lock of each of `pushes[at]`'s job and relpath, to the end of the
+/// transaction: what serialises the creation of a relpath's files (as one push takes it). Only
+/// if each is free: a batch that waited here while holding its other files' row locks could
+/// close a cycle with another batch (one that holds a row lock of a file this one just saw
+/// created, and waits for one of these), so a busy one hands the batch to the one-by-one path.
 fn lock_relpaths(client: &mut SpiClient<'_>, pushes: &[Push<'_>], at: &[usize]) -> Result<(), CbError> {
     let jobs: Vec<String> = at.iter().map(|&k| pushes[k].job.to_string()).collect();
     let relpaths: Vec<String> = at.iter().map(|&k| pushes[k].relpath.to_owned()).collect();
@@ -306,18 +312,26 @@ fn lock_relpaths(client: &mut SpiClient<'_>, pushes: &[Push<'_>], at: &[usize]) 
         "push.create_locks",
         || {
             format!(
-                "SELECT {} FROM (SELECT DISTINCT {} AS key
-                                   FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]),
-                                                   pg_catalog.unnest($2::pg_catalog.text[])) AS a(job, relpath)
-                                  ORDER BY 1 OFFSET 0) AS k",
-                "pg_catalog.pg_advisory_xact_lock(k.key)",
+                "SELECT pg_catalog.bool_and(pg_catalog.pg_try_advisory_xact_lock(k.key))
+                   FROM (SELECT DISTINCT {} AS key
+                           FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]),
+                                           pg_catalog.unnest($2::pg_catalog.text[])) AS a(job, relpath)
+                          ORDER BY 1 OFFSET 0) AS k",
                 store::create_lock_key("a.job", "a.relpath")
             )
         },
         &[TEXT_ARRAY, TEXT_ARRAY],
     )?;
-    client.update(&*stmt, None, &[jobs.into(), relpaths.into()]).map_err(spi)?;
-    Ok(())
+    let all_free = client
+        .update(&*stmt, Some(1), &[jobs.into(), relpaths.into()])
+        .map_err(spi)?
+        .first()
+        .get_one::<bool>()
+        .map_err(spi)?;
+    match all_free {
+        Some(true) => Ok(()),
+        _ => Err(one_by_one()),
+    }
 }
 
 /// Starts a new file for each of `pushes[at]` (the caller holds their relpaths' locks), numbered

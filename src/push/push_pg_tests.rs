@@ -44,6 +44,23 @@ mod tests {
         ))
     }
 
+    /// [`push`] with a reported file size.
+    fn push_sized(
+        relpath: &str,
+        start: usize,
+        chunk: &[u8],
+        identity: &str,
+        last: bool,
+        size: Option<usize>,
+    ) -> String {
+        one(&format!(
+            "SELECT concat_ws(' ', committed_offset, events_added, corrupt_added, action)
+               FROM cortex_buffer.append_session_bytes('node-a', '{relpath}', {start}, '\\x{}'::bytea, '{identity}', {last}, {})",
+            hex(chunk),
+            size.map_or("NULL".to_owned(), |s| s.to_string())
+        ))
+    }
+
     fn hex(b: &[u8]) -> String {
         b.iter().map(|x| format!("{x:02x}")).collect()
     }
@@ -316,8 +333,8 @@ mod tests {
             "false"
         );
     }
-    /// One push of a test: relpath, start offset, chunk, identity, final.
-    type TestPush = (String, usize, Vec<u8>, String, bool);
+    /// One push of a test: relpath, start offset, chunk, identity, final, reported size.
+    type TestPush = (String, usize, Vec<u8>, String, bool, Option<usize>);
 
     /// One batch call; "committed events corrupt action" per push, in order, joined by "|".
     fn push_batch(pushes: &[TestPush]) -> String {
@@ -325,12 +342,13 @@ mod tests {
         one(&format!(
             "SELECT string_agg(concat_ws(' ', committed_offset, events_added, corrupt_added, action), '|' ORDER BY ord)
                FROM cortex_buffer.append_session_batch('node-a', ARRAY[{}], ARRAY[{}]::bigint[], ARRAY[{}]::bytea[],
-                                                       ARRAY[{}], ARRAY[{}])",
+                                                       ARRAY[{}], ARRAY[{}], ARRAY[{}]::bigint[])",
             arr(&|p| format!("'{}'", p.0)),
             arr(&|p| p.1.to_string()),
             arr(&|p| format!("'\\x{}'", hex(&p.2))),
             arr(&|p| format!("'{}'", p.3)),
             arr(&|p| p.4.to_string()),
+            arr(&|p| p.5.map_or("NULL".to_owned(), |s| s.to_string())),
         ))
     }
 
@@ -378,10 +396,12 @@ mod tests {
                 let back = [0usize, 7, 0, committed[f]][(round + f) % 4].min(committed[f]);
                 let start = committed[f] - back;
                 let to = if last { data.len() } else { (start + sizes[(round * 3 + f) % sizes.len()]).min(data.len()) };
-                pushes.push((name.clone(), start, data[start..to].to_vec(), format!("{f}:1:p"), last));
+                // Some pushes report the file's size, as a shipper does.
+                let size = (f < 2 && round % 3 == 0).then_some(data.len());
+                pushes.push((name.clone(), start, data[start..to].to_vec(), format!("{f}:1:p"), last, size));
                 if round == 5 && f == 0 {
                     // The same relpath twice in one batch: the one-by-one path.
-                    pushes.push((name.clone(), start, data[start..to].to_vec(), format!("{f}:1:p"), false));
+                    pushes.push((name.clone(), start, data[start..to].to_vec(), format!("{f}:1:p"), false, None));
                 }
             }
             let outs = send(&pushes);
@@ -402,8 +422,9 @@ mod tests {
                 format!("{}\n", line(0, "SESSION_START", "")).into_bytes(),
                 "2:1:p".to_owned(),
                 false,
+                None,
             ),
-            (name0.clone(), 0, data0.clone(), "0:1:p".to_owned(), true),
+            (name0.clone(), 0, data0.clone(), "0:1:p".to_owned(), true, Some(data0.len())),
         ];
         seen.push(format!("rewrite: {}", send(&rewrite).join("|")));
         let paths = one(&format!(
@@ -412,6 +433,13 @@ mod tests {
         for path in paths.split(' ') {
             seen.push(format!("{path}: {} / {}", rows_of(path), integrity_of(path)));
         }
+        // What only a pushed file has, and the size and dialect its session_file row records.
+        seen.push(one(&format!(
+            "SELECT string_agg(concat_ws(' ', p.relpath, p.n, md5(p.head), md5(p.held), p.held_len, p.reported_size,
+                                         p.pushes, p.dialect_decided, f.size_bytes, f.dialect), ' | ' ORDER BY p.relpath, p.n)
+               FROM cortex_buffer.pushed_file p JOIN cortex_buffer.session_file f USING (file_id)
+              WHERE p.job_id = '{JOB}'"
+        )));
         seen
     }
 
@@ -427,7 +455,10 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         let shared = crate::push::batch::shared_batches() - shared_before;
         let single = parity_rounds(&|pushes| {
-            pushes.iter().map(|(r, start, chunk, id, last)| push(r, *start, chunk, id, *last)).collect()
+            pushes
+                .iter()
+                .map(|(r, start, chunk, id, last, size)| push_sized(r, *start, chunk, id, *last, *size))
+                .collect()
         });
         for (b, s) in batched.iter().zip(&single) {
             assert_eq!(b, s);
@@ -470,6 +501,9 @@ mod tests {
         );
         assert_eq!(call(&many), "54000");
         assert_eq!(call(&format!("'node-z', {ok}")), "42501");
+        // An empty batch is no way around the source's checks (nor its rate limit).
+        assert_eq!(call("'node-z', '{}', '{}', '{}', '{}'"), "42501");
+        assert_eq!(call("'bad source', '{}', '{}', '{}', '{}'"), "22023");
         let other = "0193a8b2-7c41-7d2e-9f00-00000000f0ff/session-001.jsonl";
         assert_eq!(call(&format!("'node-a', ARRAY['{a}', '{other}'], ARRAY[0, 0]::bigint[], ARRAY['\\x', '\\x']::bytea[], ARRAY['i', 'j']")), "42501");
         // The second push starts past what the server has: the whole batch is refused with the
@@ -487,8 +521,8 @@ mod tests {
         // empty batch returns nothing.
         assert_eq!(
             push_batch(&[
-                (a.clone(), 0, l.clone().into_bytes(), "i".into(), false),
-                (b.clone(), 0, Vec::new(), "j".into(), false)
+                (a.clone(), 0, l.clone().into_bytes(), "i".into(), false, None),
+                (b.clone(), 0, Vec::new(), "j".into(), false, None)
             ]),
             format!("{} 1 0 new|0 0 0 replayed", l.len())
         );

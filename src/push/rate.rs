@@ -16,7 +16,7 @@ use cortex_buffer_core::error::{CbError, SqlState};
 const BUCKETS: usize = 256;
 
 /// What one call counts for at least (so that the limit bounds calls too).
-const CALL_BYTES: u64 = 512;
+pub const CALL_BYTES: u64 = 512;
 
 #[derive(Default)]
 #[repr(C)]

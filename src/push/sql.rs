@@ -245,6 +245,9 @@ fn append_session_batch(
     ),
 > {
     let source = required_in_batch(source, "source");
+    // The source first, whatever the arrays hold: an empty batch is no way around its checks.
+    check_source(source).map_err(|why| invalid("source", why)).or_raise();
+    authorize_source(source, None).or_raise();
     let relpaths = required_in_batch(relpaths, "relpaths");
     let starts = required_in_batch(start_offsets, "start_offsets");
     let chunk_array = required_in_batch(chunks, "chunks");
@@ -283,7 +286,8 @@ fn append_session_batch(
         let identity = required_in_batch(identities[k].as_deref(), &element("file_identities", k));
         let last = finals.as_ref().and_then(|f| f[k]).unwrap_or(false);
         let size = file_sizes.as_ref().and_then(|f| f[k]);
-        bytes = bytes.saturating_add(chunk.len() as u64);
+        // Each push costs at least what a call of append_session_bytes costs.
+        bytes = bytes.saturating_add((chunk.len() as u64).max(rate::CALL_BYTES));
         pushes.push(checked(source, relpath, start, chunk, identity, last, size));
     }
     let now_s = cortex_buffer_watch::pass::now_us() / 1_000_000;

@@ -23,7 +23,8 @@ OPTIONS (each also read from the environment variable named after it):
                                                   it, PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE
     --chunk-bytes N        CB_SHIP_CHUNK_BYTES    the most bytes per push (default 1048576; at most the
                                                   server's cortex_buffer.push_max_chunk)
-    --batch N              CB_SHIP_BATCH          the most pushes sent in one round trip (default 32)
+    --batch N              CB_SHIP_BATCH          the most pushes sent in one round trip (default 32, at
+                                                  most 1000)
     --settle SECONDS       CB_SHIP_SETTLE         how long a file must be quiet before its unterminated
                                                   last line is sent as final (default 5)
     --watch MODE           CB_SHIP_WATCH          auto, notify or poll: learn of changes from the kernel
@@ -89,6 +90,9 @@ fn number<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, String> {
 }
 
 /// Parses `args` (without the program name), with `env` for what the flags leave out.
+/// The most pushes the server takes in one `append_session_batch` call.
+const MAX_BATCH: usize = 1000;
+
 pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Parsed, String> {
     let mut flags: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
     let mut once = env("CB_SHIP_ONCE").is_some_and(|v| v == "1" || v == "true");
@@ -135,6 +139,9 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         Some(v) => number::<usize>("--batch", &v)?.max(1),
         None => 32,
     };
+    if batch > MAX_BATCH {
+        return Err(format!("--batch: at most {MAX_BATCH} pushes per call (append_session_batch's limit)"));
+    }
     let settle = Duration::from_secs_f64(match get("--settle", "CB_SHIP_SETTLE") {
         Some(v) => number::<f64>("--settle", &v)?.max(0.0),
         None => 5.0,
@@ -243,6 +250,7 @@ mod tests {
             (vec!["--source", "x"], "required"),
             (vec!["--sessions-dir", "/d", "--source", "bad name"], "--source"),
             (vec!["--sessions-dir", "/d", "--source", "s", "--chunk-bytes", "zero"], "not a number"),
+            (vec!["--sessions-dir", "/d", "--source", "s", "--batch", "1001"], "at most 1000"),
             (vec!["--sessions-dir", "/d", "--source", "s", "--watch", "sometimes"], "auto, notify or poll"),
             (vec!["--bogus"], "unknown argument"),
             (vec!["--dsn"], "needs a value"),
