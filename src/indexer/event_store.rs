@@ -674,28 +674,10 @@ pub struct StreamItem<'a, R> {
     pub rules: FileRules<'a>,
 }
 
-/// Indexes what `reader` holds as file `file_id`'s lines from `progress` on, on this thread, with
-/// the tailer's judge and inserts: push ingestion's path (`append_session_bytes`), whose bytes
-/// come from a chunk instead of a file. The caller holds the file's row and records the result.
-pub fn index_stream<R>(
-    client: &mut SpiClient<'_>,
-    file_id: i64,
-    reader: R,
-    progress: Progress,
-    rules: &FileRules<'_>,
-    settings: &Settings,
-    lines_at_most: usize,
-) -> Result<Progress, CbError>
-where
-    R: std::io::Read + cortex_buffer_core::indexer::lines::HoleSkip,
-{
-    let item = StreamItem { file_id, reader, progress, rules: *rules };
-    let mut done = index_streams(client, vec![item], settings, lines_at_most)?;
-    done.pop().ok_or_else(|| CbError::internal("a pushed chunk was not indexed"))
-}
-
-/// [`index_stream`] for several files with one opening of the event table and its indexes
-/// (`append_session_batch`): each file's progress, in `items`' order. `lines_at_most` bounds the
+/// Indexes what each item's reader holds as its file's lines from its progress on, on this
+/// thread, with the tailer's judge and inserts and one opening of the event table and its
+/// indexes: push ingestion's path, whose bytes come from chunks instead of files. Each file's
+/// progress, in `items`' order; the caller holds the files' rows and records the results. `lines_at_most` bounds the
 /// lines of all of them (a few lines need no more tuple slots than they have).
 pub fn index_streams<R>(
     client: &mut SpiClient<'_>,

@@ -264,31 +264,6 @@ pub fn finish(
     integrity: &Integrity,
     trusted: bool,
 ) -> Result<bool, CbError> {
-    finish_with(client, file_id, old, state, integrity, trusted, None)
-}
-
-/// What a caller records in the same statement as the finish: a statement run first (as a
-/// `WITH` of the finish, on the same snapshot), more columns of `session_file` set, and the
-/// values of their parameters, numbered after the finish's own.
-pub struct AlsoRecord {
-    /// Names the statement: its plan is kept per backend.
-    pub key: &'static str,
-    /// `(with_sql, extra_sets)` for the first parameter number they may use.
-    pub sql: fn(first_param: usize) -> (String, String),
-    pub args: Vec<DatumWithOid<'static>>,
-}
-
-/// [`finish`], with more recorded in the same statement (one statement per file instead of
-/// several: what push ingestion records of each chunk).
-pub fn finish_with(
-    client: &mut SpiClient<'_>,
-    file_id: i64,
-    old: &IndexState,
-    state: &IndexState,
-    integrity: &Integrity,
-    trusted: bool,
-    also: Option<AlsoRecord>,
-) -> Result<bool, CbError> {
     let values = finish_values(state, integrity, trusted);
     // The batch finish sets the same columns (checked here: building datums needs a server).
     debug_assert!(values.iter().map(|(c, _)| *c).eq(FINISH_MANY_COLUMNS.iter().map(|(c, _)| *c)));
@@ -296,24 +271,8 @@ pub fn finish_with(
         vec![file_id.into(), count_i64(old.offset).into(), old.generation.into()];
     let columns: Vec<&str> = values.iter().map(|(c, _)| *c).collect();
     args.extend(values.into_iter().map(|(_, v)| v));
-    let first_extra = args.len() + 1;
-    let (key, sql) = match &also {
-        None => ("buffer.finish", finish_sql(&columns)),
-        Some(a) => {
-            let (with, sets) = (a.sql)(first_extra);
-            let base = finish_sql(&columns).replacen(
-                "indexed_at = pg_catalog.now(),",
-                &format!("{sets}, indexed_at = pg_catalog.now(),"),
-                1,
-            );
-            (a.key, format!("WITH {with} {base}"))
-        }
-    };
-    if let Some(a) = also {
-        args.extend(a.args);
-    }
     let types: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
-    let stmt = prepared(client, key, move || sql, &types)?;
+    let stmt = prepared(client, "buffer.finish", || finish_sql(&columns), &types)?;
     Ok(client.update(&*stmt, None, &args).map_err(spi)?.len() == 1)
 }
 

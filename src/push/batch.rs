@@ -14,20 +14,19 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
-use super::store::{self, gap, pushed_from, Outcome, Push, Pushed};
-use crate::indexer::event_store::{self, StreamItem};
-use crate::indexer::file_row::{self, AlsoRecordMany, Finish};
+use super::store::{
+    self, concluded, finish_all, gap, pushed_from, save_many, stream_of, Outcome, Push, Pushed, Record,
+};
+use crate::indexer::event_store;
+use crate::indexer::file_row;
 use crate::indexer::settings::Settings;
 use crate::pg::spi_util::{prepared, spi};
 use crate::pg::xact::subtransaction;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::indexer::dialect::session_ordinal;
-use cortex_buffer_core::indexer::index_file::{FileRules, Progress};
-use cortex_buffer_core::indexer::index_plan::IndexState;
+use cortex_buffer_core::indexer::index_file::Progress;
 use cortex_buffer_core::int::count_i64;
-use cortex_buffer_core::push::{
-    decide_dialect, grow_head, held_after, identity_number, keep_whole, place, recorded_path, Held, Placement, Stream,
-};
+use cortex_buffer_core::push::{decide_dialect, grow_head, identity_number, place, recorded_path, Held, Placement};
 
 /// Applies `pushes` in the current transaction (as the definer role), in their order: the
 /// shared path when it can, else one by one. Each outcome is the one `store::apply` gives.
@@ -146,34 +145,12 @@ fn together(pushes: &[Push<'_>], settings: &Settings) -> Result<Vec<Outcome>, Cb
         }
         let progress = index_all(client, pushes, &reads, settings)?;
         let mut finishes = Vec::with_capacity(reads.len());
-        let mut records = Vec::with_capacity(reads.len() + saves.len());
+        let mut records = Vec::with_capacity(reads.len());
         for ((k, f, new), progress) in reads.iter().zip(progress) {
-            let p = &pushes[*k];
-            let old = &f.claimed.state;
-            let held = held_after(
-                &f.held,
-                new,
-                progress.offset.saturating_sub(old.offset),
-                keep_whole(settings.max_line_bytes),
-            );
-            let report = progress.integrity.report(settings.max_corruption_ratio, false);
-            let state = IndexState {
-                offset: progress.offset,
-                lines: progress.lines,
-                generation: old.generation.max(1),
-                device: 0,
-                inode: u64::try_from(identity_number(p.identity)).unwrap_or(0),
-                mtime_us: cortex_buffer_watch::pass::now_us(),
-                fingerprint_len: f.head.len() as u64,
-                fingerprint: crc32fast::hash(&f.head),
-                dialect: f.dialect,
-                tail_unterminated: progress.tail_unterminated,
-                tail_pending: progress.tail_pending,
-                quarantined: false,
-            };
+            let (finish, record, _) = concluded(&pushes[*k], f, new, &progress, settings);
             let action = if started[*k] {
                 "new"
-            } else if progress.offset > old.offset {
+            } else if progress.offset > f.committed() {
                 "appended"
             } else {
                 "held"
@@ -184,27 +161,10 @@ fn together(pushes: &[Push<'_>], settings: &Settings) -> Result<Vec<Outcome>, Cb
                 corrupt: count_i64(progress.corrupt_added),
                 action,
             });
-            records.push(Record::of(p, f, &held, progress.offset));
-            finishes.push(Finish {
-                file_id: f.file_id,
-                old_offset: old.offset,
-                old_generation: old.generation,
-                state,
-                integrity: progress.integrity,
-                trusted: report.trusted,
-            });
+            finishes.push(finish);
+            records.push(record);
         }
-        let also = AlsoRecordMany {
-            key: "push.finish_many",
-            columns: &RECORD_COLUMNS,
-            with: RECORD_WITH,
-            sets: RECORD_SETS,
-            args: Record::args(&records),
-        };
-        let recorded = file_row::finish_many_with(client, &finishes, Some(also))?;
-        if recorded.len() != finishes.len() {
-            return Err(CbError::internal("a pushed file's offset moved under its lock"));
-        }
+        finish_all(client, &finishes, &records)?;
         let saved: Vec<Record> =
             saves.iter().map(|(k, f)| Record::of(&pushes[*k], f, &f.held, f.committed())).collect();
         save_many(client, &saved)?;
@@ -226,28 +186,9 @@ fn index_all(
     let mut lines = 0;
     let mut items = Vec::with_capacity(reads.len());
     for (k, f, new) in reads {
-        let p = &pushes[*k];
-        let old = &f.claimed.state;
-        lines += memchr::memchr_iter(b'\n', new).count() + memchr::memchr_iter(b'\n', &f.held.bytes).count() + 1;
-        items.push(StreamItem {
-            file_id: f.file_id,
-            reader: Stream::new(&f.held, new),
-            progress: Progress {
-                offset: old.offset,
-                lines: old.lines,
-                integrity: f.claimed.integrity.clone(),
-                tail_unterminated: old.tail_unterminated,
-                ..Progress::default()
-            },
-            rules: FileRules {
-                dialect: f.dialect,
-                job_dir: &p.job_dir,
-                max_line_bytes: settings.max_line_bytes,
-                max_line_memory: settings.max_line_memory,
-                settled: p.last,
-                max_bytes: u64::MAX,
-            },
-        });
+        let (item, at_most) = stream_of(&pushes[*k], f, new, settings);
+        lines += at_most;
+        items.push(item);
     }
     event_store::index_streams(client, items, settings, lines)
 }
@@ -406,114 +347,3 @@ const CREATE_MANY_SQL: &str = "
     INSERT INTO cortex_buffer.pushed_file (file_id, job_id, relpath, n, identity, first_source, source)
     SELECT f.file_id, r.job, r.relpath, r.n, r.identity, $8, $8 FROM r JOIN f ON f.path OPERATOR(pg_catalog.=) r.recorded
     RETURNING file_id, relpath";
-
-/// What a push records of its file besides the offset: the pushed file's row and
-/// `session_file`'s size, time and dialect (`store::push_finish_sql`, for many).
-struct Record {
-    file_id: i64,
-    source: String,
-    decided: bool,
-    /// The file's first bytes, when this push grew them.
-    head: Option<Vec<u8>>,
-    held: Vec<u8>,
-    held_len: i64,
-    reported: Option<i64>,
-    size: i64,
-    dialect: Option<String>,
-}
-
-impl Record {
-    fn of(p: &Push<'_>, f: &Pushed, held: &Held, committed: u64) -> Record {
-        Record {
-            file_id: f.file_id,
-            source: p.source.to_owned(),
-            decided: f.dialect_decided,
-            head: f.head_changed.then(|| f.head.clone()),
-            held: held.bytes.clone(),
-            held_len: count_i64(held.len),
-            reported: p.file_size.map(count_i64),
-            size: count_i64(p.file_size.unwrap_or(0).max(committed.saturating_add(held.len))),
-            dialect: f.dialect.map(|d| d.label().to_owned()),
-        }
-    }
-
-    /// One array per column of [`RECORD_COLUMNS`].
-    fn args(records: &[Record]) -> Vec<DatumWithOid<'static>> {
-        vec![
-            records.iter().map(|r| r.source.clone()).collect::<Vec<String>>().into(),
-            records.iter().map(|r| r.decided).collect::<Vec<bool>>().into(),
-            records.iter().map(|r| r.head.clone()).collect::<Vec<Option<Vec<u8>>>>().into(),
-            records.iter().map(|r| r.held.clone()).collect::<Vec<Vec<u8>>>().into(),
-            records.iter().map(|r| r.held_len).collect::<Vec<i64>>().into(),
-            records.iter().map(|r| r.reported).collect::<Vec<Option<i64>>>().into(),
-            records.iter().map(|r| r.size).collect::<Vec<i64>>().into(),
-            records.iter().map(|r| r.dialect.clone()).collect::<Vec<Option<String>>>().into(),
-        ]
-    }
-}
-
-const RECORD_COLUMNS: [(&str, &str); 8] = [
-    ("push_source", "text"),
-    ("push_decided", "bool"),
-    ("push_head", "bytea"),
-    ("push_held", "bytea"),
-    ("push_held_len", "int8"),
-    ("push_reported", "int8"),
-    ("push_size", "int8"),
-    ("push_dialect", "text"),
-];
-
-/// The pushed file's row, from `u` (one row per file).
-const RECORD_WITH: &str = "p AS (
-    UPDATE cortex_buffer.pushed_file p
-       SET source = u.push_source, dialect_decided = u.push_decided, head = coalesce(u.push_head, p.head),
-           held = u.push_held, held_len = u.push_held_len, reported_size = coalesce(u.push_reported, p.reported_size),
-           reported_at = CASE WHEN u.push_reported IS NULL THEN p.reported_at ELSE pg_catalog.now() END,
-           pushed_at = pg_catalog.now(), pushes = p.pushes OPERATOR(pg_catalog.+) 1
-      FROM u WHERE p.file_id OPERATOR(pg_catalog.=) u.id)";
-
-/// `session_file`'s (as `f`) size, time and dialect, from `u`.
-const RECORD_SETS: &str = "dialect = u.push_dialect, size_bytes = GREATEST(f.size_bytes, u.push_size),
-    mtime = pg_catalog.now(), last_seen = pg_catalog.now()";
-
-/// Records what the server holds of files a push indexed nothing of (replays, held tails), in
-/// one statement.
-fn save_many(client: &mut SpiClient<'_>, records: &[Record]) -> Result<(), CbError> {
-    if records.is_empty() {
-        return Ok(());
-    }
-    let mut args: Vec<DatumWithOid<'static>> = vec![records.iter().map(|r| r.file_id).collect::<Vec<i64>>().into()];
-    args.extend(Record::args(records));
-    let types: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
-    let stmt = prepared(client, "push.save_many", save_many_sql, &types)?;
-    client.update(&*stmt, None, &args).map_err(spi)?;
-    Ok(())
-}
-
-fn save_many_sql() -> String {
-    let unnests: Vec<String> = std::iter::once("int8")
-        .chain(RECORD_COLUMNS.iter().map(|(_, t)| *t))
-        .enumerate()
-        .map(|(k, t)| format!("pg_catalog.unnest(${}::pg_catalog.{t}[])", k + 1))
-        .collect();
-    let names: Vec<&str> = RECORD_COLUMNS.iter().map(|(c, _)| *c).collect();
-    format!(
-        "WITH u AS (SELECT * FROM ROWS FROM ({}) AS u(id, {})), {RECORD_WITH}
-         UPDATE cortex_buffer.session_file AS f SET {RECORD_SETS} FROM u WHERE f.file_id OPERATOR(pg_catalog.=) u.id",
-        unnests.join(", "),
-        names.join(", ")
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_save_of_many_unnests_one_array_per_recorded_column() {
-        let sql = save_many_sql();
-        assert!(sql.contains("pg_catalog.unnest($9::pg_catalog.text[])") && !sql.contains("$10"));
-        assert!(sql.contains("AS u(id, push_source, push_decided,"));
-        assert!(sql.contains("UPDATE cortex_buffer.pushed_file p"));
-    }
-}

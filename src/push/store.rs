@@ -1,7 +1,7 @@
 //! Applying a pushed chunk through SPI, as `cortex_buffer_definer`: find (or start) the file it
 //! continues, under the row lock the indexer takes on `session_file`; place the chunk against
 //! what the server holds (`cortex_buffer_core::push`); judge and insert its complete lines with
-//! the tailer's own code (`event_store::index_stream`); record the new offset, the held tail and
+//! the tailer's own code (`event_store::index_streams`); record the new offset, the held tail and
 //! the shipper's report, all in the caller's transaction, so rows and offset commit together.
 
 use pgrx::datum::DatumWithOid;
@@ -10,7 +10,8 @@ use pgrx::spi::SpiClient;
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
 use crate::indexer::event_store;
-use crate::indexer::file_row::{self, AlsoRecord, Claimed};
+use crate::indexer::event_store::StreamItem;
+use crate::indexer::file_row::{self, AlsoRecordMany, Claimed, Finish};
 use crate::indexer::settings::Settings;
 use crate::pg::spi_util::{prepared, spi};
 use crate::pg::xact::subtransaction;
@@ -70,8 +71,6 @@ impl Pushed {
 const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
 const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
 const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
-const BYTEA: PgOid = PgOid::BuiltIn(PgBuiltInOids::BYTEAOID);
-const BOOL: PgOid = PgOid::BuiltIn(PgBuiltInOids::BOOLOID);
 
 /// The latest file of a job, relpath and identity (given as SQL expressions), both its rows
 /// locked, with what a claim of its `session_file` row reads (one statement for both).
@@ -224,38 +223,9 @@ pub(super) fn created(file_id: i64) -> Pushed {
 }
 
 /// Records what the server holds of the file after a push that indexes nothing (a replay, a
-/// held tail, a restart): the pushed file's row and `session_file`'s, in one statement.
+/// held tail, a restart).
 fn save(client: &mut SpiClient<'_>, p: &Push<'_>, f: &Pushed) -> Result<(), CbError> {
-    let types = [INT8, TEXT, BOOL, BYTEA, BYTEA, INT8, INT8, INT8, TEXT];
-    // The same record a finish makes along with the offset (push_finish_sql), without one.
-    let stmt = prepared(
-        client,
-        "push.save",
-        || {
-            let (with, sets) = push_finish_sql(2);
-            format!("WITH {with} UPDATE cortex_buffer.session_file SET {sets} WHERE file_id OPERATOR(pg_catalog.=) $1")
-        },
-        &types,
-    )?;
-    let size = count_i64(p.file_size.unwrap_or(0).max(f.committed().saturating_add(f.held.len)));
-    client
-        .update(
-            &*stmt,
-            None,
-            &[
-                f.file_id.into(),
-                p.source.into(),
-                f.dialect_decided.into(),
-                f.head_changed.then_some(f.head.as_slice()).into(),
-                f.held.bytes.as_slice().into(),
-                count_i64(f.held.len).into(),
-                p.file_size.map(count_i64).into(),
-                size.into(),
-                f.dialect.map(|d| d.label()).into(),
-            ],
-        )
-        .map_err(spi)?;
-    Ok(())
+    save_many(client, &[Record::of(p, f, &f.held, f.committed())])
 }
 
 /// The gap error: the chunk starts past what the server has.
@@ -395,35 +365,6 @@ pub fn apply(p: &Push<'_>, settings: &Settings) -> Result<Outcome, CbError> {
     })
 }
 
-/// What a push records with its finish, in the same statement: the pushed file's row
-/// (`source` .. `reported_size`) and `session_file`'s size, time and dialect. Its parameters are
-/// numbered from `first`: source, dialect_decided, head, held, held_len, reported size, size,
-/// dialect.
-fn push_finish_sql(first: usize) -> (String, String) {
-    let n = |k: usize| format!("${}", first + k);
-    let with = format!(
-        "p AS (UPDATE cortex_buffer.pushed_file
-                  SET source = {}, dialect_decided = {}, head = coalesce({}, head), held = {}, held_len = {},
-                      reported_size = coalesce({}, reported_size),
-                      reported_at = CASE WHEN {} IS NULL THEN reported_at ELSE pg_catalog.now() END,
-                      pushed_at = pg_catalog.now(), pushes = pushes OPERATOR(pg_catalog.+) 1
-                WHERE file_id OPERATOR(pg_catalog.=) $1)",
-        n(0),
-        n(1),
-        n(2),
-        n(3),
-        n(4),
-        n(5),
-        n(5)
-    );
-    let sets = format!(
-        "dialect = {}, size_bytes = GREATEST(size_bytes, {}), mtime = pg_catalog.now(), last_seen = pg_catalog.now()",
-        n(7),
-        n(6)
-    );
-    (with, sets)
-}
-
 /// Judges and inserts the held tail and the new bytes, and records the file's new state (with
 /// the pushed file's row, in one statement), in a subtransaction: a failure is rolled back
 /// alone, counted against the file (quarantined after `quarantine_after`, as a tailed file
@@ -431,74 +372,12 @@ fn push_finish_sql(first: usize) -> (String, String) {
 fn index(p: &Push<'_>, f: &Pushed, new: &[u8], settings: &Settings) -> Result<Option<(Progress, Held)>, CbError> {
     let done = subtransaction(|| {
         Spi::connect_mut(|client| {
-            let (old, integrity) = (&f.claimed.state, f.claimed.integrity.clone());
-            let progress = Progress {
-                offset: old.offset,
-                lines: old.lines,
-                integrity,
-                tail_unterminated: old.tail_unterminated,
-                ..Progress::default()
-            };
-            let rules = FileRules {
-                dialect: f.dialect,
-                job_dir: &p.job_dir,
-                max_line_bytes: settings.max_line_bytes,
-                max_line_memory: settings.max_line_memory,
-                settled: p.last,
-                max_bytes: u64::MAX,
-            };
-            // Every line ends with a newline, but for the last one (judged when final).
-            let lines = memchr::memchr_iter(b'\n', new).count() + memchr::memchr_iter(b'\n', &f.held.bytes).count() + 1;
-            let progress = event_store::index_stream(
-                client,
-                f.file_id,
-                Stream::new(&f.held, new),
-                progress,
-                &rules,
-                settings,
-                lines,
-            )?;
-            let held = held_after(
-                &f.held,
-                new,
-                progress.offset.saturating_sub(old.offset),
-                keep_whole(settings.max_line_bytes),
-            );
-            let report = progress.integrity.report(settings.max_corruption_ratio, false);
-            let state = IndexState {
-                offset: progress.offset,
-                lines: progress.lines,
-                generation: old.generation.max(1),
-                device: 0,
-                inode: u64::try_from(identity_number(p.identity)).unwrap_or(0),
-                mtime_us: cortex_buffer_watch::pass::now_us(),
-                fingerprint_len: f.head.len() as u64,
-                fingerprint: crc32fast::hash(&f.head),
-                dialect: f.dialect,
-                tail_unterminated: progress.tail_unterminated,
-                tail_pending: progress.tail_pending,
-                quarantined: false,
-            };
-            let size = p.file_size.unwrap_or(0).max(progress.offset.saturating_add(held.len));
-            let also = AlsoRecord {
-                key: "push.finish",
-                sql: push_finish_sql,
-                args: vec![
-                    p.source.to_owned().into(),
-                    f.dialect_decided.into(),
-                    f.head_changed.then(|| f.head.clone()).into(),
-                    held.bytes.clone().into(),
-                    count_i64(held.len).into(),
-                    p.file_size.map(count_i64).into(),
-                    count_i64(size).into(),
-                    f.dialect.map(|d| d.label()).into(),
-                ],
-            };
-            let recorded =
-                file_row::finish_with(client, f.file_id, old, &state, &progress.integrity, report.trusted, Some(also))?;
-            if !recorded {
-                return Err(CbError::internal("a pushed file's offset moved under its lock"));
-            }
+            let (item, lines) = stream_of(p, f, new, settings);
+            let progress = event_store::index_streams(client, vec![item], settings, lines)?
+                .pop()
+                .ok_or_else(|| CbError::internal("a pushed chunk was not indexed"))?;
+            let (finish, record, held) = concluded(p, f, new, &progress, settings);
+            finish_all(client, &[finish], &[record])?;
             Ok((progress, held))
         })
     });
@@ -517,6 +396,191 @@ fn index(p: &Push<'_>, f: &Pushed, new: &[u8], settings: &Settings) -> Result<Op
             Ok(None)
         }
     }
+}
+
+/// What the tailer's reader and judge take for a push's held tail and new bytes (the stream,
+/// where the file stands, its rules), and how many lines that is at most.
+pub(super) fn stream_of<'a>(
+    p: &'a Push<'_>,
+    f: &'a Pushed,
+    new: &'a [u8],
+    settings: &Settings,
+) -> (StreamItem<'a, Stream<'a>>, usize) {
+    let old = &f.claimed.state;
+    let item = StreamItem {
+        file_id: f.file_id,
+        reader: Stream::new(&f.held, new),
+        progress: Progress {
+            offset: old.offset,
+            lines: old.lines,
+            integrity: f.claimed.integrity.clone(),
+            tail_unterminated: old.tail_unterminated,
+            ..Progress::default()
+        },
+        rules: FileRules {
+            dialect: f.dialect,
+            job_dir: &p.job_dir,
+            max_line_bytes: settings.max_line_bytes,
+            max_line_memory: settings.max_line_memory,
+            settled: p.last,
+            max_bytes: u64::MAX,
+        },
+    };
+    // Every line ends with a newline, but for the last one (judged when final).
+    let lines = memchr::memchr_iter(b'\n', new).count() + memchr::memchr_iter(b'\n', &f.held.bytes).count() + 1;
+    (item, lines)
+}
+
+/// A push's file once its lines are indexed to `progress`: its finish (fenced on the offset and
+/// generation the lock read), its record, and what the server holds after the offset.
+pub(super) fn concluded(
+    p: &Push<'_>,
+    f: &Pushed,
+    new: &[u8],
+    progress: &Progress,
+    settings: &Settings,
+) -> (Finish, Record, Held) {
+    let old = &f.claimed.state;
+    let held =
+        held_after(&f.held, new, progress.offset.saturating_sub(old.offset), keep_whole(settings.max_line_bytes));
+    let report = progress.integrity.report(settings.max_corruption_ratio, false);
+    let state = IndexState {
+        offset: progress.offset,
+        lines: progress.lines,
+        generation: old.generation.max(1),
+        device: 0,
+        inode: u64::try_from(identity_number(p.identity)).unwrap_or(0),
+        mtime_us: cortex_buffer_watch::pass::now_us(),
+        fingerprint_len: f.head.len() as u64,
+        fingerprint: crc32fast::hash(&f.head),
+        dialect: f.dialect,
+        tail_unterminated: progress.tail_unterminated,
+        tail_pending: progress.tail_pending,
+        quarantined: false,
+    };
+    let finish = Finish {
+        file_id: f.file_id,
+        old_offset: old.offset,
+        old_generation: old.generation,
+        state,
+        integrity: progress.integrity.clone(),
+        trusted: report.trusted,
+    };
+    (finish, Record::of(p, f, &held, progress.offset), held)
+}
+
+/// Records every indexed file's new state with its record, in one statement.
+pub(super) fn finish_all(client: &mut SpiClient<'_>, finishes: &[Finish], records: &[Record]) -> Result<(), CbError> {
+    let also = AlsoRecordMany {
+        key: "push.finish_many",
+        columns: &RECORD_COLUMNS,
+        with: RECORD_WITH,
+        sets: RECORD_SETS,
+        args: Record::args(records),
+    };
+    let recorded = file_row::finish_many_with(client, finishes, Some(also))?;
+    if recorded.len() != finishes.len() {
+        return Err(CbError::internal("a pushed file's offset moved under its lock"));
+    }
+    Ok(())
+}
+
+/// What a push records of its file besides the offset: the pushed file's row and
+/// `session_file`'s size, time and dialect (for one push or many).
+pub(super) struct Record {
+    file_id: i64,
+    source: String,
+    decided: bool,
+    /// The file's first bytes, when this push grew them.
+    head: Option<Vec<u8>>,
+    held: Vec<u8>,
+    held_len: i64,
+    reported: Option<i64>,
+    size: i64,
+    dialect: Option<String>,
+}
+
+impl Record {
+    pub(super) fn of(p: &Push<'_>, f: &Pushed, held: &Held, committed: u64) -> Record {
+        Record {
+            file_id: f.file_id,
+            source: p.source.to_owned(),
+            decided: f.dialect_decided,
+            head: f.head_changed.then(|| f.head.clone()),
+            held: held.bytes.clone(),
+            held_len: count_i64(held.len),
+            reported: p.file_size.map(count_i64),
+            size: count_i64(p.file_size.unwrap_or(0).max(committed.saturating_add(held.len))),
+            dialect: f.dialect.map(|d| d.label().to_owned()),
+        }
+    }
+
+    /// One array per column of [`RECORD_COLUMNS`].
+    fn args(records: &[Record]) -> Vec<DatumWithOid<'static>> {
+        vec![
+            records.iter().map(|r| r.source.clone()).collect::<Vec<String>>().into(),
+            records.iter().map(|r| r.decided).collect::<Vec<bool>>().into(),
+            records.iter().map(|r| r.head.clone()).collect::<Vec<Option<Vec<u8>>>>().into(),
+            records.iter().map(|r| r.held.clone()).collect::<Vec<Vec<u8>>>().into(),
+            records.iter().map(|r| r.held_len).collect::<Vec<i64>>().into(),
+            records.iter().map(|r| r.reported).collect::<Vec<Option<i64>>>().into(),
+            records.iter().map(|r| r.size).collect::<Vec<i64>>().into(),
+            records.iter().map(|r| r.dialect.clone()).collect::<Vec<Option<String>>>().into(),
+        ]
+    }
+}
+
+const RECORD_COLUMNS: [(&str, &str); 8] = [
+    ("push_source", "text"),
+    ("push_decided", "bool"),
+    ("push_head", "bytea"),
+    ("push_held", "bytea"),
+    ("push_held_len", "int8"),
+    ("push_reported", "int8"),
+    ("push_size", "int8"),
+    ("push_dialect", "text"),
+];
+
+/// The pushed file's row, from `u` (one row per file).
+const RECORD_WITH: &str = "p AS (
+    UPDATE cortex_buffer.pushed_file p
+       SET source = u.push_source, dialect_decided = u.push_decided, head = coalesce(u.push_head, p.head),
+           held = u.push_held, held_len = u.push_held_len, reported_size = coalesce(u.push_reported, p.reported_size),
+           reported_at = CASE WHEN u.push_reported IS NULL THEN p.reported_at ELSE pg_catalog.now() END,
+           pushed_at = pg_catalog.now(), pushes = p.pushes OPERATOR(pg_catalog.+) 1
+      FROM u WHERE p.file_id OPERATOR(pg_catalog.=) u.id)";
+
+/// `session_file`'s (as `f`) size, time and dialect, from `u`.
+const RECORD_SETS: &str = "dialect = u.push_dialect, size_bytes = GREATEST(f.size_bytes, u.push_size),
+    mtime = pg_catalog.now(), last_seen = pg_catalog.now()";
+
+/// Records what the server holds of files a push indexed nothing of (replays, held tails, a
+/// restart), in one statement.
+pub(super) fn save_many(client: &mut SpiClient<'_>, records: &[Record]) -> Result<(), CbError> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let mut args: Vec<DatumWithOid<'static>> = vec![records.iter().map(|r| r.file_id).collect::<Vec<i64>>().into()];
+    args.extend(Record::args(records));
+    let types: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
+    let stmt = prepared(client, "push.save_many", save_many_sql, &types)?;
+    client.update(&*stmt, None, &args).map_err(spi)?;
+    Ok(())
+}
+
+fn save_many_sql() -> String {
+    let unnests: Vec<String> = std::iter::once("int8")
+        .chain(RECORD_COLUMNS.iter().map(|(_, t)| *t))
+        .enumerate()
+        .map(|(k, t)| format!("pg_catalog.unnest(${}::pg_catalog.{t}[])", k + 1))
+        .collect();
+    let names: Vec<&str> = RECORD_COLUMNS.iter().map(|(c, _)| *c).collect();
+    format!(
+        "WITH u AS (SELECT * FROM ROWS FROM ({}) AS u(id, {})), {RECORD_WITH}
+         UPDATE cortex_buffer.session_file AS f SET {RECORD_SETS} FROM u WHERE f.file_id OPERATOR(pg_catalog.=) u.id",
+        unnests.join(", "),
+        names.join(", ")
+    )
 }
 
 /// The shipper's last report of each of the job's pushed files, by file id, as the definer role.
@@ -547,4 +611,17 @@ pub fn reports(job: Uuid) -> Result<std::collections::HashMap<i64, PushedReport>
             Ok(out)
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_save_of_many_unnests_one_array_per_recorded_column() {
+        let sql = save_many_sql();
+        assert!(sql.contains("pg_catalog.unnest($9::pg_catalog.text[])") && !sql.contains("$10"));
+        assert!(sql.contains("AS u(id, push_source, push_decided,"));
+        assert!(sql.contains("UPDATE cortex_buffer.pushed_file p"));
+    }
 }
