@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use postgres::{Client, NoTls};
+use postgres::{Client, NoTls, Statement};
 
 /// What the server holds of one file, by (relpath, identity).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +90,9 @@ pub struct Db {
     /// The server has `append_session_batch` (0.12.0 on); an older one is sent
     /// `append_session_bytes` once per push, in one statement ([`PUSH_EACH_SQL`]).
     batch: bool,
+    /// Each push statement, prepared once per connection: a statement prepared per call is
+    /// planned per call, as a custom plan whose parameters (every chunk) are copied into it.
+    prepared: HashMap<&'static str, Statement>,
 }
 
 const PUSH_SQL: &str = "
@@ -123,7 +126,10 @@ impl Db {
             // it learns at reconnect (pushed_offsets) or from the next push (a gap).
             client.batch_execute("SET synchronous_commit = off").map_err(|e| classify(&e))?;
         }
-        Ok(Db { client, source: source.to_owned(), batch })
+        // A generic plan reads the parameters where they arrived; a custom plan (the first five
+        // executions of a statement) copies each chunk array into the plan first.
+        client.batch_execute("SET plan_cache_mode = force_generic_plan").map_err(|e| classify(&e))?;
+        Ok(Db { client, source: source.to_owned(), batch, prepared: HashMap::new() })
     }
 
     /// Where each file this source pushed stands, by (relpath, identity).
@@ -162,9 +168,9 @@ impl Db {
         let ident: Vec<&str> = pushes.iter().map(|p| p.identity.as_str()).collect();
         let last: Vec<bool> = pushes.iter().map(|p| p.last).collect();
         let size: Vec<i64> = pushes.iter().map(|p| i64::try_from(p.file_size).unwrap_or(i64::MAX)).collect();
-        let args: [&(dyn postgres::types::ToSql + Sync); 7] =
-            [&self.source, &rel, &start, &chunk, &ident, &last, &size];
-        let rows = match self.client.query(if self.batch { PUSH_SQL } else { PUSH_EACH_SQL }, &args) {
+        let source = self.source.clone();
+        let args: [&(dyn postgres::types::ToSql + Sync); 7] = [&source, &rel, &start, &chunk, &ident, &last, &size];
+        let rows = match self.run(if self.batch { PUSH_SQL } else { PUSH_EACH_SQL }, &args) {
             // 42883: no such function; the extension is older than the shipper.
             Err(e) if self.batch && e.code() == Some(&postgres::error::SqlState::UNDEFINED_FUNCTION) => {
                 self.batch = false;
@@ -172,7 +178,7 @@ impl Db {
                     "the server has no append_session_batch (cortex_buffer before 0.12.0): one call per push",
                     &[],
                 );
-                self.client.query(PUSH_EACH_SQL, &args)
+                self.run(PUSH_EACH_SQL, &args)
             }
             done => done,
         }
@@ -186,5 +192,28 @@ impl Db {
                 action: r.get(3),
             })
             .collect())
+    }
+
+    /// Runs `sql`, prepared on first use on this connection. A failed statement is prepared
+    /// again next time: what it names may have changed (an extension updated, a function
+    /// renamed).
+    fn run(
+        &mut self,
+        sql: &'static str,
+        args: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>, postgres::Error> {
+        let statement = match self.prepared.get(sql) {
+            Some(s) => s.clone(),
+            None => {
+                let s = self.client.prepare(sql)?;
+                self.prepared.insert(sql, s.clone());
+                s
+            }
+        };
+        let rows = self.client.query(&statement, args);
+        if rows.is_err() {
+            self.prepared.remove(sql);
+        }
+        rows
     }
 }
