@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Session files for bench/fleet.sh, written the way agents write them.
 
-  fleet_gen.py corpus DIR FILES PER_DIR LINES   FILES job directories of PER_DIR files each,
-                                                LINES cortex-spike lines in all
+  fleet_gen.py corpus DIR FILES PER_DIR LINES [SERIES]
+                                                FILES job directories of PER_DIR files each,
+                                                LINES cortex-spike lines in all; job ids of
+                                                SERIES (0-255, default 0): corpora of two
+                                                series share no job and no path
   fleet_gen.py idle DIR FILES                   FILES job directories of one one-line file each
   fleet_gen.py append DIR MARKER FILES LINES RATE
                                                 LINES lines appended round-robin over FILES
@@ -17,8 +20,8 @@ import time
 TYPES = ["LLM_REQUEST", "LLM_RESPONSE", "TOOL_START", "TOOL_RESULT", "CHECKPOINT_WRITTEN"]
 
 
-def job_id(n):
-    return "0193a8b2-7c41-7d2e-9f00-%012d" % n
+def job_id(n, series=0):
+    return "0193a8b2-7c41-7d2e-%04x-%012d" % (0x9F00 + series, n)
 
 
 def spike_line(job, g):
@@ -47,12 +50,12 @@ def spike_line(job, g):
     return json.dumps(doc, separators=(",", ":")) + "\n"
 
 
-def corpus(root, dirs, per_dir, lines):
+def corpus(root, dirs, per_dir, lines, series=0):
     files = dirs * per_dir
     per_file, extra = divmod(lines, files)
     n = 0
     for d in range(dirs):
-        job = job_id(d)
+        job = job_id(d, series)
         os.makedirs(os.path.join(root, job), exist_ok=True)
         for k in range(per_dir):
             count = per_file + (1 if n < extra else 0)
@@ -94,7 +97,7 @@ def append(root, marker, files, lines, rate):
 def main(argv):
     what = argv[1]
     if what == "corpus":
-        corpus(argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
+        corpus(argv[2], int(argv[3]), int(argv[4]), int(argv[5]), int(argv[6]) if len(argv) > 6 else 0)
     elif what == "idle":
         idle(argv[2], int(argv[3]))
     elif what == "append":

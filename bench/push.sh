@@ -5,14 +5,18 @@
 #
 # 1. Throughput: PUSH_LINES (default 100 000) cortex-spike lines in PUSH_FILES (default 1 000)
 #    job directories of one file, split over PUSH_SHIPPERS (default 16) node directories, each
-#    with its own shipper (its own source and connection, on loopback TCP), running and warm as
-#    a DaemonSet's are: from the moment the files appear in the node directories until every
-#    line is indexed, against COPY of the same raw lines into a bare jsonb table in the same
-#    round (target >= 0.7x). Median of PUSH_ROUNDS (default 3).
+#    with its own shipper (its own source and connection, on loopback TCP). The shippers run as
+#    a DaemonSet's do: started once, connected, and warmed by one unmeasured round; every round
+#    brings a corpus of new jobs (no job or path of an earlier round). Timed from the moment the
+#    files appear in the node directories until every line is indexed, against COPY of the same
+#    raw lines into a bare jsonb table in the same round (target >= 0.7x). Median of
+#    PUSH_ROUNDS (default 3).
 # 2. Duplicate-chunk storm: the same, every batch sent twice (CB_SHIP_REPEAT=2): its time over
 #    the time without the storm, same round (target <= 1.2x).
 #    And the batch function's gain: the same pushes as one append_session_bytes call per file
 #    (CB_SHIP_PER_FILE=1, what a shipper sends a server older than 0.12.0), same round.
+#    Each variant has its own 16 shippers, all started at the beginning; those of the other
+#    variants idle while one is measured.
 # 3. The flush window under load: while the shippers push a second corpus, an agent appends a
 #    line to its own file and calls await_pushed() for it, PUSH_SAMPLES (default 50) times: the
 #    time from the append until await_pushed returns true, p50 and p99 (and a trivial query's
@@ -44,32 +48,44 @@ sed -i '1i host all bench_shipper 127.0.0.1/32 scram-sha-256' "${PGDATA}/pg_hba.
 pg "${BIN}/pg_ctl" restart -w -D "${PGDATA}" -l "${RUN}/postgres.log" >/dev/null
 bench_psql -c "CREATE EXTENSION cortex_buffer" -c "CREATE TABLE raw_lines (doc jsonb)" \
     -c "CREATE ROLE bench_shipper LOGIN PASSWORD 'bench'" -c "GRANT cortex_buffer_pusher TO bench_shipper" >/dev/null
-for s in $(seq 1 "${SHIPPERS}"); do
-    bench_psql -c "INSERT INTO cortex_buffer.push_source (source, login, all_jobs) VALUES ('node-$s', 'bench_shipper', true)" >/dev/null
-done
 DSN="host=127.0.0.1 port=${PORT} user=bench_shipper password=bench dbname=postgres"
 
-# The corpus, its job directories dealt out to the nodes round-robin.
+# Each round's corpus: its own series of job ids, so that no job directory or path of an
+# earlier round comes again (a long-running shipper has seen those, and the database is emptied
+# between rounds).
+corpus() { # $1 = series (0-255); prints its directory
+    local dir="${DATA}/corpus-$1"
+    if [ ! -d "${dir}" ]; then
+        python3 "${GEN}" corpus "${dir}.tmp" "${NFILES}" 1 "${LINES}" "$1"
+        mv "${dir}.tmp" "${dir}"
+        chown -R postgres "${dir}"
+    fi
+    printf '%s\n' "${dir}"
+}
 python3 "${GEN}" corpus "${DATA}/corpus" "${NFILES}" 1 "${LINES}"
 find "${DATA}/corpus" -name '*.jsonl' -print0 | sort -z | xargs -0 cat > "${DATA}/corpus.jsonl"
 chown -R postgres "${DATA}"
-# The shippers run as a DaemonSet's do: started once, connected, warm (a small file each is
-# pushed first), each on its own node directory. A round moves its share of the corpus into each
-# node directory at once (a rename: the kernel reports it, as it reports a pod's new files) and
-# times until every line is indexed.
+
 SHIP_PIDS=()
-start_shippers() { # $@ = extra environment
-    local s
+# start_set NAME [ENV...]: PUSH_SHIPPERS shippers, sources NAME-1..N, each on its node directory
+# ${NODES}/NAME-n, each with a one-line warm-up file pushed before this returns.
+start_set() {
+    local name="$1" s dir before
+    shift
+    before=$(bench_psql -c "SELECT count(*) FROM cortex_buffer.pushed_file")
     for s in $(seq 1 "${SHIPPERS}"); do
-        mkdir -p "${NODES}/node-$s/0193a8b2-7c41-7d2e-9f00-99999999$(printf '%04d' "$s")"
+        bench_psql -c "INSERT INTO cortex_buffer.push_source (source, login, all_jobs) VALUES ('${name}-$s', 'bench_shipper', true)
+                       ON CONFLICT DO NOTHING" >/dev/null
+        dir="${NODES}/${name}-$s/0193a8b2-7c41-7d2e-9f00-99999999$(printf '%04d' "$s")"
+        mkdir -p "${dir}"
         printf '{"type":"SESSION_START","timestamp":"2026-02-23T15:00:00.000Z","job_id":"x","seq":0}\n' \
-            > "${NODES}/node-$s/0193a8b2-7c41-7d2e-9f00-99999999$(printf '%04d' "$s")/session-001.jsonl"
+            > "${dir}/session-001.jsonl"
         env "$@" "${SHIP}" --settle 0 --batch 32 --poll-interval 1000 --report-every 3600 \
-            --sessions-dir "${NODES}/node-$s" --source "node-$s" --dsn "${DSN}" 2>>"${BENCH}/ship.log" &
+            --sessions-dir "${NODES}/${name}-$s" --source "${name}-$s" --dsn "${DSN}" 2>>"${BENCH}/ship.log" &
         SHIP_PIDS+=($!)
     done
     bench_psql -c "DO \$\$ BEGIN FOR i IN 1..3000 LOOP
-                     EXIT WHEN (SELECT count(*) FROM cortex_buffer.pushed_file) >= ${SHIPPERS};
+                     EXIT WHEN (SELECT count(*) FROM cortex_buffer.pushed_file) >= ${before} + ${SHIPPERS};
                      PERFORM pg_catalog.pg_sleep(0.01); END LOOP; END \$\$" >/dev/null
 }
 stop_shippers() {
@@ -78,27 +94,42 @@ stop_shippers() {
     SHIP_PIDS=()
     rm -rf "${NODES}"
 }
-stage() { # $1 = corpus dir: its job directories dealt out to ${NODES}/stage-N, round-robin
+stage() { # $1 = corpus dir, $2 = set: its job directories moved to ${NODES}/stage-<set>-N, round-robin
     local i=0 d
     for d in "$1"/*/; do
         local n=$(( i % SHIPPERS + 1 ))
-        mkdir -p "${NODES}/stage-$n"
-        cp -a "$d" "${NODES}/stage-$n/"
+        mkdir -p "${NODES}/stage-$2-$n"
+        mv "$d" "${NODES}/stage-$2-$n/"
         i=$(( i + 1 ))
     done
+    rmdir "$1"
 }
-ship_round() { # $@ = extra environment for the shippers; prints the ms until every line is in
-    start_shippers "$@"
-    stage "${DATA}/corpus"
-    local base t0 t1 s
-    base=$(bench_psql -c "SELECT coalesce(sum(valid_lines), 0) FROM cortex_buffer.session_file")
+lines_in() { bench_psql -c "SELECT coalesce(sum(valid_lines), 0) FROM cortex_buffer.session_file"; }
+# ship_round SET SERIES: prints the ms from the files' arrival in the set's node directories
+# until every line is indexed; then removes them again (the shippers forget them).
+ship_round() {
+    local set="$1" series="$2" base t0 t1 s
+    stage "$(corpus "${series}")" "${set}"
+    base=$(lines_in)
     t0=$(now_ms)
-    for s in $(seq 1 "${SHIPPERS}"); do mv "${NODES}/stage-$s"/* "${NODES}/node-$s/"; done
+    for s in $(seq 1 "${SHIPPERS}"); do mv "${NODES}/stage-${set}-$s"/* "${NODES}/${set}-$s/"; done
     bench_psql -c "DO \$\$ BEGIN FOR i IN 1..60000 LOOP
                      EXIT WHEN (SELECT coalesce(sum(valid_lines), 0) FROM cortex_buffer.session_file) >= ${base} + ${LINES};
                      PERFORM pg_catalog.pg_sleep(0.01); END LOOP; END \$\$" >/dev/null
     t1=$(now_ms)
-    stop_shippers
+    # A storm's second sendings may still be under way: the round ends when no shipper has run
+    # a statement for 200 ms (else one could land after the next round's TRUNCATE).
+    bench_psql -c "DO \$\$ DECLARE quiet int := 0; BEGIN FOR i IN 1..60000 LOOP
+                     IF EXISTS (SELECT FROM pg_catalog.pg_stat_activity
+                                 WHERE application_name = 'cortex-buffer-ship' AND state <> 'idle')
+                     THEN quiet := 0; ELSE quiet := quiet + 1; END IF;
+                     EXIT WHEN quiet >= 20;
+                     PERFORM pg_catalog.pg_sleep(0.01); END LOOP; END \$\$" >/dev/null
+    for s in $(seq 1 "${SHIPPERS}"); do
+        find "${NODES}/${set}-$s" -mindepth 1 -maxdepth 1 -name "0193a8b2-7c41-7d2e-$(printf '%04x' $(( 0x9F00 + series )))-*" \
+            -exec rm -rf {} +
+        rmdir "${NODES}/stage-${set}-$s"
+    done
     echo $(( t1 - t0 ))
 }
 
@@ -107,10 +138,10 @@ reset() {
         -c "TRUNCATE raw_lines" -c "CHECKPOINT" >/dev/null
 }
 
-check_all() { # every line once: the corpus's events, and the warm-up files' one each
+check_all() { # every line once
     local n
     n=$(bench_psql -c "SELECT count(*) FROM cortex_buffer.event")
-    [ "$n" = "$(( LINES + SHIPPERS ))" ] || die "pushed ${n} events, expected $(( LINES + SHIPPERS ))"
+    [ "$n" = "${LINES}" ] || die "pushed ${n} events, expected ${LINES}"
 }
 
 copy_ms() {
@@ -121,17 +152,24 @@ COPY raw_lines (doc) FROM '${DATA}/corpus.jsonl' WITH (FORMAT csv, QUOTE E'\x01'
 SQL
 }
 
+start_set p CB_SHIP_REPEAT=1
+start_set s CB_SHIP_REPEAT=2
+start_set f CB_SHIP_PER_FILE=1
+# Warm-up: one unmeasured round per set (series 1-3), as a DaemonSet's shippers have pushed
+# before; the measured rounds use series 4 on.
+series=1
+for set in p s f; do reset; ship_round "${set}" "${series}" >/dev/null; series=$(( series + 1 )); done
 ratios=(); storms=(); gains=()
 for r in $(seq 1 "${ROUNDS}"); do
     reset
-    tp=$(ship_round CB_SHIP_REPEAT=1)
+    tp=$(ship_round p "${series}"); series=$(( series + 1 ))
     check_all
     tc=$(copy_ms)
     reset
-    ts=$(ship_round CB_SHIP_REPEAT=2)
+    ts=$(ship_round s "${series}"); series=$(( series + 1 ))
     check_all
     reset
-    tf=$(ship_round CB_SHIP_PER_FILE=1)
+    tf=$(ship_round f "${series}"); series=$(( series + 1 ))
     check_all
     printf '  round %d: %d shippers %8.1f ms   storm (every batch twice) %8.1f ms   one call per file %8.1f ms   COPY raw jsonb %8.1f ms\n' \
         "$r" "${SHIPPERS}" "$tp" "$ts" "$tf" "$tc" >&2
@@ -139,6 +177,7 @@ for r in $(seq 1 "${ROUNDS}"); do
     storms+=("$(awk -v p="$tp" -v s="$ts" 'BEGIN { print s / p }')")
     gains+=("$(awk -v p="$tp" -v f="$tf" 'BEGIN { print f / p }')")
 done
+stop_shippers
 ratio=$(printf '%s\n' "${ratios[@]}" | median)
 ratio_spread=$(printf '%s\n' "${ratios[@]}" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f-%.2f", lo, hi}')
 storm=$(printf '%s\n' "${storms[@]}" | median)
@@ -148,7 +187,7 @@ gain_spread=$(printf '%s\n' "${gains[@]}" | sort -g | awk 'NR==1{lo=$1} {hi=$1} 
 
 # --- 3. the flush window under load -------------------------------------------------------------
 reset
-start_shippers
+start_set node
 AGENT_JOB=0193a8b2-7c41-7d2e-9f00-777777777777
 AGENT_DIR="${NODES}/node-1/${AGENT_JOB}"
 mkdir -p "${AGENT_DIR}"
@@ -156,8 +195,8 @@ AGENT_FILE="${AGENT_DIR}/session-001.jsonl"
 agent_line() { printf '{"type":"TOOL_START","timestamp":"2026-02-23T15:00:00.000Z","job_id":"%s","seq":%d}\n' "${AGENT_JOB}" "$1"; }
 agent_line 0 > "${AGENT_FILE}"
 # The corpus again, arriving while the agent samples, keeps the shippers busy.
-stage "${DATA}/corpus"
-for s in $(seq 1 "${SHIPPERS}"); do mv "${NODES}/stage-$s"/* "${NODES}/node-$s/"; done
+stage "$(corpus "${series}")" node
+for s in $(seq 1 "${SHIPPERS}"); do mv "${NODES}/stage-node-$s"/* "${NODES}/node-$s/"; done
 windows=(); trips=()
 for n in $(seq 1 "${SAMPLES}"); do
     t0=$(date +%s%N)

@@ -6,9 +6,10 @@ COMMENT ON FUNCTION cortex_buffer.file_integrity(text) IS
 'Judges a session file''s current bytes as the control plane''s scanBuffer does (lossy UTF-8, JavaScript trimming and JSON.parse, type and timestamp keys for the cortex dialects) and reports lines, truncated or pending tail, corruption ratio, severity (none, truncated_tail, corrupt_interior, unreadable), trust for recovery and seq gaps. Indexes nothing. Paths are opened beneath sessions_dir; files elsewhere: superusers only. Granted to cortex_buffer_operator.';
 -- A job's events in order, through its session files: session_file's job index finds the files,
 -- and a file's events are contiguous in event's primary key, so the order needs no sort of the
--- job's rows by time (event_job_ts_idx serves ad-hoc "events of job J after T" queries). Only
--- lines that do not name another job than their directory's count as the job's. It runs as the
--- definer role (which reads the index) after authorize_job: a pod reads its own job's events.
+-- job's rows by time (and event needs no index by job and time: `since` filters the job's
+-- rows). Only lines that do not name another job than their directory's count as the job's. It
+-- runs as the definer role (which reads the index) after authorize_job: a pod reads its own
+-- job's events.
 CREATE FUNCTION cortex_buffer.job_events(job uuid, since timestamptz DEFAULT NULL)
 RETURNS SETOF cortex_buffer.event LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$

@@ -152,7 +152,9 @@ CREATE TABLE cortex_buffer.event (
     payload_problem    text,
     PRIMARY KEY (file_id, byte_offset)
 );
-CREATE INDEX event_job_ts_idx ON cortex_buffer.event (job_id, ts);
+-- No (job_id, ts) index (0.12.0 had one): every read of the extension finds a job's events
+-- through session_file's job index and this primary key (job_events(job, since)), and that
+-- index cost a sixth of the time of every ingest (one more insertion and page split per line).
 CREATE INDEX event_invocation_idx ON cortex_buffer.event (invocation_id) WHERE invocation_id IS NOT NULL;
 -- Recovery's markers: a file's last checkpoint marker and first CHECKPOINT_LOADED in one probe
 -- each, however long the file (only these lines have entries).
@@ -211,7 +213,6 @@ COMMENT ON COLUMN cortex_buffer.event.cache_read_tokens IS 'Cache-read tokens.';
 COMMENT ON COLUMN cortex_buffer.event.request_id IS 'Claude Code requestId (lines of one API response share it).';
 COMMENT ON COLUMN cortex_buffer.event.payload IS 'The whole line as jsonb; NULL when it is not stored (see payload_problem).';
 COMMENT ON COLUMN cortex_buffer.event.payload_problem IS 'Why payload is NULL, or how it differs from the line''s bytes: jsonb cannot store it (\u0000, a lone surrogate, nesting deeper than 1000, a number beyond numeric), converting it would take more than cortex_buffer.max_line_memory, or invalid UTF-8 replaced by U+FFFD. Reasons are joined with "; ".';
-COMMENT ON INDEX cortex_buffer.event_job_ts_idx IS 'A job''s events by time (WHERE job_id = ... AND ts > ...).';
 COMMENT ON INDEX cortex_buffer.event_marker_idx IS 'Checkpoint markers and loads by file and offset: recovery_plan finds a file''s last marker and first CHECKPOINT_LOADED with one probe each.';
 COMMENT ON INDEX cortex_buffer.event_invocation_idx IS 'Finds a tool invocation''s start and result (byte-wise collation: ids are compared, never sorted for people).';
 

@@ -121,7 +121,7 @@ mod tests {
         assert_eq!(
             one("SELECT string_agg(c.relname, ',' ORDER BY c.relname) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
                   WHERE i.indrelid = 'cortex_buffer.event'::regclass"),
-            "event_invocation_idx,event_job_ts_idx,event_marker_idx,event_pkey"
+            "event_invocation_idx,event_marker_idx,event_pkey"
         );
         assert_eq!(
             one("SELECT (obj_description('cortex_buffer.event_marker_idx'::regclass, 'pg_class') IS NOT NULL)::text"),

@@ -224,7 +224,9 @@ CREATE TABLE cortex_buffer.event (
     payload_problem    text,
     PRIMARY KEY (file_id, byte_offset)
 );
-CREATE INDEX event_job_ts_idx ON cortex_buffer.event (job_id, ts);
+-- No (job_id, ts) index (0.12.0 had one): every read of the extension finds a job's events
+-- through session_file's job index and this primary key (job_events(job, since)), and that
+-- index cost a sixth of the time of every ingest (one more insertion and page split per line).
 CREATE INDEX event_invocation_idx ON cortex_buffer.event (invocation_id) WHERE invocation_id IS NOT NULL;
 -- Recovery's markers: a file's last checkpoint marker and first CHECKPOINT_LOADED in one probe
 -- each, however long the file (only these lines have entries).
@@ -283,7 +285,6 @@ COMMENT ON COLUMN cortex_buffer.event.cache_read_tokens IS 'Cache-read tokens.';
 COMMENT ON COLUMN cortex_buffer.event.request_id IS 'Claude Code requestId (lines of one API response share it).';
 COMMENT ON COLUMN cortex_buffer.event.payload IS 'The whole line as jsonb; NULL when it is not stored (see payload_problem).';
 COMMENT ON COLUMN cortex_buffer.event.payload_problem IS 'Why payload is NULL, or how it differs from the line''s bytes: jsonb cannot store it (\u0000, a lone surrogate, nesting deeper than 1000, a number beyond numeric), converting it would take more than cortex_buffer.max_line_memory, or invalid UTF-8 replaced by U+FFFD. Reasons are joined with "; ".';
-COMMENT ON INDEX cortex_buffer.event_job_ts_idx IS 'A job''s events by time (WHERE job_id = ... AND ts > ...).';
 COMMENT ON INDEX cortex_buffer.event_marker_idx IS 'Checkpoint markers and loads by file and offset: recovery_plan finds a file''s last marker and first CHECKPOINT_LOADED with one probe each.';
 COMMENT ON INDEX cortex_buffer.event_invocation_idx IS 'Finds a tool invocation''s start and result (byte-wise collation: ids are compared, never sorted for people).';
 
@@ -1798,9 +1799,10 @@ COMMENT ON FUNCTION cortex_buffer.file_integrity(text) IS
 'Judges a session file''s current bytes as the control plane''s scanBuffer does (lossy UTF-8, JavaScript trimming and JSON.parse, type and timestamp keys for the cortex dialects) and reports lines, truncated or pending tail, corruption ratio, severity (none, truncated_tail, corrupt_interior, unreadable), trust for recovery and seq gaps. Indexes nothing. Paths are opened beneath sessions_dir; files elsewhere: superusers only. Granted to cortex_buffer_operator.';
 -- A job's events in order, through its session files: session_file's job index finds the files,
 -- and a file's events are contiguous in event's primary key, so the order needs no sort of the
--- job's rows by time (event_job_ts_idx serves ad-hoc "events of job J after T" queries). Only
--- lines that do not name another job than their directory's count as the job's. It runs as the
--- definer role (which reads the index) after authorize_job: a pod reads its own job's events.
+-- job's rows by time (and event needs no index by job and time: `since` filters the job's
+-- rows). Only lines that do not name another job than their directory's count as the job's. It
+-- runs as the definer role (which reads the index) after authorize_job: a pod reads its own
+-- job's events.
 CREATE FUNCTION cortex_buffer.job_events(job uuid, since timestamptz DEFAULT NULL)
 RETURNS SETOF cortex_buffer.event LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$
