@@ -217,6 +217,13 @@ fn a_pass_that_keeps_failing_on_the_catalogue_is_logged_once_and_resumed_once() 
     assert_eq!(c.log_count("resumed indexing"), resumed, "{}", c.log_tail());
     c.psql("ALTER TABLE cortex_buffer.session_file RENAME COLUMN dialect_elsewhere TO dialect");
     assert!(wait_for(Duration::from_secs(5), || c.files_recorded("/job/a.jsonl") == 1).is_some(), "{}", c.log_tail());
+    // Said once the step that recorded the file has ended, a moment after its commit.
+    assert!(
+        wait_for(Duration::from_secs(5), || c.log_count("resumed indexing") > resumed).is_some(),
+        "{}",
+        c.log_tail()
+    );
+    std::thread::sleep(Duration::from_millis(500));
     assert_eq!(c.log_count("resumed indexing"), resumed + 1, "{}", c.log_tail());
 }
 
