@@ -15,7 +15,7 @@
 #    the time without the storm, same round (target <= 1.2x).
 #    And the batch function's gain: the same pushes as one append_session_bytes call per file
 #    (CB_SHIP_PER_FILE=1, what a shipper sends a server older than 0.12.0), same round.
-#    Each variant has its own 16 shippers, all started at the beginning; those of the other
+#    Each variant has its own PUSH_SHIPPERS shippers, all started at the beginning; those of the other
 #    variants idle while one is measured.
 # 3. The flush window under load: while the shippers push a second corpus, an agent appends a
 #    line to its own file and calls await_pushed() for it, PUSH_SAMPLES (default 50) times: the
@@ -25,6 +25,7 @@
 LINES="${PUSH_LINES:-100000}"
 NFILES="${PUSH_FILES:-1000}"
 SHIPPERS="${PUSH_SHIPPERS:-16}"
+[ "${NFILES}" -ge "${SHIPPERS}" ] || die "PUSH_FILES (${NFILES}) must be at least PUSH_SHIPPERS (${SHIPPERS})"
 ROUNDS="${PUSH_ROUNDS:-3}"
 SAMPLES="${PUSH_SAMPLES:-50}"
 GEN="${REPO_ROOT}/bench/fleet_gen.py"
@@ -43,7 +44,7 @@ now_ms() { date +%s%3N; }
 # Durability on; loopback TCP with a password for the shippers, as remote nodes connect.
 bench_psql -c "ALTER SYSTEM SET fsync = on" -c "ALTER SYSTEM SET synchronous_commit = on" \
     -c "ALTER SYSTEM SET full_page_writes = on" -c "ALTER SYSTEM SET listen_addresses = '127.0.0.1'" \
-    -c "ALTER SYSTEM SET max_connections = 100" >/dev/null
+    -c "ALTER SYSTEM SET max_connections = $(( 3 * SHIPPERS + 20 ))" >/dev/null
 sed -i '1i host all bench_shipper 127.0.0.1/32 scram-sha-256' "${PGDATA}/pg_hba.conf"
 pg "${BIN}/pg_ctl" restart -w -D "${PGDATA}" -l "${RUN}/postgres.log" >/dev/null
 bench_psql -c "CREATE EXTENSION cortex_buffer" -c "CREATE TABLE raw_lines (doc jsonb)" \
@@ -89,11 +90,15 @@ start_set() {
                      PERFORM pg_catalog.pg_sleep(0.01); END LOOP; END \$\$" >/dev/null
 }
 stop_shippers() {
-    kill "${SHIP_PIDS[@]}" 2>/dev/null || true
-    wait "${SHIP_PIDS[@]}" 2>/dev/null || true
+    if [ "${#SHIP_PIDS[@]}" -gt 0 ]; then
+        kill "${SHIP_PIDS[@]}" 2>/dev/null || true
+        wait "${SHIP_PIDS[@]}" 2>/dev/null || true
+    fi
     SHIP_PIDS=()
     rm -rf "${NODES}"
 }
+# A failure leaves no shipper behind (they would retry against the next cluster on this port).
+trap 'stop_shippers; pg "${BIN}/pg_ctl" stop -m fast -D "${PGDATA}" >/dev/null 2>&1 || true' EXIT
 stage() { # $1 = corpus dir, $2 = set: its job directories moved to ${NODES}/stage-<set>-N, round-robin
     local i=0 d
     for d in "$1"/*/; do
@@ -119,12 +124,15 @@ ship_round() {
     t1=$(now_ms)
     # A storm's second sendings may still be under way: the round ends when no shipper has run
     # a statement for 200 ms (else one could land after the next round's TRUNCATE).
-    bench_psql -c "DO \$\$ DECLARE quiet int := 0; BEGIN FOR i IN 1..60000 LOOP
+    # (pg_stat_activity is read once per transaction unless its snapshot is cleared.)
+    bench_psql -c "DO \$\$ DECLARE quiet int := 0; BEGIN FOR i IN 1..6000 LOOP
+                     PERFORM pg_catalog.pg_stat_clear_snapshot();
                      IF EXISTS (SELECT FROM pg_catalog.pg_stat_activity
                                  WHERE application_name = 'cortex-buffer-ship' AND state <> 'idle')
                      THEN quiet := 0; ELSE quiet := quiet + 1; END IF;
-                     EXIT WHEN quiet >= 20;
-                     PERFORM pg_catalog.pg_sleep(0.01); END LOOP; END \$\$" >/dev/null
+                     IF quiet >= 20 THEN RETURN; END IF;
+                     PERFORM pg_catalog.pg_sleep(0.01); END LOOP;
+                     RAISE EXCEPTION 'the shippers were still pushing 60 s after the round'; END \$\$" >/dev/null
     for s in $(seq 1 "${SHIPPERS}"); do
         find "${NODES}/${set}-$s" -mindepth 1 -maxdepth 1 -name "0193a8b2-7c41-7d2e-$(printf '%04x' $(( 0x9F00 + series )))-*" \
             -exec rm -rf {} +

@@ -1,7 +1,7 @@
 -- cortex_buffer 0.12.0 -> 0.13.0: event loses its (job_id, ts) index. No function of the
 -- extension reads it (a job's events are found through session_file's job index and event's
--- primary key, as job_events(job, since) does), and keeping it up to date cost a sixth of every
--- ingest: one more index insertion per line, and the page splits of an index whose keys arrive
+-- primary key, as job_events(job, since) does), and keeping it up to date cost a seventh of
+-- every ingest: one more index insertion per line, and the page splits of an index whose keys arrive
 -- in every order. Dropping an index takes an ACCESS EXCLUSIVE lock on event for a moment; on a
 -- partitioned event it drops the partitions' indexes with it. To keep it for queries of your
 -- own, create it again after the update (UPDATING.md); the indexer keeps any index up to date.

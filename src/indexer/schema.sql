@@ -154,7 +154,7 @@ CREATE TABLE cortex_buffer.event (
 );
 -- No (job_id, ts) index (0.12.0 had one): every read of the extension finds a job's events
 -- through session_file's job index and this primary key (job_events(job, since)), and that
--- index cost a sixth of the time of every ingest (one more insertion and page split per line).
+-- index cost a seventh of the time of every ingest (one more insertion per line, page splits).
 CREATE INDEX event_invocation_idx ON cortex_buffer.event (invocation_id) WHERE invocation_id IS NOT NULL;
 -- Recovery's markers: a file's last checkpoint marker and first CHECKPOINT_LOADED in one probe
 -- each, however long the file (only these lines have entries).

@@ -90,8 +90,10 @@ pub struct Db {
     /// The server has `append_session_batch` (0.12.0 on); an older one is sent
     /// `append_session_bytes` once per push, in one statement ([`PUSH_EACH_SQL`]).
     batch: bool,
-    /// Each push statement, prepared once per connection: a statement prepared per call is
-    /// planned per call, as a custom plan whose parameters (every chunk) are copied into it.
+    /// Each push statement, prepared once per connection. Prepared per call, it was planned per
+    /// call, as a custom plan (PostgreSQL's choice for a statement's first five executions),
+    /// which copies every parameter, each chunk of the batch, into the plan; kept, it gets a
+    /// generic plan from its sixth execution on, which reads the chunks where they arrived.
     prepared: HashMap<&'static str, Statement>,
 }
 
@@ -126,9 +128,6 @@ impl Db {
             // it learns at reconnect (pushed_offsets) or from the next push (a gap).
             client.batch_execute("SET synchronous_commit = off").map_err(|e| classify(&e))?;
         }
-        // A generic plan reads the parameters where they arrived; a custom plan (the first five
-        // executions of a statement) copies each chunk array into the plan first.
-        client.batch_execute("SET plan_cache_mode = force_generic_plan").map_err(|e| classify(&e))?;
         Ok(Db { client, source: source.to_owned(), batch, prepared: HashMap::new() })
     }
 
