@@ -676,9 +676,10 @@ pub struct StreamItem<'a, R> {
 
 /// Indexes what each item's reader holds as its file's lines from its progress on, on this
 /// thread, with the tailer's judge and inserts and one opening of the event table and its
-/// indexes: push ingestion's path, whose bytes come from chunks instead of files. Each file's
-/// progress, in `items`' order; the caller holds the files' rows and records the results. `lines_at_most` bounds the
-/// lines of all of them (a few lines need no more tuple slots than they have).
+/// indexes: push ingestion's path, whose bytes come from chunks instead of files. Returns each
+/// file's progress, in `items`' order; the caller holds the files' rows and records the
+/// results. `lines_at_most` bounds the lines of all of them (a few lines need no more tuple
+/// slots than they have).
 pub fn index_streams<R>(
     client: &mut SpiClient<'_>,
     items: Vec<StreamItem<'_, R>>,

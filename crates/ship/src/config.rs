@@ -89,10 +89,10 @@ fn number<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, String> {
     value.parse().map_err(|_| format!("{name}: \"{value}\" is not a number"))
 }
 
-/// Parses `args` (without the program name), with `env` for what the flags leave out.
 /// The most pushes the server takes in one `append_session_batch` call.
 const MAX_BATCH: usize = 1000;
 
+/// Parses `args` (without the program name), with `env` for what the flags leave out.
 pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Parsed, String> {
     let mut flags: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
     let mut once = env("CB_SHIP_ONCE").is_some_and(|v| v == "1" || v == "true");
