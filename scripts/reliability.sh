@@ -11,6 +11,9 @@
 #   R5  the hostile-file catalogue
 #   R6  isolation specs (pg_isolation_regress)
 #   R7  privileges: roles without grants, path escapes, the definer switch, the three roles
+#   R8  SIGKILLs of a pod deciding skip, verify or run (the client example's module) against a
+#       ledger of side effects, tearing lines of 64 KiB and more, while the control plane
+#       stores checkpoints with its own UPDATE
 #
 # Sizes: the default is the short setting CI runs (scripts/test.sh calls this script);
 # CORTEX_RELIABILITY=full sets the full one (README: the minutes of each). Any single size can
@@ -31,11 +34,11 @@ rows=()
 for arg in "$@"; do
     case "${arg}" in
         --installed) installed=1 ;;
-        R[1-7]) rows+=("${arg}") ;;
-        *) die "unknown argument: ${arg} (usage: bash scripts/reliability.sh [--installed] [R1 ... R7])" ;;
+        R[1-8]) rows+=("${arg}") ;;
+        *) die "unknown argument: ${arg} (usage: bash scripts/reliability.sh [--installed] [R1 ... R8])" ;;
     esac
 done
-[ "${#rows[@]}" -gt 0 ] || rows=(R1 R2 R3 R4 R5 R6 R7)
+[ "${#rows[@]}" -gt 0 ] || rows=(R1 R2 R3 R4 R5 R6 R7 R8)
 
 MODE="${CORTEX_RELIABILITY:-short}"
 case "${MODE}" in
@@ -57,6 +60,7 @@ case "${MODE}" in
         export CORTEX_R5_HOLE_GB="${CORTEX_R5_HOLE_GB:-1024}"
         export CORTEX_R5_GARBAGE_MB="${CORTEX_R5_GARBAGE_MB:-16}"
         export CORTEX_R5_FULL_MB="${CORTEX_R5_FULL_MB:-32}"
+        export CORTEX_R8_KILLS="${CORTEX_R8_KILLS:-500}"
         ;;
     *) die "CORTEX_RELIABILITY must be short or full, not ${MODE}" ;;
 esac
@@ -108,6 +112,7 @@ for row in "${rows[@]}"; do
         R5) run_row R5 "the hostile-file catalogue" e2e hostile_catalogue ;;
         R6) run_row R6 "isolation specs" bash scripts/isolation.sh ;;
         R7) run_row R7 "privileges" e2e privileges ;;
+        R8) run_row R8 "SIGKILLs of a pod deciding and running calls" e2e recovery_kills ;;
     esac
 done
 
@@ -122,6 +127,7 @@ proves = {
     "R5": "no file stops the worker or holds back the other files",
     "R6": "the concurrency guarantees hold in fixed interleavings",
     "R7": "every role can do its job and nothing more",
+    "R8": "no call runs twice under different keys or is lost when pods are SIGKILLed mid-write",
 }
 figures = {}
 for line in open(report_path, encoding="utf-8"):

@@ -45,6 +45,8 @@ bash scripts/regress.sh
 
 say "end-to-end tests (pgrx-tests/)"
 ensure_node_example
+# The client example's decision rules, case by case (the end-to-end suite runs them on real plans).
+(cd examples/node && node --test)
 # The shipper the push tests run (pgrx-tests/tests/ship.rs).
 cargo build -p cortex_buffer_ship
 E2E_DIR="${WORK}/e2e"
@@ -59,8 +61,9 @@ say "end-to-end worker suites in poll mode (CORTEX_E2E_WATCH=poll)"
     --test worker --test exactly_once --test indexer --test hostile --test recovery_pod \
     -- --test-threads="${CORTEX_E2E_THREADS:-3}")
 
-# R1-R7 with their short setting: kills, immediate stops, a standby, fuzzing, the hostile-file
-# catalogue, isolation specs, privileges; one table of figures (CORTEX_RELIABILITY=full by hand).
+# R1-R8 with their short setting: kills, immediate stops, a standby, fuzzing, the hostile-file
+# catalogue, isolation specs, privileges, SIGKILLed pods deciding; one table of figures
+# (CORTEX_RELIABILITY=full by hand).
 say "reliability suite, short setting (scripts/reliability.sh)"
 bash scripts/reliability.sh --installed
 

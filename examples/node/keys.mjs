@@ -2,12 +2,14 @@
 // what a pod computes before it makes a call and sends with it, and what recovery_plan reports
 // for the same call after a crash.
 //
-//   sha256_hex("cortex_buffer/call/v2\n" + jobId + "\n" + checkpointRef + "\n" + callOrdinal
+//   sha256_hex("cortex_buffer/call/v3\n" + jobId + "\n" + checkpointRef + "\n" + callOrdinal
 //              + "\n" + toolName + "\n" + inputHash)
 //   checkpointRef = "crc:" + CRC-32 of the checkpoint's canonical JSON  ("-" without one)
 //   inputHash     = sha256_hex(canonical JSON of the tool input, or of null)
-//   callOrdinal   = the call's rank (from 1) among this writer's tool calls since it resumed
-//                   from (or last wrote) that checkpoint
+//   callOrdinal   = the call's rank (from 1) among the calls with the same tool and input in
+//                   this writer's replay since that checkpoint: the one it resumed from, or the
+//                   last one it stored itself (every call of the replay counts: skipped,
+//                   verified or run; checkpoints others store change nothing)
 //
 // Canonical JSON is JSON.stringify with object keys sorted recursively; the CRC is CRC-32/IEEE
 // over its UTF-8 bytes: the control plane's own checkpoint CRC.
@@ -46,11 +48,16 @@ export function checkpointRef(checkpoint) {
   return `crc:${crc32(Buffer.from(canonicalJson(checkpoint), "utf8"))}`;
 }
 
+// The hex SHA-256 of a tool input's canonical JSON: recovery_plan's input_hash.
+export function inputHash(toolInput) {
+  return sha256(canonicalJson(toolInput ?? null));
+}
+
+// The key from a checkpoint reference ("crc:<n>" or "-", recovery_plan's checkpoint.ref).
+export function callKey(jobId, ref, callOrdinal, toolName, hash) {
+  return sha256(["cortex_buffer/call/v3", jobId.toLowerCase(), ref, String(callOrdinal), toolName ?? "", hash].join("\n"));
+}
+
 export function callIdempotencyKey(jobId, checkpoint, callOrdinal, toolName, toolInput) {
-  const inputHash = sha256(canonicalJson(toolInput ?? null));
-  return sha256(
-    ["cortex_buffer/call/v2", jobId.toLowerCase(), checkpointRef(checkpoint), String(callOrdinal), toolName ?? "", inputHash].join(
-      "\n",
-    ),
-  );
+  return callKey(jobId, checkpointRef(checkpoint), callOrdinal, toolName, inputHash(toolInput));
 }

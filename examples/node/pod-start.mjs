@@ -9,15 +9,17 @@
 // resumes from: [{"tool": "send_email", "input": {...}}, ...]. The connection comes from the
 // usual PG* environment variables; a pod logging in with the agent role presents its job's
 // token (issued by the control plane with cortex_buffer.job_token(job_id)) from CORTEX_JOB_TOKEN.
+// CORTEX_FIRST_ATTEMPT=1 says this is the job's first pod (nothing can have run before it).
 // Prints one line per decision:
-//   skip <tool> <key> <result> | verify <tool> <key> <why> | run <tool> <key>
+//   skip <tool> <key> <result> | run <tool> <key>
+//   verify <tool> <key> <why> [by_content] [<another key of this call>...] [maybe:<key>...]
 // then `unmatched <list> <tool> <key>` for any plan entry none of the planned calls matched (a
 // call the agent no longer makes: look at it), and exits 2 when the job must fail.
 import { readFileSync } from "node:fs";
 
 import pg from "pg";
 
-import { callIdempotencyKey } from "./keys.mjs";
+import { Decider } from "./decide.mjs";
 
 const [job, plannedFile] = process.argv.slice(2);
 if (!job || !plannedFile) {
@@ -49,36 +51,21 @@ if (plan.action === "fail_job") {
 }
 if (plan.fresh.stale) console.log(`stale ${plan.fresh.detail}: every call below is verified`);
 
-// The checkpoint the pod resumes from: its keys name it by its CRC.
-const { rows } = await client.query("SELECT doc FROM cortex_buffer.read_checkpoint($1)", [job]);
-const checkpoint = rows[0]?.doc ?? null;
-
-const byKey = (entries) => new Map(entries.filter((e) => e.idempotency_key).map((e) => [e.idempotency_key, e]));
-const completed = byKey(plan.completed);
-const toVerify = byKey([...plan.in_flight, ...plan.verify]);
-// A result whose start line was lost has no key: any call of its tool is verified.
-const startLost = new Set(plan.verify.filter((e) => !e.idempotency_key).map((e) => e.tool_name));
-const used = new Set();
-
-planned.forEach((call, i) => {
-  const key = callIdempotencyKey(job, checkpoint, i + 1, call.tool, call.input);
-  used.add(key);
-  if (plan.fresh.stale) {
-    console.log(`verify ${call.tool} ${key} stale_plan`);
-  } else if (completed.has(key)) {
-    console.log(`skip ${call.tool} ${key} ${completed.get(key).result ?? ""}`);
-  } else if (toVerify.has(key)) {
-    const e = toVerify.get(key);
-    console.log(`verify ${call.tool} ${key} ${e.reason ?? (e.writer_crashed ? "writer_crashed" : "in_flight")}`);
-  } else if (startLost.has(call.tool)) {
-    console.log(`verify ${call.tool} ${key} start_lost`);
-  } else {
-    console.log(`run ${call.tool} ${key}`);
+// One decision per planned call, in order (decide.mjs has the rules). The keys are named by
+// the checkpoint the plan resumes from (plan.checkpoint.ref) and each call's rank among the
+// calls with the same tool and input since it.
+const decider = new Decider(plan, { firstAttempt: process.env.CORTEX_FIRST_ATTEMPT === "1" });
+for (const call of planned) {
+  const d = decider.decide(call.tool, call.input);
+  if (d.action === "skip") console.log(`skip ${call.tool} ${d.key} ${d.result ?? ""}`);
+  else if (d.action === "run") console.log(`run ${call.tool} ${d.key}`);
+  else {
+    const also = [...d.keys.filter((k) => k !== d.key), ...d.maybe.map((k) => `maybe:${k}`)];
+    console.log(`verify ${call.tool} ${d.key} ${d.why}${d.byContent ? " by_content" : ""}${also.length ? ` ${also.join(" ")}` : ""}`);
   }
-});
-for (const [list, entries] of [["completed", plan.completed], ["in_flight", plan.in_flight], ["verify", plan.verify]]) {
-  for (const e of entries) {
-    if (e.idempotency_key && !used.has(e.idempotency_key)) console.log(`unmatched ${list} ${e.tool_name} ${e.idempotency_key}`);
-  }
+}
+for (const e of decider.unmatched()) {
+  const list = plan.completed.includes(e) ? "completed" : plan.in_flight.includes(e) ? "in_flight" : "verify";
+  console.log(`unmatched ${list} ${e.tool_name} ${e.idempotency_key ?? "-"}`);
 }
 await client.end();

@@ -3,7 +3,7 @@
 // recovery_plan reports the same key for the call after a crash, and
 // cortex_buffer.call_idempotency_key() computes it in SQL.
 //
-//   sha256_hex("cortex_buffer/call/v2\n" + jobId + "\n" + checkpointRef + "\n" + callOrdinal
+//   sha256_hex("cortex_buffer/call/v3\n" + jobId + "\n" + checkpointRef + "\n" + callOrdinal
 //              + "\n" + toolName + "\n" + inputHash)
 //   checkpointRef = "crc:" + crc32(canonicalJson(checkpoint))  ("-" without a checkpoint)
 //   inputHash     = sha256_hex(canonicalJson(toolInput ?? null))

@@ -10,11 +10,14 @@
 // - `data` carries no call id: a TOOL_RESULT names its tool, not its call.
 //
 // As a command, it is one writer's life (or the part of it between two checkpoints):
-//   node writer.mjs <sessionsDir> <jobId> <agentId> <sessionId> <firstSequence> <clockOffsetMs> [cutBytes]
+//   node writer.mjs <sessionsDir> <jobId> <agentId> <sessionId> <firstSequence> <clockOffsetMs> [cutBytes [pauseFile]]
 // reads a JSON array of backend OutputEvents on stdin and writes each through writeEventToBuffer.
 // With cutBytes, the last event's line is written only that far: the pod was killed mid-append.
+// With pauseFile too, the line is written whole, in two parts: after the first cutBytes it
+// creates <pauseFile>.paused and waits for <pauseFile>.go (one append of a large line, seen
+// half-way by whatever looks at the file then: a checkpoint's high-water mark).
 // Prints the next sequence number (what the same writer would use next).
-import { appendFileSync, mkdirSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 export class BufferWriter {
@@ -63,7 +66,7 @@ export function writeEventToBuffer(writer, outputEvent) {
 }
 
 function main() {
-  const [sessionsDir, jobId, agentId, sessionId, first, offset, cut] = process.argv.slice(2);
+  const [sessionsDir, jobId, agentId, sessionId, first, offset, cut, pause] = process.argv.slice(2);
   const offsetMs = Number(offset ?? 0);
   const clock = () => new Date(Date.now() + offsetMs);
   const writer = new BufferWriter(sessionsDir, jobId, agentId, sessionId, Number(first ?? 0), clock);
@@ -77,7 +80,14 @@ function main() {
       const outputEvent = { ...e, timestamp: clock().toISOString() };
       if (cut !== undefined && i === events.length - 1) {
         const line = writer.line(BUFFER_TYPE[outputEvent.type] ?? "LLM_RESPONSE", outputEvent);
-        appendFileSync(writer.file, Buffer.from(line).subarray(0, Number(cut)));
+        const bytes = Buffer.from(line);
+        appendFileSync(writer.file, bytes.subarray(0, Number(cut)));
+        if (pause !== undefined) {
+          writeFileSync(`${pause}.paused`, "");
+          const nap = new Int32Array(new SharedArrayBuffer(4));
+          while (!existsSync(`${pause}.go`)) Atomics.wait(nap, 0, 0, 5);
+          appendFileSync(writer.file, bytes.subarray(Number(cut)));
+        }
       } else {
         writeEventToBuffer(writer, outputEvent);
       }

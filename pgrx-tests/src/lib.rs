@@ -13,6 +13,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
+pub mod pods;
 pub mod writers;
 
 /// The worker's name in `pg_stat_activity.backend_type`.

@@ -6,15 +6,14 @@
 //!
 //! `CORTEX_POD_TRIALS` (default 100) sets the append-then-plan trials of the index-lag case.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use cortex_buffer_e2e::pods::{
+    call, calls, completed, list, new_job, node_key, node_keys, pair, plan, pod_start, result, text, uuid, Pod, AGENT,
+};
 use cortex_buffer_e2e::{Cluster, Rng};
-
-const AGENT: &str = "0193a8b2-0000-7000-8000-00000000a9e1";
 
 fn cluster(name: &str) -> Cluster {
     let c = Cluster::new(name, &["cortex_buffer.settle_period = '60s'"]);
@@ -23,104 +22,11 @@ fn cluster(name: &str) -> Cluster {
     c
 }
 
-fn uuid(rng: &mut Rng) -> String {
-    let h = format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64());
-    format!("{}-{}-4{}-8{}-{}", &h[0..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
-}
-
-/// A job in `RUNNING`, as the dispatcher leaves it.
-fn new_job(c: &Cluster, rng: &mut Rng) -> String {
-    let job = uuid(rng);
-    c.psql(&format!(
-        "INSERT INTO cortex_buffer.job (id, agent_id, status, started_at) VALUES ('{job}', '{AGENT}', 'RUNNING', now())"
-    ));
-    job
-}
-
-/// One pod's writer: the control plane's BufferWriter, through Node.
-struct Pod<'c> {
-    c: &'c Cluster,
-    job: String,
-    session: String,
-    seq: u64,
-    skew_ms: i64,
-}
-
-impl<'c> Pod<'c> {
-    fn new(c: &'c Cluster, job: &str, session: &str, skew_ms: i64) -> Pod<'c> {
-        Pod { c, job: job.to_owned(), session: session.to_owned(), seq: 0, skew_ms }
-    }
-
-    /// Writes `events` (backend OutputEvents); with `cut`, the last one only that many bytes.
-    fn write(&mut self, events: &[Value], cut: Option<usize>) {
-        let mut cmd = Command::new("node");
-        cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/oracle/writer.mjs")).arg(&self.c.sessions).args([
-            &self.job,
-            AGENT,
-            &self.session,
-            &self.seq.to_string(),
-            &self.skew_ms.to_string(),
-        ]);
-        if let Some(n) = cut {
-            cmd.arg(n.to_string());
-        }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("node is required for the pod tests: {e}"));
-        let input = serde_json::to_string(events).unwrap_or_default();
-        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("feed node");
-        let out = child.wait_with_output().expect("node output");
-        assert!(out.status.success(), "writer.mjs failed");
-        self.seq = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(self.seq);
-    }
-}
-
-fn call(tool: &str, input: Value) -> Value {
-    json!({"type": "tool_use", "toolName": tool, "toolInput": input})
-}
-
-fn result(tool: &str, output: &str) -> Value {
-    json!({"type": "tool_result", "toolName": tool, "output": output, "isError": false})
-}
-
-fn text(t: &str) -> Value {
-    json!({"type": "text", "content": t})
-}
-
 /// The checkpoint a pod writes with `write_checkpoint`.
 fn checkpoint(c: &Cluster, job: &str, step: i64) -> Value {
     let doc = json!({"step_index": step, "state": {"done": step}});
     c.psql(&format!("SELECT checkpoint_id FROM cortex_buffer.write_checkpoint('{job}', '{doc}')"));
     doc
-}
-
-fn plan(c: &Cluster, job: &str) -> Value {
-    let text = c.psql(&format!("SELECT cortex_buffer.recovery_plan('{job}')"));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
-
-/// `(tool, result)` of the skip list.
-fn completed(p: &Value) -> Vec<(String, String)> {
-    list(p, "completed").iter().map(|e| (s(e, "tool_name"), s(e, "result"))).collect()
-}
-
-/// `(tool, input)` of the in-flight or verify list.
-fn calls(p: &Value, key: &str) -> Vec<(String, String)> {
-    list(p, key).iter().map(|e| (s(e, "tool_name"), s(e, "input"))).collect()
-}
-
-fn list<'a>(p: &'a Value, key: &str) -> Vec<&'a Value> {
-    p[key].as_array().map(|a| a.iter().collect()).unwrap_or_default()
-}
-
-fn s(v: &Value, key: &str) -> String {
-    v[key].as_str().unwrap_or_default().to_owned()
-}
-
-fn pair(a: &str, b: &str) -> (String, String) {
-    (a.to_owned(), b.to_owned())
 }
 
 #[test]
@@ -173,9 +79,9 @@ fn restarts_in_one_file_keep_every_writer_after_the_checkpoint() {
     assert_eq!(calls(&p, "in_flight"), [pair("charge_card", r#"{"usd":5}"#)], "{p}");
     assert_eq!(list(&p, "in_flight")[0]["writer_crashed"], true);
     assert!(list(&p, "verify").is_empty(), "{p}");
-    // The in-flight call's key is what pod 1 computed before making it (its 2nd call since the
-    // checkpoint), in the control plane's own TypeScript formula.
-    let key = node_key(&job, &doc, 2, "charge_card", &json!({"usd": 5}));
+    // The in-flight call's key is what pod 1 computed before making it (its 1st charge_card of
+    // that input since the checkpoint it stored), in the control plane's own TypeScript formula.
+    let key = node_key(&job, &doc, 1, "charge_card", &json!({"usd": 5}));
     assert_eq!(list(&p, "in_flight")[0]["idempotency_key"], json!(key), "{p}");
 }
 
@@ -338,26 +244,10 @@ fn a_checkpoint_the_control_plane_wrote_itself_anchors_the_plan() {
     assert_eq!(p["checkpoint"]["step_index"], 4);
     assert_eq!(completed(&p), [pair("send_email", "sent")], "{p}");
     assert_eq!(calls(&p, "in_flight"), [pair("charge_card", "{}")], "{p}");
-    let key = node_key(&job, &doc, 2, "charge_card", &json!({}));
-    assert_eq!(list(&p, "in_flight")[0]["idempotency_key"], json!(key));
-}
-
-/// The key the control plane computes in TypeScript (oracle/call_key.mjs).
-fn node_key(job: &str, checkpoint: &Value, ordinal: u32, tool: &str, input: &Value) -> String {
-    node_keys(&[json!([job, checkpoint, ordinal, tool, input])]).pop().unwrap_or_default()
-}
-
-fn node_keys(cases: &[Value]) -> Vec<String> {
-    let mut child = Command::new("node")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/oracle/call_key.mjs"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("node: {e}"));
-    let input: String = cases.iter().map(|c| c.to_string() + "\n").collect();
-    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("feed node");
-    let out = child.wait_with_output().expect("node output");
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+    // Stored by the control plane during the pod's work: the pod resumed from none and stored
+    // none itself, so its calls are keyed under no checkpoint ("-"), charge_card({}) its first.
+    let key = node_key(&job, &Value::Null, 1, "charge_card", &json!({}));
+    assert_eq!(list(&p, "in_flight")[0]["idempotency_key"], json!(key), "{p}");
 }
 
 #[test]
@@ -377,7 +267,7 @@ fn the_sql_key_function_and_the_control_planes_formula_agree() {
         };
         cases.push(json!([job, checkpoint, 1 + rng.below(9), rng.pick(&tools), input]));
     }
-    let theirs = node_keys(&cases);
+    let theirs = node_keys(&cases.iter().map(Value::to_string).collect::<Vec<_>>());
     let sql: Vec<String> = cases
         .iter()
         .map(|c| {
@@ -421,31 +311,11 @@ fn the_node_client_example_skips_verifies_and_runs_as_the_plan_says() {
         {"tool": "charge_card", "input": {"usd": 9}},
         {"tool": "deploy", "input": {}}
     ]);
-    let file = c.base.join("planned.json");
-    std::fs::write(&file, planned.to_string()).expect("write planned calls");
     // It runs as a pod does: an agent login that presents the job's token.
-    c.psql("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pod_login') THEN CREATE ROLE pod_login LOGIN; END IF; END $$; GRANT cortex_buffer_agent TO pod_login");
-    let token = c.psql(&format!("SELECT cortex_buffer.job_token('{job}')"));
-    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/node/pod-start.mjs");
-    let out = Command::new("node")
-        .arg(example)
-        .arg(&job)
-        .arg(&file)
-        .env("PGHOST", &c.socket_dir)
-        .env("PGPORT", c.port.to_string())
-        .env("PGDATABASE", "postgres")
-        .env("PGUSER", "pod_login")
-        .env("CORTEX_JOB_TOKEN", token.trim())
-        .output()
-        .unwrap_or_else(|e| panic!("node: {e}"));
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
-    let decisions: Vec<(String, String)> = text
-        .lines()
-        .map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            (f.first().copied().unwrap_or("").to_owned(), f.get(1).copied().unwrap_or("").to_owned())
-        })
+    let decisions: Vec<(String, String)> = pod_start(&c, &job, &planned, false)
+        .into_iter()
+        .map(|l| (l.first().cloned().unwrap_or_default(), l.get(1).cloned().unwrap_or_default()))
         .collect();
+    let text = format!("{decisions:?}");
     assert_eq!(decisions, [pair("skip", "send_email"), pair("verify", "charge_card"), pair("run", "deploy")], "{text}");
 }

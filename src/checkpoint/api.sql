@@ -10,7 +10,7 @@ COMMENT ON FUNCTION cortex_buffer.read_checkpoint(uuid) IS
 COMMENT ON FUNCTION cortex_buffer.verify_checkpoints() IS
 'Scrubs every current checkpoint of the bound job table and every checkpoint_history entry; returns those whose CRC does not match.';
 COMMENT ON FUNCTION cortex_buffer.call_idempotency_key(uuid, jsonb, integer, text, jsonb) IS
-'The idempotency key of a tool call, as recovery_plan reports it and as the agent computes it before the call: lower-case hex SHA-256 of "cortex_buffer/call/v2\n" || job_id || "\n" || checkpoint_ref || "\n" || call_ordinal || "\n" || tool_name || "\n" || input_hash, where checkpoint_ref is "crc:" || checkpoint_crc(checkpoint) ("-" for NULL), call_ordinal the call''s rank (from 1) among its writer''s tool calls since that checkpoint, tool_name '''' for NULL, and input_hash the hex SHA-256 of canonical_json(tool_input) (of null for NULL).';
+'The idempotency key of a tool call, as recovery_plan reports it and as the agent computes it before the call: lower-case hex SHA-256 of "cortex_buffer/call/v3\n" || job_id || "\n" || checkpoint_ref || "\n" || call_ordinal || "\n" || tool_name || "\n" || input_hash, where checkpoint_ref is "crc:" || checkpoint_crc(checkpoint) ("-" for NULL) of the checkpoint the writer resumed from or last stored itself, call_ordinal the call''s rank (from 1) among the calls with the same tool and input in its replay since that checkpoint, tool_name '''' for NULL, and input_hash the hex SHA-256 of canonical_json(tool_input) (of null for NULL).';
 
 -- Checkpoints the control plane writes itself (a plain UPDATE of job.checkpoint) get their
 -- high-water mark here; write_checkpoint records its own. A bound table gets the same trigger

@@ -39,10 +39,10 @@ CREATE SEQUENCE cortex_buffer.checkpoint_mark_seq;
 CREATE TABLE cortex_buffer.checkpoint_mark (
     mark_id       bigint PRIMARY KEY DEFAULT pg_catalog.nextval('cortex_buffer.checkpoint_mark_seq'::pg_catalog.regclass),
     job_id        uuid NOT NULL,
-    crc           bigint NOT NULL CHECK (crc OPERATOR(pg_catalog.>=) 0 AND crc OPERATOR(pg_catalog.<=) 4294967295),
+    crc           bigint CHECK (crc OPERATOR(pg_catalog.>=) 0 AND crc OPERATOR(pg_catalog.<=) 4294967295),
     checkpoint_id uuid,
     recorded_at   timestamptz NOT NULL,
-    source        text NOT NULL CHECK (source OPERATOR(pg_catalog.=) ANY (ARRAY['write_checkpoint', 'trigger'])),
+    source        text NOT NULL CHECK (source OPERATOR(pg_catalog.=) ANY (ARRAY['write_checkpoint', 'trigger', 'resume'])),
     dir_visible   boolean NOT NULL,
     files         jsonb NOT NULL
 );
@@ -53,13 +53,13 @@ SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.checkpoint_mark_seq', 
 
 COMMENT ON SEQUENCE cortex_buffer.checkpoint_mark_seq IS 'Ids of checkpoint_mark rows (newer rows have larger ids).';
 COMMENT ON TABLE cortex_buffer.checkpoint_mark IS
-'Each stored checkpoint''s high-water mark: the job''s session files and their sizes at that instant (newest cortex_buffer.checkpoint_history_keep per job). recovery_plan reads a file without checkpoint markers from its size here, since the writer appends synchronously.';
-COMMENT ON INDEX cortex_buffer.checkpoint_mark_job_idx IS 'A job''s marks for a checkpoint (by CRC), newest first.';
+'Each stored checkpoint''s high-water mark: the job''s session files, their sizes and fingerprints at that instant; and each pod''s resume (the checkpoint its recovery_plan gave it, and the files then). The newest cortex_buffer.checkpoint_history_keep of each kind per job. recovery_plan places the files after a checkpoint by its mark, and tells from the marks and resumes which checkpoint each writer keyed its calls under.';
+COMMENT ON INDEX cortex_buffer.checkpoint_mark_job_idx IS 'A job''s marks, by checkpoint (CRC), newest first.';
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.mark_id IS 'Record order (larger is newer).';
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.job_id IS 'The job.';
-COMMENT ON COLUMN cortex_buffer.checkpoint_mark.crc IS 'CRC-32 of the checkpoint''s canonical JSON, unsigned: the checkpoint the mark belongs to.';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.crc IS 'CRC-32 of the checkpoint''s canonical JSON, unsigned: the checkpoint the mark belongs to, or that the resuming pod was given (NULL: none).';
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.checkpoint_id IS 'The checkpoint''s id when known (write_checkpoint''s, or the document''s own).';
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.recorded_at IS 'When the files were looked at (the database server''s clock).';
-COMMENT ON COLUMN cortex_buffer.checkpoint_mark.source IS 'write_checkpoint, or trigger (a plain UPDATE of the job table''s checkpoint column).';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.source IS 'write_checkpoint (the pod stored it: its next calls are keyed under it), trigger (a plain UPDATE of the job table''s checkpoint column), or resume (a pod''s recovery_plan, with its job token: the checkpoint it resumed from).';
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.dir_visible IS 'Whether cortex_buffer.sessions_dir and the job''s directory in it could be read (a directory that did not exist yet had no files); a mark without it anchors nothing but the time.';
-COMMENT ON COLUMN cortex_buffer.checkpoint_mark.files IS 'The job directory''s session files: [{"file": path relative to the job directory, "device", "inode", "size"}].';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.files IS 'The job''s session files then: [{"file": path relative to the job directory, "device", "inode", "size", "pushed_by" (a pushed file''s source), "head_len", "head_crc" (CRC-32 of its first bytes), "tail_len", "tail_crc" (of the bytes just before size), "line_start" (where the line holding the mark began; size when the mark fell between lines; NULL when it began more than 8 MiB before)}].';

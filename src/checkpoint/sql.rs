@@ -151,7 +151,7 @@ fn checkpoint_marked<'a>(
         // A document the CRC cannot be computed over is no checkpoint read_checkpoint accepts:
         // nothing to mark.
         if let Ok((crc, checkpoint_id)) = store::crc_and_id_of(&doc) {
-            marks::record(job, crc, checkpoint_id, "trigger").or_raise();
+            marks::record(job, Some(crc), checkpoint_id, "trigger").or_raise();
         }
     }
     Ok(None)

@@ -220,7 +220,7 @@ pub fn write(
             super::marks::while_writing(|| {
                 store(client, &b, job, doc, &written, stored_size >= SHARE_COMPRESSED_FROM_BYTES)
             })?;
-            super::marks::record(job, written.crc, Some(written.checkpoint_id), "write_checkpoint")?;
+            super::marks::record(job, Some(written.crc), Some(written.checkpoint_id), "write_checkpoint")?;
             Ok(written)
         })
     })

@@ -23,7 +23,7 @@ use crate::pg::time::timestamptz;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::indexer::event_columns::{insert_sql, EventColumn, SqlType};
 use cortex_buffer_core::indexer::index_file::{CorruptRow, FileRules, Progress};
-use cortex_buffer_core::indexer::index_plan::{decide, fingerprint_len, IndexState, Now, Work};
+use cortex_buffer_core::indexer::index_plan::{decide, fingerprint_len, IndexState, Now, Reason, Work};
 use cortex_buffer_core::int::count_i64;
 use cortex_buffer_watch::pass::{FileOutcome, FileRef};
 use cortex_buffer_watch::pipeline::{self, Limits, OwnedEvent, PipelineError, Rows};
@@ -346,6 +346,9 @@ struct ToRead {
     generation: i32,
     note: Option<String>,
     reindex: bool,
+    /// The bytes indexed so far are no longer in the file (replaced, shrunk, rewritten): the
+    /// row records it (`session_file.replaced_at`), for recovery.
+    dropped: bool,
 }
 
 /// Opens a claimed file (beneath the volume, and only if it is still the file the pass saw) and
@@ -409,7 +412,9 @@ fn prepare(file: &FileRef, claimed: Claimed, volume: &Volume) -> Result<Prepared
         }
     };
     let reindex = matches!(work, Work::Reindex(_));
-    Ok(Prepared::Read(Box::new(ToRead { handle, stat, old, progress, generation, note, reindex })))
+    let dropped =
+        matches!(work, Work::Reindex(Reason::Replaced | Reason::Shrank | Reason::Rewritten)) && old.offset > 0;
+    Ok(Prepared::Read(Box::new(ToRead { handle, stat, old, progress, generation, note, reindex, dropped })))
 }
 
 /// How a prepared file's lines are judged.
@@ -448,7 +453,7 @@ fn conclude(
     progress: Progress,
     settings: &Settings,
 ) -> Result<(Finish, FileOutcome), CbError> {
-    let ToRead { handle, stat, old, generation, note, .. } = r;
+    let ToRead { handle, stat, old, generation, note, dropped, .. } = r;
     let fp_len = fingerprint_len(stat.size).max(if generation == old.generation { old.fingerprint_len } else { 0 });
     let fp_len = fp_len.min(stat.size);
     let fp = crc_of_prefix(&handle, fp_len).map_err(|e| io_error("read", &file.path, &e))?;
@@ -481,6 +486,7 @@ fn conclude(
         state,
         integrity: progress.integrity,
         trusted: report.trusted,
+        dropped,
     };
     Ok((finish, outcome))
 }
@@ -535,7 +541,7 @@ pub fn index_one(file: &FileRef, volume: &Volume, settings: &Settings, now_us: i
         crate::partition::ensure_for(&[file.file_id])?;
         let mut inserter = Inserter::new(settings.batch_rows)?;
         let (f, outcome) = read(client, &mut inserter, file, *to_read, settings, now_us)?;
-        let recorded = finish(client, f.file_id, &f.old_state(), &f.state, &f.integrity, f.trusted)?;
+        let recorded = finish(client, f.file_id, &f.old_state(), &f.state, &f.integrity, f.trusted, f.dropped)?;
         if !recorded {
             // The row is locked by us, so this means a bug; never commit rows without offset.
             return Err(moved(&file.path, f.old_offset, f.old_generation));

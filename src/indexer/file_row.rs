@@ -240,18 +240,40 @@ fn finish_values(state: &IndexState, i: &Integrity, trusted: bool) -> Vec<(&'sta
     ]
 }
 
-/// `UPDATE ... SET <each column> = $4 ... WHERE` the row still has the claimed offset and
-/// generation (`$1` file id, `$2` offset, `$3` generation).
-fn finish_sql(columns: &[&str]) -> String {
-    let sets: Vec<String> = columns.iter().enumerate().map(|(k, c)| format!("{c} = ${}", k + 4)).collect();
+/// What a finish records when the file's indexed bytes were dropped (`dropped`, NULL when they
+/// were not: a time then): when, and the dropped generation's identity and size, read from the
+/// row before the update (`f` its alias).
+fn dropped_sets(dropped: &str) -> String {
     format!(
-        "UPDATE cortex_buffer.session_file SET {},
+        "replaced_at = COALESCE({dropped}, f.replaced_at),
+         replaced_device = CASE WHEN {dropped} IS NULL THEN f.replaced_device ELSE f.indexed_device END,
+         replaced_inode = CASE WHEN {dropped} IS NULL THEN f.replaced_inode ELSE f.indexed_inode END,
+         replaced_size = CASE WHEN {dropped} IS NULL THEN f.replaced_size ELSE f.indexed_offset END"
+    )
+}
+
+/// `UPDATE ... SET <each column> = $5 ... WHERE` the row still has the claimed offset and
+/// generation (`$1` file id, `$2` offset, `$3` generation, `$4` when its bytes were dropped).
+fn finish_sql(columns: &[&str]) -> String {
+    let sets: Vec<String> = columns.iter().enumerate().map(|(k, c)| format!("{c} = ${}", k + 5)).collect();
+    format!(
+        "UPDATE cortex_buffer.session_file AS f SET {}, {},
                 indexed_at = pg_catalog.now(), failures = 0, last_error = NULL, last_error_at = NULL,
                 quarantined_at = NULL
           WHERE file_id OPERATOR(pg_catalog.=) $1 AND indexed_offset OPERATOR(pg_catalog.=) $2
             AND generation OPERATOR(pg_catalog.=) $3",
-        sets.join(", ")
+        sets.join(", "),
+        dropped_sets("$4")
     )
+}
+
+/// When a finish's file had its indexed bytes dropped (replaced, shrunk, rewritten): now.
+fn dropped_at(dropped: bool) -> Option<TimestampWithTimeZone> {
+    if dropped {
+        timestamptz(Some(cortex_buffer_watch::pass::now_us()))
+    } else {
+        None
+    }
 }
 
 /// Records the new state if the row still holds `old`'s offset and generation; false if not
@@ -263,12 +285,13 @@ pub fn finish(
     state: &IndexState,
     integrity: &Integrity,
     trusted: bool,
+    dropped: bool,
 ) -> Result<bool, CbError> {
     let values = finish_values(state, integrity, trusted);
     // The batch finish sets the same columns (checked here: building datums needs a server).
     debug_assert!(values.iter().map(|(c, _)| *c).eq(FINISH_MANY_COLUMNS.iter().map(|(c, _)| *c)));
     let mut args: Vec<DatumWithOid<'static>> =
-        vec![file_id.into(), count_i64(old.offset).into(), old.generation.into()];
+        vec![file_id.into(), count_i64(old.offset).into(), old.generation.into(), dropped_at(dropped).into()];
     let columns: Vec<&str> = values.iter().map(|(c, _)| *c).collect();
     args.extend(values.into_iter().map(|(_, v)| v));
     let types: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
@@ -313,6 +336,8 @@ pub struct Finish {
     pub state: IndexState,
     pub integrity: Integrity,
     pub trusted: bool,
+    /// The file's indexed bytes were dropped (it was replaced, shrank, or was rewritten).
+    pub dropped: bool,
 }
 
 impl Finish {
@@ -375,10 +400,11 @@ type AlsoShape = (&'static [(&'static str, &'static str)], &'static str, &'stati
 
 /// `UPDATE ... FROM` the unnested arrays: every file of a batch in one statement, each fenced
 /// on its claimed offset and generation as [`finish`] is (`$1` ids, `$2` offsets, `$3`
-/// generations, then one array per column of [`FINISH_MANY_COLUMNS`], then `also`'s).
+/// generations, `$4` when each file's bytes were dropped, then one array per column of
+/// [`FINISH_MANY_COLUMNS`], then `also`'s).
 fn finish_many_sql(also: Option<AlsoShape>) -> String {
     let extra = also.map_or(&[][..], |a| a.0);
-    let unnests: Vec<String> = ["int8", "int8", "int4"]
+    let unnests: Vec<String> = ["int8", "int8", "int4", "timestamptz"]
         .iter()
         .chain(FINISH_MANY_COLUMNS.iter().map(|(_, t)| t))
         .chain(extra.iter().map(|(_, t)| t))
@@ -387,7 +413,12 @@ fn finish_many_sql(also: Option<AlsoShape>) -> String {
         .collect();
     let names: Vec<&str> = FINISH_MANY_COLUMNS.iter().map(|(c, _)| *c).chain(extra.iter().map(|(c, _)| *c)).collect();
     let mut sets: Vec<String> = FINISH_MANY_COLUMNS.iter().map(|(c, _)| format!("{c} = u.{c}")).collect();
-    let rows = format!("ROWS FROM ({}) AS u(id, old_offset, old_generation, {})", unnests.join(", "), names.join(", "));
+    sets.push(dropped_sets("u.dropped_at"));
+    let rows = format!(
+        "ROWS FROM ({}) AS u(id, old_offset, old_generation, dropped_at, {})",
+        unnests.join(", "),
+        names.join(", ")
+    );
     let (with, from) = match also {
         None => (String::new(), rows),
         Some((_, with, extra_sets)) => {
@@ -441,6 +472,7 @@ pub fn finish_many_with(
         i8s(&|f| f.file_id),
         i8s(&|f| count_i64(f.old_offset)),
         i4s(&|f| f.old_generation),
+        files.iter().map(|f| dropped_at(f.dropped)).collect::<Vec<Option<TimestampWithTimeZone>>>().into(),
         i8s(&|f| count_i64(f.state.offset)),
         i8s(&|f| count_i64(f.state.lines)),
         i4s(&|f| f.state.generation),
@@ -545,7 +577,9 @@ mod tests {
     #[test]
     fn the_batch_finish_sets_every_column_from_one_array_each() {
         let sql = finish_many_sql(None);
-        assert!(sql.contains("pg_catalog.unnest($32::pg_catalog.bool[])") && !sql.contains("$33"));
+        assert!(sql.contains("pg_catalog.unnest($4::pg_catalog.timestamptz[])"));
+        assert!(sql.contains("pg_catalog.unnest($33::pg_catalog.bool[])") && !sql.contains("$34"));
+        assert!(sql.contains("replaced_at = COALESCE(u.dropped_at, f.replaced_at)"));
         assert!(sql.contains("f.indexed_offset OPERATOR(pg_catalog.=) u.old_offset"));
     }
 
@@ -553,7 +587,8 @@ mod tests {
     fn the_finish_statement_sets_every_column_by_name_and_fences_on_offset_and_generation() {
         // (A column named twice would make PostgreSQL refuse the statement on every index.)
         let sql = finish_sql(&["indexed_offset", "trusted"]);
-        assert!(sql.contains("SET indexed_offset = $4, trusted = $5,"));
+        assert!(sql.contains("SET indexed_offset = $5, trusted = $6,"));
+        assert!(sql.contains("replaced_at = COALESCE($4, f.replaced_at)"));
         assert!(sql.contains("indexed_offset OPERATOR(pg_catalog.=) $2"));
         assert!(sql.contains("generation OPERATOR(pg_catalog.=) $3"));
     }

@@ -55,7 +55,11 @@ CREATE TABLE cortex_buffer.session_file (
              ELSE (corrupt_lines OPERATOR(pg_catalog.-) last_failed_parse::pg_catalog.int4)::pg_catalog.float8
                   OPERATOR(pg_catalog./) (valid_lines OPERATOR(pg_catalog.+) corrupt_lines) END) STORED,
     crash_cut_lines    bigint NOT NULL DEFAULT 0,
-    cut_pending        boolean NOT NULL DEFAULT false
+    cut_pending        boolean NOT NULL DEFAULT false,
+    replaced_at        timestamptz,
+    replaced_device    bigint,
+    replaced_inode     bigint,
+    replaced_size      bigint
 )
 -- Every indexing of a file updates its row, and no updated column is indexed: room left on
 -- each page lets those updates stay on the page (HOT), with no index entry per update.
@@ -79,6 +83,10 @@ COMMENT ON COLUMN cortex_buffer.session_file.dialect IS 'cortex-spike, cortex-pl
 COMMENT ON COLUMN cortex_buffer.session_file.size_bytes IS 'File size at the last pass that recorded a change.';
 COMMENT ON COLUMN cortex_buffer.session_file.mtime IS 'File modification time at the last pass that recorded a change.';
 COMMENT ON COLUMN cortex_buffer.session_file.crash_cut_lines IS 'Corrupt lines that are crash artefacts: a line cut by a writer''s crash and directly followed by a new writer (its first line on the same line, a sequence that starts again, or a SESSION_START). Counted in corrupt_lines, as scanBuffer counts them; recovery does not hold them against the file''s trust.';
+COMMENT ON COLUMN cortex_buffer.session_file.replaced_at IS 'When the index last dropped this path''s indexed bytes because they were no longer in the file (replaced by another file, shrunk, its first bytes rewritten: a rotation by copytruncate or by rename, a deletion and a new file), so recovery knows what it can no longer read. NULL if never.';
+COMMENT ON COLUMN cortex_buffer.session_file.replaced_device IS 'The dropped file''s device (replaced_at): a file the index still holds under another name with this identity holds those bytes.';
+COMMENT ON COLUMN cortex_buffer.session_file.replaced_inode IS 'The dropped file''s inode (replaced_at).';
+COMMENT ON COLUMN cortex_buffer.session_file.replaced_size IS 'How many bytes of it the index had read when it dropped them (replaced_at).';
 COMMENT ON COLUMN cortex_buffer.session_file.cut_pending IS 'The last non-blank line indexed failed to parse and the next event will tell whether it was a crash cut.';
 COMMENT ON COLUMN cortex_buffer.session_file.device IS 'st_dev of the file (unsigned 64-bit value stored as its bigint bit pattern).';
 COMMENT ON COLUMN cortex_buffer.session_file.inode IS 'st_ino of the file (unsigned 64-bit value stored as its bigint bit pattern); with device, the file''s identity.';

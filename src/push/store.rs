@@ -465,6 +465,8 @@ pub(super) fn concluded(
         state,
         integrity: progress.integrity.clone(),
         trusted: report.trusted,
+        // A rewritten pushed file is a new file: the old one's rows stay.
+        dropped: false,
     };
     (finish, Record::of(p, f, &held, progress.offset), held)
 }
@@ -583,13 +585,15 @@ fn save_many_sql() -> String {
     )
 }
 
-/// The shipper's last report of each of the job's pushed files, by file id, as the definer role.
-pub fn reports(job: Uuid) -> Result<std::collections::HashMap<i64, PushedReport>, CbError> {
+/// The shipper's last report of each of the job's pushed files, by file id, with the first bytes
+/// the server keeps of it (at most `HEAD_BYTES`: what recognises the file's bytes), as the
+/// definer role.
+pub fn reports(job: Uuid) -> Result<std::collections::HashMap<i64, (PushedReport, Vec<u8>)>, CbError> {
     crate::pg::privilege::as_definer(|| {
         Spi::connect(|client| {
             let rows = client
                 .select(
-                    "SELECT file_id, source, reported_size, reported_at, held_len FROM cortex_buffer.pushed_file
+                    "SELECT file_id, source, reported_size, reported_at, held_len, head FROM cortex_buffer.pushed_file
                       WHERE job_id OPERATOR(pg_catalog.=) $1",
                     None,
                     &[job.into()],
@@ -598,15 +602,13 @@ pub fn reports(job: Uuid) -> Result<std::collections::HashMap<i64, PushedReport>
             let mut out = std::collections::HashMap::new();
             for r in rows {
                 let id = r.get::<i64>(1).map_err(spi)?.unwrap_or(0);
-                out.insert(
-                    id,
-                    PushedReport {
-                        source: r.get::<String>(2).map_err(spi)?.unwrap_or_default(),
-                        reported_size: r.get::<i64>(3).map_err(spi)?,
-                        reported_at_us: crate::pg::time::unix_us(r.get(4).map_err(spi)?),
-                        held_bytes: r.get::<i64>(5).map_err(spi)?.unwrap_or(0),
-                    },
-                );
+                let report = PushedReport {
+                    source: r.get::<String>(2).map_err(spi)?.unwrap_or_default(),
+                    reported_size: r.get::<i64>(3).map_err(spi)?,
+                    reported_at_us: crate::pg::time::unix_us(r.get(4).map_err(spi)?),
+                    held_bytes: r.get::<i64>(5).map_err(spi)?.unwrap_or(0),
+                };
+                out.insert(id, (report, r.get::<Vec<u8>>(6).map_err(spi)?.unwrap_or_default()));
             }
             Ok(out)
         })

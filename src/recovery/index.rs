@@ -12,7 +12,7 @@ use crate::pg::time::{timestamptz, unix_us};
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::indexer::dialect::Dialect;
 use cortex_buffer_core::int::bits_u64;
-use cortex_buffer_core::recovery::choose::{LoadedAt, MarkerAt, Probe, SessionFile};
+use cortex_buffer_core::recovery::choose::{LoadedAt, MarkerAt, Probe, Replaced, SessionFile};
 use cortex_buffer_core::recovery::keys::relative_to_job_dir;
 use cortex_buffer_core::recovery::line::{MarkerKind, Row, LOADED_TYPE, MARKER_TYPES, TOOL_TYPES};
 
@@ -30,7 +30,8 @@ pub const PAGE_ROWS: i64 = 500;
 pub const FILE_COLUMNS: &str = "file_id, path, job_dir, dialect, generation, session_ordinal, size_bytes, indexed_offset,
        total_lines, valid_lines, corrupt_lines, corruption_ratio, tail_state, tail_pending, seq_gaps, seq_resets,
        foreign_job_lines, trusted, gone_at IS NOT NULL AS gone, quarantined_at IS NOT NULL AS quarantined, indexed_lines,
-       device, inode, mtime, last_ts, crash_cut_lines";
+       device, inode, mtime, last_ts, crash_cut_lines, replaced_at, replaced_device, replaced_inode, replaced_size,
+       fingerprint_len, fingerprint";
 
 /// The filter that keeps a job's recovery to its own lines: a line that names another job than
 /// its directory's (`foreign_job_lines`) is counted by integrity but never taken as this job's
@@ -78,6 +79,23 @@ pub const LAST_BEFORE_SQL: &str = concat!(
                   WHERE file_id OPERATOR(pg_catalog.=) $1",
     own_lines!("$1"),
     " AND ts OPERATOR(pg_catalog.<) $2
+                  ORDER BY byte_offset DESC LIMIT 1"
+);
+
+pub const LAST_CALL_BEFORE_SQL: &str = concat!(
+    "SELECT byte_offset FROM cortex_buffer.event
+                  WHERE file_id OPERATOR(pg_catalog.=) $1",
+    own_lines!("$1"),
+    " AND byte_offset OPERATOR(pg_catalog.<) $2
+                    AND type OPERATOR(pg_catalog.=) ANY ($3)
+                  ORDER BY byte_offset DESC LIMIT 1"
+);
+
+pub const LAST_EVENT_BEFORE_SQL: &str = concat!(
+    "SELECT byte_offset FROM cortex_buffer.event
+                  WHERE file_id OPERATOR(pg_catalog.=) $1",
+    own_lines!("$1"),
+    " AND byte_offset OPERATOR(pg_catalog.<) $2
                   ORDER BY byte_offset DESC LIMIT 1"
 );
 
@@ -135,9 +153,25 @@ pub fn session_file(row: &SpiHeapTupleData<'_>) -> Result<(SessionFile, i64), Cb
         mtime_us: unix_us(row.get(24).map_err(spi)?),
         last_ts_us: unix_us(row.get(25).map_err(spi)?),
         crash_cut_lines: g(26)?,
+        replaced: unix_us(row.get(27).map_err(spi)?).map(|at_us| Replaced {
+            at_us,
+            device: bits_u64(row.get::<i64>(28).ok().flatten().unwrap_or(0)),
+            inode: bits_u64(row.get::<i64>(29).ok().flatten().unwrap_or(0)),
+            size: row.get::<i64>(30).ok().flatten().unwrap_or(0),
+        }),
         pushed: None,
     };
     Ok((file, g(21)?))
+}
+
+/// The index's fingerprint of a file: its first bytes' length and CRC-32.
+pub type Fingerprint = (i64, u32);
+
+/// The index's own fingerprint of a `session_file` row read with [`FILE_COLUMNS`].
+pub fn index_fingerprint(row: &SpiHeapTupleData<'_>) -> Result<Fingerprint, CbError> {
+    let len = row.get::<i32>(31).map_err(spi)?.map_or(0, i64::from);
+    let crc = row.get::<i64>(32).map_err(spi)?.and_then(|c| u32::try_from(c).ok()).unwrap_or(0);
+    Ok((len, crc))
 }
 
 pub fn job_files_sql() -> String {
@@ -151,11 +185,12 @@ pub fn job_files_sql() -> String {
 
 /// The job's session files of the cortex dialects (or not identified yet), in
 /// `(session_ordinal, first_seen, path)` order: files of the same ordinal (a pod rescheduled to
-/// another node starts at session-001 again, and pushes it) in the order they appeared.
-pub fn job_files(client: &SpiClient<'_>, job: Uuid) -> Result<Vec<SessionFile>, CbError> {
+/// another node starts at session-001 again, and pushes it) in the order they appeared. With
+/// each, the index's fingerprint of its first bytes.
+pub fn job_files(client: &SpiClient<'_>, job: Uuid) -> Result<Vec<(SessionFile, Fingerprint)>, CbError> {
     let stmt = prepared_read(client, "recovery.job_files", job_files_sql, &[UUID])?;
     let rows = client.select(&*stmt, None, &[job.into()]).map_err(spi)?;
-    rows.into_iter().map(|r| session_file(&r).map(|(f, _)| f)).collect()
+    rows.into_iter().map(|r| Ok((session_file(&r)?.0, index_fingerprint(&r)?))).collect()
 }
 
 /// The `session_file` row of `path`, with its indexed line count.
@@ -425,6 +460,19 @@ impl Probe for IndexProbe<'_, '_> {
         self.writer_start_at(session, offset)
     }
 
+    fn last_call_before(&mut self, session: usize, offset: i64) -> Result<Option<i64>, CbError> {
+        let Some(&file_id) = self.file_ids.get(session) else { return Ok(None) };
+        let stmt = prepared_read(
+            self.client,
+            "recovery.last_call_before",
+            || LAST_CALL_BEFORE_SQL.to_owned(),
+            &[INT8, INT8, TEXT_ARRAY],
+        )?;
+        let starts = text_array(&["TOOL_START", "TOOL_CALL", "assistant"]);
+        let rows = self.client.select(&*stmt, Some(1), &[file_id.into(), offset.into(), starts.into()]).map_err(spi)?;
+        rows.into_iter().next().map(|r| r.get::<i64>(1).map_err(spi)).transpose().map(Option::flatten)
+    }
+
     fn last_offset_before(&mut self, session: usize, since_us: i64) -> Result<Option<i64>, CbError> {
         let Some(&file_id) = self.file_ids.get(session) else { return Ok(None) };
         let stmt =
@@ -436,6 +484,19 @@ impl Probe for IndexProbe<'_, '_> {
 }
 
 impl IndexProbe<'_, '_> {
+    /// Where the session's last event before `offset` is.
+    pub fn last_event_before(&mut self, session: usize, offset: i64) -> Result<Option<i64>, CbError> {
+        let Some(&file_id) = self.file_ids.get(session) else { return Ok(None) };
+        let stmt = prepared_read(
+            self.client,
+            "recovery.last_event_before",
+            || LAST_EVENT_BEFORE_SQL.to_owned(),
+            &[INT8, INT8],
+        )?;
+        let rows = self.client.select(&*stmt, Some(1), &[file_id.into(), offset.into()]).map_err(spi)?;
+        rows.into_iter().next().map(|r| r.get::<i64>(1).map_err(spi)).transpose().map(Option::flatten)
+    }
+
     fn writer_start_at(&mut self, session: usize, offset: i64) -> Result<i64, CbError> {
         let Some(&file_id) = self.file_ids.get(session) else { return Ok(0) };
         let stmt = prepared_read(self.client, "recovery.writer_start", || WRITER_START_SQL.to_owned(), &[INT8, INT8])?;

@@ -316,7 +316,11 @@ mod tests {
         index(&root);
         let p = plan(&job);
         assert_eq!(keys(&p, "completed"), ["x"], "a call started before the marker is not a skip");
-        assert_eq!(kinds(&p), ["started_before_marker", "duplicate_result", "result_without_start"]);
+        // The plan reads back to the call's start: it is verified, with its result, for what it is.
+        assert_eq!(keys(&p, "verify"), ["early", "ghost"], "{p}");
+        assert_eq!(p["verify"][0]["reason"], "started_before_anchor", "{p}");
+        assert_eq!(p["verify"][0]["results"].as_array().map(Vec::len), Some(1), "{p}");
+        assert_eq!(kinds(&p), ["duplicate_result", "result_without_start"]);
     }
 
     #[pg_test]
@@ -335,6 +339,18 @@ mod tests {
             "file_untrusted"
         );
 
+        // Rewritten shorter: the index dropped the bytes after the marker it had read, and
+        // nothing holds them any more. They might have been calls: nothing after the checkpoint
+        // is proven.
+        root.put(&file, &s.text);
+        index(&root);
+        assert_eq!(reason(&plan(&job)), ("checkpoint_only", "bytes_missing"));
+
+        let job = spike_job(&root);
+        checkpoint(&job, C1, 1);
+        let mut s = Spike::new(&job, "p1", None);
+        s.written(Some(C1), 1).start("i1", "t").result("i1", "t", true);
+        let file = format!("{job}/session_20260223T143000Z_p1.jsonl");
         root.put(&file, &s.text);
         index(&root);
         assert_eq!(reason(&plan(&job)), ("buffer", "marker_matched"));
@@ -438,7 +454,7 @@ mod tests {
             .unwrap_or_default();
         // Two reads were open when the first result came: order cannot tell which it closed, so
         // neither is skipped; both are verified with both results. The exec pairs.
-        assert_eq!(done, [("exec".into(), 1, r#"{"rc":1}"#.into())]);
+        assert_eq!(done, [("exec".into(), 1, r#"{"rc":1}"#.into())], "{p}");
         assert!(p["completed"]
             .as_array()
             .is_some_and(|a| a.iter().all(|c| c["paired_by"] == "order" && c["key_source"] == "derived")));
@@ -483,17 +499,32 @@ mod tests {
             .as_array()
             .map(|a| a.iter().map(|c| (c["writer_crashed"] == true, c["call_ordinal"].as_i64().unwrap_or(0))).collect())
             .unwrap_or_default();
-        assert_eq!(open, [(true, 4), (false, 1)], "the crashed writer's 4th call, the new writer's 1st");
+        // The crashed writer's read of c is the first read of c since the checkpoint it stored.
+        assert_eq!(open, [(true, 1)], "{p}");
+        assert_eq!(p["in_flight"][0]["checkpoint_ref"], p["checkpoint"]["ref"], "{p}");
+        // The new writer's read of d: its first line is a result whose start is not in the
+        // plan (a read of any input, d's too), so d's may be the first or the second read of d:
+        // verified, with both keys.
+        let d = p["verify"].as_array().and_then(|a| a.iter().find(|c| c["input"] == r#"{"path":"d"}"#)).cloned();
+        let d = d.unwrap_or_else(|| panic!("read d is not verified: {p}"));
+        assert_eq!((d["reason"].as_str(), d["key_status"].as_str()), (Some("key_ambiguous"), Some("ambiguous")), "{p}");
+        let ordinals: Vec<i64> = d["key_candidates"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|k| k["call_ordinal"].as_i64()).collect())
+            .unwrap_or_default();
+        assert_eq!(ordinals, [1, 2], "{p}");
         assert_eq!(kinds(&p), ["ambiguous_pairing", "seq_reset", "result_without_start"]);
 
         // Without matching: every event of the latest file (the control plane's own view).
         let p = plan_of(&format!("cortex_buffer.recovery_plan('{job}', match_checkpoint => false)"));
         assert_eq!(reason(&p), ("buffer", "latest_file"));
         assert_eq!(p["events_after_marker"].as_array().map(Vec::len), Some(11));
-        assert_eq!(
-            p["in_flight"].as_array().map(|a| a.iter().filter(|c| c["writer_crashed"] == true).count()),
-            Some(1)
-        );
+        // Read from the file's start, the calls keyed under the checkpoint the pod stored have
+        // no place in that replay: each is verified with its one key, the crashed read of c too.
+        let c = p["verify"].as_array().and_then(|a| a.iter().find(|c| c["input"] == r#"{"path":"c"}"#)).cloned();
+        let c = c.unwrap_or_else(|| panic!("read c is not verified: {p}"));
+        assert_eq!((c["writer_crashed"].as_bool(), c["key_status"].as_str()), (Some(true), Some("ambiguous")), "{p}");
+        assert_eq!(c["key_candidates"][0]["checkpoint_ref"], p["checkpoint"]["ref"], "{p}");
     }
 
     #[pg_test]
@@ -787,6 +818,11 @@ mod tests {
             ("int8, text[]", FIRST_LOADED_SQL.to_owned(), "1, '{CHECKPOINT_LOADED}'"),
             ("int8, int8, text[]", TOOL_BEFORE_SQL.to_owned(), "1, 100, '{TOOL_START,TOOL_CALL,TOOL_RESULT}'"),
             ("int8, timestamptz", LAST_BEFORE_SQL.to_owned(), "1, now()"),
+            ("int8, int8, text[]", LAST_CALL_BEFORE_SQL.to_owned(), "1, 100, '{TOOL_START,TOOL_CALL}'"),
+            ("int8, int8", LAST_EVENT_BEFORE_SQL.to_owned(), "1, 100"),
+            ("int8, int8", WRITER_START_SQL.to_owned(), "1, 100"),
+            ("uuid", crate::checkpoint::marks::LOOKUP_SQL.to_owned(), "gen_random_uuid()"),
+            ("uuid", crate::recovery::anchors::HISTORY_SQL.to_owned(), "gen_random_uuid()"),
             ("text, int8, int8, int8[]", STARTED_BEFORE_SQL.to_owned(), "'i', 1, 100, '{2,3}'"),
             ("int8, int8, int8, text[]", events_sql(Payload::For(&PAIRING_TYPES)), "1, 0, 500, '{TOOL_START}'"),
             ("int8, int8, int8, text[]", events_sql(Payload::Usage), "1, 0, 500, '{}'"),

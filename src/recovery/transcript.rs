@@ -320,7 +320,7 @@ pub struct Recorded {
 pub fn job_usage(job: Uuid) -> Result<JobUsage, CbError> {
     with_index_scans(|| {
         Spi::connect(|c| {
-            let files = index::job_files(c, job)?;
+            let files: Vec<_> = index::job_files(c, job)?.into_iter().map(|(f, _)| f).collect();
             let mut tally = Tally::new(None);
             for f in &files {
                 tally_file(c, &mut tally, f)?;
@@ -582,7 +582,12 @@ fn job_records(c: &SpiClient<'_>, job: Uuid) -> Result<Vec<Entry>, CbError> {
 pub fn job_timeline(job: Uuid) -> Result<TimelineStream, CbError> {
     catch_up(&format_uuid(job.as_bytes()));
     let (records, files) = with_index_scans(|| {
-        with_fresh_snapshot(|| Spi::connect(|c| Ok::<_, CbError>((job_records(c, job)?, index::job_files(c, job)?))))
+        with_fresh_snapshot(|| {
+            Spi::connect(|c| {
+                let files: Vec<_> = index::job_files(c, job)?.into_iter().map(|(f, _)| f).collect();
+                Ok::<_, CbError>((job_records(c, job)?, files))
+            })
+        })
     })?;
     Ok(TimelineStream {
         timeline: Some(Timeline::new(records)),

@@ -7,10 +7,10 @@ SET intervalstyle = 'postgres';
 SELECT cortex_buffer.call_idempotency_key('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f',
        '{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000000c1", "step_index": 0}', 2,
        'charge_card', '{"amount": 42, "currency": "USD", "customer": "cus_123"}') AS idempotency_key;
--- It is the documented formula: sha256_hex("cortex_buffer/call/v2\n" + job_id + "\n" + checkpoint_ref
+-- It is the documented formula: sha256_hex("cortex_buffer/call/v3\n" + job_id + "\n" + checkpoint_ref
 -- + "\n" + call_ordinal + "\n" + tool_name + "\n" + input_hash).
 SELECT cortex_buffer.call_idempotency_key('0193a8b2-0000-7000-8000-0000000f0601', '{"step_index": 4}', 3, 'send_email', '{"to": "ops"}')
-     = encode(sha256(convert_to(E'cortex_buffer/call/v2\n' || '0193a8b2-0000-7000-8000-0000000f0601' || E'\n'
+     = encode(sha256(convert_to(E'cortex_buffer/call/v3\n' || '0193a8b2-0000-7000-8000-0000000f0601' || E'\n'
                                 || 'crc:' || cortex_buffer.checkpoint_crc('{"step_index": 4}') || E'\n' || '3' || E'\n'
                                 || 'send_email' || E'\n'
                                 || encode(sha256(convert_to(cortex_buffer.canonical_json('{"to": "ops"}'), 'UTF8')), 'hex'),
@@ -20,7 +20,7 @@ SELECT cortex_buffer.call_idempotency_key('0193a8b2-0000-7000-8000-0000000f0601'
      = cortex_buffer.call_idempotency_key('0193a8b2-0000-7000-8000-0000000f0601', NULL, 1, 't', '{"b": 2, "a": 1}') AS same_key;
 -- No checkpoint is "-", no tool name is empty, no input hashes null.
 SELECT cortex_buffer.call_idempotency_key('0193a8b2-0000-7000-8000-0000000f0601', NULL, 1, NULL, NULL)
-     = encode(sha256(convert_to(E'cortex_buffer/call/v2\n0193a8b2-0000-7000-8000-0000000f0601\n-\n1\n\n'
+     = encode(sha256(convert_to(E'cortex_buffer/call/v3\n0193a8b2-0000-7000-8000-0000000f0601\n-\n1\n\n'
                                 || encode(sha256(convert_to('null', 'UTF8')), 'hex'), 'UTF8')), 'hex') AS matches_formula_for_nulls;
 SELECT cortex_buffer.call_idempotency_key('0193a8b2-0000-7000-8000-0000000f0601', NULL, 1, NULL, NULL)
      = cortex_buffer.call_idempotency_key('0193a8b2-0000-7000-8000-0000000f0601', NULL, 1, NULL, 'null') AS null_input_is_json_null;

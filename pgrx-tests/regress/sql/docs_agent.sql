@@ -49,7 +49,7 @@ SELECT p->'verify' AS verify, p->'anomalies' AS anomalies, p->'lost_events' AS l
   FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p;
 -- docs/agent.md ## Before each tool call with side effects: its idempotency key
 SELECT cortex_buffer.call_idempotency_key('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f',
-       '{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000000c1", "step_index": 0}', 2,
+       '{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000000c1", "step_index": 0}', 1,
        'charge_card', '{"amount": 42, "currency": "USD", "customer": "cus_123"}') AS idempotency_key;
 -- docs/agent.md ## While it runs: `heartbeat`
 SELECT cortex_buffer.heartbeat('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') AS keep_going;

@@ -236,7 +236,7 @@ SELECT p->>'mode' AS mode, p->>'reason' AS reason
   FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f', '0193a8b2-0000-7000-8000-0000000000c9') p;
 -- docs/api.md ### `call_idempotency_key`
 SELECT cortex_buffer.call_idempotency_key('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f',
-       '{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000000c1", "step_index": 0}', 2,
+       '{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000000c1", "step_index": 0}', 1,
        'charge_card', '{"amount": 42, "currency": "USD", "customer": "cus_123"}') AS idempotency_key;
 -- docs/api.md ### `session_recovery`
 SELECT p->>'reason' AS reason, p->>'session_id' AS session_id, p->'in_flight'->0->>'tool_name' AS in_flight

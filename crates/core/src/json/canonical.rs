@@ -84,85 +84,142 @@ pub fn write_canonical<'a, N: JsonNode<'a>>(root: N, out: &mut String) -> Result
 /// Puts an object's members in the order `JSON.stringify` emits them after the control plane's
 /// key sort, keeping only the last value of a repeated key (as `JSON.parse` does).
 fn js_property_order<N>(members: &mut Vec<(Option<&str>, N)>) {
+    let kept = order_members(members, |m| m.0.map_or(&b""[..], str::as_bytes));
+    members.truncate(kept);
+}
+
+/// Puts an object's members in the order `JSON.stringify` emits them after the control plane's
+/// key sort: the members to write are moved to the front, in order, and their count returned.
+/// Of a repeated key only the last value is kept (as `JSON.parse` does); `__proto__` is left
+/// out. `key` gives a member's key as WTF-8 (UTF-8 in which a lone surrogate, which a
+/// JavaScript string may hold, is written as its three-byte sequence `ED A0..BF xx`).
+pub(crate) fn order_members<'k, T>(members: &mut [T], key: impl Fn(&T) -> &'k [u8]) -> usize {
     // Stable sorts keep repeated keys in source order, so the last of a run is the winner.
     // Array-index keys are rare; when there are none the order is plain UTF-16 order.
-    if members.iter().any(|(k, _)| k.is_some_and(|k| k.as_bytes().first().is_some_and(u8::is_ascii_digit))) {
-        members.sort_by(|a, b| compare_property_keys(a.0.unwrap_or(""), b.0.unwrap_or("")));
+    if members.iter().any(|m| key(m).first().is_some_and(u8::is_ascii_digit)) {
+        members.sort_by(|a, b| compare_property_keys_wtf8(key(a), key(b)));
     } else {
-        members.sort_by(|a, b| compare_utf16(a.0.unwrap_or(""), b.0.unwrap_or("")));
+        members.sort_by(|a, b| compare_wtf8(key(a), key(b)));
     }
     let mut write = 0;
     for read in 0..members.len() {
-        if write > 0 && members[write - 1].0 == members[read].0 {
+        if write > 0 && key(&members[write - 1]) == key(&members[read]) {
             members.swap(write - 1, read);
         } else {
             members.swap(write, read);
             write += 1;
         }
     }
-    members.truncate(write);
     // The control plane copies each key into a fresh object (`sorted[k] = value[k]`); for the
     // key "__proto__" that assignment sets the object's prototype instead of adding a property,
     // so the key never reaches its text (nor its CRC).
-    members.retain(|(k, _)| *k != Some("__proto__"));
+    let mut kept = 0;
+    for read in 0..write {
+        if key(&members[read]) != b"__proto__" {
+            members.swap(kept, read);
+            kept += 1;
+        }
+    }
+    kept
 }
 
 /// Property order of an object whose keys were inserted in UTF-16 sorted order.
 pub fn compare_property_keys(a: &str, b: &str) -> Ordering {
-    match (array_index(a), array_index(b)) {
+    compare_property_keys_wtf8(a.as_bytes(), b.as_bytes())
+}
+
+/// [`compare_property_keys`] of WTF-8 keys.
+fn compare_property_keys_wtf8(a: &[u8], b: &[u8]) -> Ordering {
+    match (array_index_of(a), array_index_of(b)) {
         (Some(x), Some(y)) => x.cmp(&y),
         (Some(_), None) => Ordering::Less,
         (None, Some(_)) => Ordering::Greater,
-        (None, None) => compare_utf16(a, b),
+        (None, None) => compare_wtf8(a, b),
     }
 }
 
 /// `Array.prototype.sort`'s default comparison: UTF-16 code units, not code points.
-///
-/// UTF-8 byte order is code-point order, and code-point order differs from UTF-16 order only
-/// when a supplementary character (U+10000 and up, a surrogate pair in UTF-16) meets a BMP
-/// character at or above U+E000. So compare bytes, and look at the two characters only where
-/// the strings first differ.
 pub fn compare_utf16(a: &str, b: &str) -> Ordering {
-    let (x, y) = (a.as_bytes(), b.as_bytes());
+    compare_wtf8(a.as_bytes(), b.as_bytes())
+}
+
+/// [`compare_utf16`] of WTF-8 strings (which may hold lone surrogates).
+///
+/// UTF-8 byte order is code-point order, which differs from UTF-16 order where a supplementary
+/// character (a surrogate pair in UTF-16) meets a BMP character at or above U+E000 or a lone
+/// surrogate. So compare bytes, and code units only from the character where the strings first
+/// differ (usually the first unit compared decides).
+pub fn compare_wtf8(x: &[u8], y: &[u8]) -> Ordering {
     let Some(i) = x.iter().zip(y).position(|(p, q)| p != q) else {
         return x.len().cmp(&y.len());
     };
-    if x[i] < 0x80 && y[i] < 0x80 {
-        return x[i].cmp(&y[i]);
+    let (p, q) = (x.get(i).copied().unwrap_or(0), y.get(i).copied().unwrap_or(0));
+    if p < 0x80 && q < 0x80 {
+        return p.cmp(&q);
     }
-    // Back up to the start of the characters containing the first difference.
+    // Back up to the start of the character holding the first difference: the strings agree
+    // before `i`, so it starts at the same place in both.
     let mut start = i;
-    while start > 0 && (x[start] & 0xC0) == 0x80 {
+    while start > 0 && x.get(start).is_some_and(|b| (b & 0xC0) == 0x80) {
         start -= 1;
     }
-    let (ca, cb) = match (a[start..].chars().next(), b[start..].chars().next()) {
-        (Some(ca), Some(cb)) => (ca, cb),
-        _ => return x.cmp(y),
-    };
-    let utf16_rank = |c: char| {
-        let c = u32::from(c);
-        // Supplementary characters sort as their high surrogate, 0xD800..=0xDBFF.
-        if c >= 0x1_0000 {
-            0xD800 + ((c - 0x1_0000) >> 10)
-        } else {
-            c
+    Utf16Units::of(x.get(start..).unwrap_or(&[])).cmp(Utf16Units::of(y.get(start..).unwrap_or(&[])))
+}
+
+/// The UTF-16 code units of a WTF-8 string.
+struct Utf16Units<'a> {
+    bytes: &'a [u8],
+    /// The low half of a surrogate pair still to yield.
+    low: Option<u16>,
+}
+
+impl Utf16Units<'_> {
+    fn of(bytes: &[u8]) -> Utf16Units<'_> {
+        Utf16Units { bytes, low: None }
+    }
+}
+
+impl Iterator for Utf16Units<'_> {
+    type Item = u16;
+
+    fn next(&mut self) -> Option<u16> {
+        if let Some(low) = self.low.take() {
+            return Some(low);
         }
-    };
-    utf16_rank(ca).cmp(&utf16_rank(cb)).then_with(|| ca.cmp(&cb))
+        let (&lead, rest) = self.bytes.split_first()?;
+        let (len, init) = match lead {
+            0x00..=0x7F => (0, u32::from(lead)),
+            0xC0..=0xDF => (1, u32::from(lead & 0x1F)),
+            0xE0..=0xEF => (2, u32::from(lead & 0x0F)),
+            _ => (3, u32::from(lead & 0x07)),
+        };
+        let cont = rest.get(..len).unwrap_or(rest);
+        self.bytes = rest.get(cont.len()..).unwrap_or(&[]);
+        let c = cont.iter().fold(init, |c, b| (c << 6) | u32::from(b & 0x3F));
+        if c >= 0x1_0000 {
+            let c = c - 0x1_0000;
+            self.low = Some(0xDC00 | (c & 0x3FF) as u16);
+            Some(0xD800 | ((c >> 10) & 0x3FF) as u16)
+        } else {
+            Some(c as u16)
+        }
+    }
 }
 
 /// The value of `key` if it is an ECMAScript array index: the canonical decimal form of an
 /// integer in 0 ..= 2^32 - 2.
 pub fn array_index(key: &str) -> Option<u32> {
-    let bytes = key.as_bytes();
+    array_index_of(key.as_bytes())
+}
+
+fn array_index_of(bytes: &[u8]) -> Option<u32> {
     if bytes.is_empty() || bytes.len() > 10 || !bytes.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    if bytes.len() > 1 && bytes[0] == b'0' {
+    if bytes.len() > 1 && bytes.first() == Some(&b'0') {
         return None;
     }
-    let value: u64 = key.parse().ok()?;
+    let value = bytes.iter().fold(0u64, |v, d| v * 10 + u64::from(d - b'0'));
     if value <= 4_294_967_294 {
         u32::try_from(value).ok()
     } else {
@@ -232,6 +289,51 @@ mod tests {
             assert_eq!(compare_utf16(a, b), want, "{a:?} vs {b:?}");
             assert_eq!(compare_utf16(a, b), a.encode_utf16().cmp(b.encode_utf16()), "{a:?} vs {b:?}");
             assert_eq!(compare_utf16(b, a), want.reverse());
+        }
+    }
+
+    /// WTF-8 of UTF-16 code units: pairs as their character, lone surrogates as three bytes.
+    fn wtf8(units: &[u16]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in char::decode_utf16(units.iter().copied()) {
+            match r {
+                Ok(c) => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+                Err(e) => {
+                    let u = e.unpaired_surrogate();
+                    out.extend_from_slice(&[
+                        0xE0 | (u >> 12) as u8,
+                        0x80 | ((u >> 6) & 0x3F) as u8,
+                        0x80 | (u & 0x3F) as u8,
+                    ]);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn wtf8_order_is_code_unit_order_with_lone_surrogates() {
+        let units: [&[u16]; 14] = [
+            &[],
+            &[0x61],
+            &[0xD800],
+            &[0xD83D],
+            &[0xD83D, 0x78],
+            &[0xD83D, 0xDE00],
+            &[0xD83D, 0xDE00, 0x61],
+            &[0xD83D, 0xE000],
+            &[0xD83D, 0xFFFF],
+            &[0xDC00],
+            &[0xDC00, 0xD800],
+            &[0xE000],
+            &[0xFFFF],
+            &[0xDBFF, 0xDFFF],
+        ];
+        for a in units {
+            for b in units {
+                assert_eq!(compare_wtf8(&wtf8(a), &wtf8(b)), a.cmp(b), "{a:x?} vs {b:x?}");
+                assert_eq!(wtf8(a) == wtf8(b), a == b);
+            }
         }
     }
 

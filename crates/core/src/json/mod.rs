@@ -2,6 +2,7 @@
 //! and the session indexer (line validation as the control plane's `JSON.parse` sees it).
 
 pub mod canonical;
+pub mod canonical_text;
 pub mod jsonb_format;
 pub mod jsonb_layout;
 pub mod jsonb_write;

@@ -517,6 +517,18 @@ fn push_char(c: char, out: &mut Vec<u8>) {
 /// Appends the UTF-8 of a string's contents (without quotes, validated) with escapes resolved;
 /// lone surrogates become U+FFFD. Allocates nothing beyond `out`.
 pub fn unescape_into(raw: &str, out: &mut Vec<u8>) {
+    unescape_to(raw, out, false);
+}
+
+/// Appends the WTF-8 of a string's contents (without quotes, validated) with escapes resolved:
+/// the JavaScript string `JSON.parse` makes of it, exactly. A surrogate escape pairs with an
+/// escaped low surrogate right after it, as in [`unescape_into`]; a lone one is kept as its
+/// three-byte sequence (`ED A0..BF xx`), which no UTF-8 text holds.
+pub fn unescape_wtf8_into(raw: &str, out: &mut Vec<u8>) {
+    unescape_to(raw, out, true);
+}
+
+fn unescape_to(raw: &str, out: &mut Vec<u8>, keep_lone: bool) {
     let b = raw.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -547,7 +559,16 @@ pub fn unescape_into(raw: &str, out: &mut Vec<u8>) {
                     }
                     _ => char::from_u32(u32::from(unit)),
                 };
-                push_char(c.unwrap_or(char::REPLACEMENT_CHARACTER), out);
+                match c {
+                    Some(c) => push_char(c, out),
+                    // A lone surrogate: its generalised UTF-8 (WTF-8) form.
+                    None if keep_lone => out.extend_from_slice(&[
+                        0xE0 | (unit >> 12) as u8,
+                        0x80 | ((unit >> 6) & 0x3F) as u8,
+                        0x80 | (unit & 0x3F) as u8,
+                    ]),
+                    None => push_char(char::REPLACEMENT_CHARACTER, out),
+                }
             }
             e => {
                 out.push(match e {

@@ -45,6 +45,42 @@ pub(crate) fn next_escape(bytes: &[u8]) -> Option<usize> {
 /// Appends `s` as a JSON string literal (with the surrounding quotes).
 pub fn write_js_string(s: &str, out: &mut String) {
     out.push('"');
+    push_escaped(s, out);
+    out.push('"');
+}
+
+/// Appends a WTF-8 string as a JSON string literal, as `JSON.stringify` writes the JavaScript
+/// string it stands for: like [`write_js_string`], and each lone surrogate (held as its
+/// three-byte sequence `ED A0..BF xx`) as a lower-case `\udxxx` escape, as ES2019's well-formed
+/// `JSON.stringify` writes it.
+pub fn write_js_wtf8_string(s: &[u8], out: &mut String) {
+    out.push('"');
+    let mut rest = s;
+    loop {
+        // Valid UTF-8 never holds ED followed by A0..BF: those three bytes are a surrogate.
+        let lone = memchr::memchr_iter(0xED, rest).find(|&i| rest.get(i + 1).is_some_and(|b| *b >= 0xA0));
+        let clean = rest.get(..lone.unwrap_or(rest.len())).unwrap_or(rest);
+        match std::str::from_utf8(clean) {
+            Ok(text) => push_escaped(text, out),
+            // Not WTF-8 (never the case for unescaped JSON text): write what can be read.
+            Err(_) => push_escaped(&String::from_utf8_lossy(clean), out),
+        }
+        let Some(at) = lone else { break };
+        let unit = match rest.get(at..at + 3) {
+            Some(&[a, b, c]) => (u16::from(a & 0x0F) << 12) | (u16::from(b & 0x3F) << 6) | u16::from(c & 0x3F),
+            _ => 0xFFFD,
+        };
+        out.push_str("\\u");
+        for shift in [12, 8, 4, 0] {
+            out.push(char::from(HEX[usize::from((unit >> shift) & 0x0F)]));
+        }
+        rest = rest.get(at + 3..).unwrap_or(&[]);
+    }
+    out.push('"');
+}
+
+/// Appends `s` with the characters `JSON.stringify` escapes escaped (no quotes).
+fn push_escaped(s: &str, out: &mut String) {
     let bytes = s.as_bytes();
     let mut clean_from = 0;
     let mut i = 0;
@@ -75,7 +111,6 @@ pub fn write_js_string(s: &str, out: &mut String) {
         clean_from = i;
     }
     out.push_str(&s[clean_from..]);
-    out.push('"');
 }
 
 #[cfg(test)]

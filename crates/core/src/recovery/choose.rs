@@ -39,64 +39,11 @@ use crate::checkpoint::identity::parse_uuid;
 use crate::error::CbError;
 use crate::indexer::dialect::Dialect;
 
+use super::cycles::Place;
+pub use super::files::{PushedReport, Replaced, SessionFile};
 use super::line::MarkerKind;
+use super::marks::Resolved;
 use super::pairing::{Anomaly, AnomalyKind, Baseline, Pos};
-
-/// What the plan knows of a session file before reading its events (from `session_file`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SessionFile {
-    pub file_id: i64,
-    /// The file's identity as the index last saw it (device, inode).
-    pub device: u64,
-    pub inode: u64,
-    /// Modification time (server clock) as the index last saw it.
-    pub mtime_us: Option<i64>,
-    /// Timestamp of the file's last event (pod clock).
-    pub last_ts_us: Option<i64>,
-    /// Corrupt lines that are crash artefacts: a line cut by a writer's crash, directly
-    /// followed by a new writer. They count for `scanBuffer` parity, not for `trusted`.
-    pub crash_cut_lines: i64,
-    pub path: String,
-    pub rel_path: String,
-    pub dialect: Option<Dialect>,
-    pub generation: i32,
-    pub session_ordinal: Option<i64>,
-    pub size_bytes: i64,
-    pub indexed_offset: i64,
-    pub total_lines: i64,
-    pub valid_lines: i64,
-    pub corrupt_lines: i64,
-    pub corruption_ratio: f64,
-    pub tail_state: String,
-    pub tail_pending: bool,
-    pub seq_gaps: i64,
-    pub seq_resets: i64,
-    pub foreign_job_lines: i64,
-    pub trusted: bool,
-    pub gone: bool,
-    pub quarantined: bool,
-    /// For a file pushed from another node: what its shipper last said (the server cannot look
-    /// at the file itself).
-    pub pushed: Option<PushedReport>,
-}
-
-/// What the server knows of a pushed file beyond its index: its shipper's last report.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PushedReport {
-    pub source: String,
-    /// The file's size as the shipper last reported it, and when (server clock).
-    pub reported_size: Option<i64>,
-    pub reported_at_us: Option<i64>,
-    /// Bytes after the committed offset the server holds (an unterminated tail).
-    pub held_bytes: i64,
-}
-
-impl PushedReport {
-    /// Bytes the shipper reported that the server does not have: not pushed yet.
-    pub fn unpushed(&self, indexed_offset: i64) -> i64 {
-        self.reported_size.map_or(0, |r| (r - indexed_offset - self.held_bytes).max(0))
-    }
-}
 
 impl SessionFile {
     /// Bytes of the file the index does not hold yet (a pending tail included).
@@ -167,14 +114,30 @@ pub trait Probe {
     /// Where the writer that wrote the session's bytes at `offset` started: its first event
     /// (sequence 0) at or before `offset`, or the file's start.
     fn writer_start(&mut self, session: usize, offset: i64) -> Result<i64, CbError>;
+    /// Where the session's last tool call before `offset` started.
+    fn last_call_before(&mut self, session: usize, offset: i64) -> Result<Option<i64>, CbError>;
 }
 
-/// How to read a file of a writer without call ids from an anchor inside it: from the start
-/// of the writer segment the anchor lies in, the events before the anchor known but not the
-/// plan's (a call open at the anchor must not lend its result to a later call of its tool).
+/// How to read a file from an anchor inside it: the events before the anchor are known but not
+/// the plan's, read so that
+/// - a call still open at the anchor is known (it is verified, and must not lend its result to
+///   a later call of its tool): every writer's since the last one that had started a call
+///   before the anchor (a pod goes through its replay in order, so that one had settled the
+///   calls its predecessors left open);
+/// - that writer's keys can be worked out: the writer before it too, whose calls open when it
+///   took over were that one's to go through.
 fn read_across(probe: &mut dyn Probe, session: usize, anchor_at: i64) -> Result<ReadFrom, CbError> {
-    let from = probe.writer_start(session, anchor_at)?.min(anchor_at);
-    Ok(ReadFrom { session, from_offset: from, baseline: Baseline::FileStart, anchor_at })
+    let from = match probe.last_call_before(session, anchor_at)? {
+        Some(call) => {
+            let went_past = probe.writer_start(session, call)?;
+            match went_past.checked_sub(1) {
+                Some(before) => probe.writer_start(session, before)?,
+                None => 0,
+            }
+        }
+        None => 0,
+    };
+    Ok(ReadFrom { session, from_offset: from.min(anchor_at), baseline: Baseline::FileStart })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,10 +178,11 @@ pub enum Reason {
     MarkerWithoutId,
     CheckpointWithoutId,
     CheckpointTimeUnknown,
+    BytesMissing,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 18] = [
+    pub const ALL: [Reason; 19] = [
         Reason::MarkerMatched,
         Reason::MarkerUnverified,
         Reason::HighWaterMark,
@@ -237,6 +201,7 @@ impl Reason {
         Reason::MarkerWithoutId,
         Reason::CheckpointWithoutId,
         Reason::CheckpointTimeUnknown,
+        Reason::BytesMissing,
     ];
 
     pub fn label(self) -> &'static str {
@@ -259,6 +224,7 @@ impl Reason {
             Reason::MarkerWithoutId => "marker_without_id",
             Reason::CheckpointWithoutId => "checkpoint_without_id",
             Reason::CheckpointTimeUnknown => "checkpoint_time_unknown",
+            Reason::BytesMissing => "bytes_missing",
         }
     }
 
@@ -320,9 +286,6 @@ pub struct ReadFrom {
     pub session: usize,
     pub from_offset: i64,
     pub baseline: Baseline,
-    /// Events read at offsets below this lie before the anchor: read only so that a call still
-    /// open at the anchor is known (a result after it is then not given to a later call).
-    pub anchor_at: i64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -330,6 +293,8 @@ pub struct Choice {
     pub reason: Reason,
     pub detail: String,
     pub anchor: Option<Anchor>,
+    /// Where the plan's checkpoint was stored, in the files (what settles each call).
+    pub place: Place,
     pub reads: Vec<ReadFrom>,
     /// Keep only the latest writer segment of what is read.
     pub segment_only: bool,
@@ -347,6 +312,7 @@ impl Choice {
             reason,
             detail,
             anchor: None,
+            place: Place::Origin,
             reads: Vec::new(),
             segment_only: false,
             window: None,
@@ -367,12 +333,13 @@ impl Choice {
         let first = *sessions.start();
         let reads: Vec<ReadFrom> = sessions
             .clone()
-            .map(|session| ReadFrom { session, from_offset: 0, baseline: Baseline::FileStart, anchor_at: 0 })
+            .map(|session| ReadFrom { session, from_offset: 0, baseline: Baseline::FileStart })
             .collect();
         Choice {
             reason,
             detail,
             anchor: Some(Anchor { kind, session: first, checkpoint_id: None, at: None, time_us: None, skew_us: None }),
+            place: Place::Origin,
             reads,
             segment_only,
             window: None,
@@ -390,24 +357,13 @@ pub struct WindowSpec {
     pub skew_us: i64,
 }
 
-/// A file as the checkpoint's high-water mark recorded it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MarkFile {
-    /// Path relative to the job directory.
-    pub rel_path: String,
-    pub device: u64,
-    pub inode: u64,
-    pub size: i64,
-    /// For a pushed file: bytes its shipper had reported that the server did not have yet when
-    /// the mark was taken (0 for a tailed file). Such a size is no high-water mark.
-    pub unseen: i64,
-}
-
-/// The job's session files when the checkpoint was stored.
+/// The current checkpoint's high-water mark, resolved against the files now
+/// ([`super::marks::resolve`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Mark {
+pub struct PlanMark {
     pub recorded_at_us: i64,
-    pub files: Vec<MarkFile>,
+    pub files_marked: usize,
+    pub resolved: Resolved,
 }
 
 /// What phase 1 decided that phase 2 depends on.
@@ -422,10 +378,40 @@ pub struct Expectation {
     pub checkpoint_time_us: Option<i64>,
     pub clock_skew_us: i64,
     /// The current checkpoint's high-water mark, when one was recorded.
-    pub mark: Option<Mark>,
+    pub mark: Option<PlanMark>,
     /// How far before the checkpoint's time (in a pod's clock) the clock fallback starts
     /// reading: the largest clock offset allowed or measured.
     pub read_margin_us: i64,
+}
+
+impl Expectation {
+    /// Since when bytes matter: what was written before the checkpoint was stored is its.
+    fn since_us(&self) -> i64 {
+        match (&self.mark, self.checkpoint_time_us) {
+            _ if !self.match_checkpoint || !self.has_checkpoint => i64::MIN,
+            (Some(m), _) => m.recorded_at_us,
+            (None, Some(t)) => t,
+            (None, None) => i64::MIN,
+        }
+    }
+}
+
+/// Whether a dropped generation's bytes are in another file the index holds (it was renamed to
+/// a name the indexer reads).
+pub fn held_elsewhere(files: &[SessionFile], f: &SessionFile, r: Replaced) -> bool {
+    files.iter().any(|g| {
+        g.path != f.path && g.device == r.device && g.inode == r.inode && g.size_bytes.max(g.indexed_offset) >= r.size
+    })
+}
+
+/// Files whose bytes written after `since_us` the index dropped (a generation replaced,
+/// truncated or rewritten since), unless those bytes are in another file it holds (a rename).
+fn dropped_after(files: &[SessionFile], since_us: i64) -> Vec<String> {
+    files
+        .iter()
+        .filter(|f| f.replaced.is_some_and(|r| r.at_us > since_us && r.size > 0 && !held_elsewhere(files, f, r)))
+        .map(|f| f.rel_path.clone())
+        .collect()
 }
 
 /// Whether two checkpoint ids name the same checkpoint (UUIDs compare by value, any case).
@@ -446,6 +432,17 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
             Vec::new(),
         ));
     };
+    let dropped = dropped_after(files, e.since_us());
+    if !dropped.is_empty() {
+        return Ok(Choice::checkpoint_only(
+            Reason::BytesMissing,
+            format!(
+                "{} was replaced, truncated or rewritten after the checkpoint, and the index no longer holds what it had: calls written there after the checkpoint cannot be read, so nothing after it is proven (docs/operations.md: rotating session files)",
+                dropped.join(", ")
+            ),
+            (0..=latest).collect(),
+        ));
+    }
     let mut examined = Vec::new();
     let mut found = None;
     for i in (0..=latest).rev() {
@@ -526,7 +523,7 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
         // calls still open then must be known (the clocks place them before the checkpoint).
         let window_from = probe.last_offset_before(session, since)?.map_or(0, |o| o.saturating_add(1));
         let from = probe.writer_start(session, window_from)?.min(window_from);
-        reads.push(ReadFrom { session, from_offset: from, baseline: Baseline::FileStart, anchor_at: 0 });
+        reads.push(ReadFrom { session, from_offset: from, baseline: Baseline::FileStart });
     }
     Ok(Choice {
         reason: Reason::CheckpointTime,
@@ -542,12 +539,48 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
             time_us: Some(time),
             skew_us: Some(e.clock_skew_us),
         }),
+        place: Place::Time(Vec::new()),
         reads,
         segment_only: false,
         window: Some(WindowSpec { at_us: time, skew_us: e.clock_skew_us }),
         examined: (0..=latest).collect(),
         anomalies: Vec::new(),
     })
+}
+
+/// Reads every file from its start (the last resort of a plan whose keys needed more than a
+/// few wider reads: with everything read, nothing the keys or the verdicts need is left out).
+/// Whether anything changed.
+pub fn read_whole(reads: &mut Vec<ReadFrom>, sessions: usize) -> bool {
+    let whole: Vec<ReadFrom> =
+        (0..sessions).map(|session| ReadFrom { session, from_offset: 0, baseline: Baseline::FileStart }).collect();
+    let changed = *reads != whole;
+    *reads = whole;
+    changed
+}
+
+/// Widens `reads` so the keys can be placed ([`super::pairing::Body::unread`]): each file named
+/// is read from the start of the writer writing just before the offset given. Whether anything
+/// changed (a plan reads again at most a few times).
+pub fn widen_reads(reads: &mut Vec<ReadFrom>, unread: &[(usize, i64)], probe: &mut dyn Probe) -> Result<bool, CbError> {
+    let mut changed = false;
+    // (Everything: the caller reads every file whole, `read_whole`.)
+    for &(session, offset) in unread.iter().filter(|u| **u != super::cycles::READ_EVERYTHING) {
+        let from = probe.writer_start(session, offset.saturating_sub(1))?.min(offset);
+        match reads.iter_mut().find(|r| r.session == session) {
+            Some(r) if r.from_offset > from => {
+                r.from_offset = from;
+                changed = true;
+            }
+            Some(_) => {}
+            None => {
+                reads.push(ReadFrom { session, from_offset: from, baseline: Baseline::FileStart });
+                reads.sort_by_key(|r| r.session);
+                changed = true;
+            }
+        }
+    }
+    Ok(changed)
 }
 
 /// Why a marker cannot anchor the plan, if it cannot.
@@ -582,13 +615,7 @@ fn from_marker(
     marker: &MarkerAt,
 ) -> Result<Choice, CbError> {
     let rel = |i: usize| files.get(i).map(|f| f.rel_path.clone()).unwrap_or_default();
-    let after = marker.byte_offset.saturating_add(1);
-    let shipped = files.get(mi).and_then(|f| f.dialect) == Some(Dialect::CortexPlane);
-    let mut reads = vec![if shipped {
-        read_across(probe, mi, after)?
-    } else {
-        ReadFrom { session: mi, from_offset: after, baseline: Baseline::After(marker.seq), anchor_at: 0 }
-    }];
+    let mut reads = vec![read_across(probe, mi, marker.byte_offset)?];
     let mut anomalies = Vec::new();
     let mut used = vec![mi];
     for k in mi + 1..files.len() {
@@ -611,7 +638,7 @@ fn from_marker(
                 break;
             }
         }
-        reads.push(ReadFrom { session: k, from_offset: 0, baseline: Baseline::FileStart, anchor_at: 0 });
+        reads.push(ReadFrom { session: k, from_offset: 0, baseline: Baseline::FileStart });
         used.push(k);
     }
     let reason = if e.match_checkpoint { Reason::MarkerMatched } else { Reason::MarkerUnverified };
@@ -639,6 +666,7 @@ fn from_marker(
             time_us: None,
             skew_us: None,
         }),
+        place: Place::Line { session: mi, offset: marker.byte_offset },
         reads,
         segment_only: false,
         window: None,
@@ -664,62 +692,71 @@ fn chain_break(probe: &mut dyn Probe, k: usize, id: Option<&str>) -> Result<Opti
 }
 
 /// The plan from the checkpoint's high-water mark: each file from its size when the checkpoint
-/// was stored, files created since from their start.
-fn from_mark(files: &[SessionFile], mark: &Mark, e: &Expectation, probe: &mut dyn Probe) -> Result<Choice, CbError> {
+/// was stored (from the start of the writer then writing it), files created since from their
+/// start; nothing when the marked bytes are gone from the files.
+fn from_mark(
+    files: &[SessionFile],
+    mark: &PlanMark,
+    e: &Expectation,
+    probe: &mut dyn Probe,
+) -> Result<Choice, CbError> {
+    let r = &mark.resolved;
+    let notes = r.notes.iter().map(|(session, kind, detail)| Anomaly {
+        kind: *kind,
+        at: Pos { session: *session, ..Pos::default() },
+        key: None,
+        tool_name: None,
+        detail: detail.clone(),
+    });
+    if !r.missing.is_empty() {
+        let mut c = Choice::checkpoint_only(
+            Reason::BytesMissing,
+            format!(
+                "the bytes the checkpoint's high-water mark covers in {} are in no file the index holds (rotated to another name, truncated, or deleted and created again since): what was written there after the checkpoint cannot be read, so nothing after the checkpoint is proven",
+                r.missing.join(", ")
+            ),
+            (0..files.len()).collect(),
+        );
+        c.anomalies = notes.collect();
+        return Ok(c);
+    }
     let mut reads = Vec::new();
-    let mut anomalies = Vec::new();
-    for (session, f) in files.iter().enumerate() {
-        let recorded = mark.files.iter().find(|m| m.rel_path == f.rel_path);
-        let from = match recorded {
-            None => 0,
-            Some(m) if m.device == f.device && m.inode == f.inode && m.size <= f.size_bytes.max(f.indexed_offset) => {
-                m.size
-            }
-            Some(m) => {
-                anomalies.push(Anomaly {
-                    kind: AnomalyKind::FileReplaced,
-                    at: Pos { session, ..Pos::default() },
-                    key: None,
-                    tool_name: None,
-                    detail: format!(
-                        "{} is not the file the checkpoint's high-water mark recorded ({} bytes then): it was replaced or truncated since, so all of it is read as written after the checkpoint",
-                        f.rel_path, m.size
-                    ),
-                });
-                0
-            }
-        };
-        reads.push(if from == 0 {
-            ReadFrom { session, from_offset: 0, baseline: Baseline::FileStart, anchor_at: 0 }
-        } else {
-            read_across(probe, session, from)?
+    for session in 0..files.len() {
+        reads.push(match r.at.get(session).copied().flatten() {
+            Some(m) if m.size > 0 => read_across(probe, session, m.line_start.min(m.size))?,
+            _ => ReadFrom { session, from_offset: 0, baseline: Baseline::FileStart },
         });
     }
-    let at = reads.first().map(|r| Pos { session: r.session, byte_offset: r.anchor_at, ..Pos::default() });
+    let at =
+        r.at.iter()
+            .enumerate()
+            .find_map(|(session, m)| m.map(|m| Pos { session, byte_offset: m.size, ..Pos::default() }));
     Ok(Choice {
         reason: Reason::HighWaterMark,
         detail: format!(
-            "the checkpoint's high-water mark (its {} session file(s) and their sizes when it was stored): every byte after it was written after the checkpoint, by every writer of every file",
-            mark.files.len()
+            "the checkpoint's high-water mark (its {} session file(s) and their sizes when it was stored): it covers what finished before it, and every byte after it was written after the checkpoint, by every writer of every file",
+            mark.files_marked
         ),
         anchor: Some(Anchor {
             kind: AnchorKind::HighWaterMark,
-            session: 0,
+            session: at.map_or(0, |p| p.session),
             checkpoint_id: e.expected_id.clone(),
             at,
             time_us: Some(mark.recorded_at_us),
             skew_us: None,
         }),
+        place: r.place(),
         reads,
         segment_only: false,
         window: None,
         examined: (0..files.len()).collect(),
-        anomalies,
+        anomalies: notes.collect(),
     })
 }
 
 #[cfg(test)]
 pub mod tests {
+    use super::super::cycles::MarkAt;
     use super::*;
 
     /// One event of the in-memory index: offset, type, checkpoint id, ts.
@@ -764,6 +801,14 @@ pub mod tests {
         fn writer_start(&mut self, _: usize, _: i64) -> Result<i64, CbError> {
             // Without sequence numbers to go by: the file's start (reads more, never less).
             Ok(0)
+        }
+        fn last_call_before(&mut self, s: usize, offset: i64) -> Result<Option<i64>, CbError> {
+            Ok(self.events.get(s).and_then(|ev| {
+                ev.iter()
+                    .rev()
+                    .find(|(o, t, _, _)| *o < offset && matches!(*t, "TOOL_START" | "TOOL_CALL"))
+                    .map(|e| e.0)
+            }))
         }
     }
 
@@ -824,7 +869,7 @@ pub mod tests {
         };
         let c = choose(&files, &expect(Some(C1)), &mut mem).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(c.reason, Reason::MarkerMatched);
-        assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 11), (1, 0), (2, 0)]);
+        assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 0), (1, 0), (2, 0)]);
         assert!(c.anomalies.is_empty());
     }
 
@@ -945,30 +990,21 @@ pub mod tests {
 
     #[test]
     fn a_high_water_mark_places_every_file() {
-        let mut files = [file(0, Dialect::CortexPlane), file(1, Dialect::CortexPlane), file(2, Dialect::CortexPlane)];
-        for (i, f) in files.iter_mut().enumerate() {
-            f.device = 1;
-            f.inode = 10 + i as u64;
-        }
-        let mark = Mark {
-            recorded_at_us: 5,
-            files: vec![
-                MarkFile { rel_path: "session-001.jsonl".into(), device: 1, inode: 10, size: 60, unseen: 0 },
-                // replaced since: another inode at the same path
-                MarkFile { rel_path: "session-002.jsonl".into(), device: 1, inode: 99, size: 40, unseen: 0 },
-            ],
+        let files = [file(0, Dialect::CortexPlane), file(1, Dialect::CortexPlane), file(2, Dialect::CortexPlane)];
+        let resolved = Resolved {
+            at: vec![Some(MarkAt::at(60)), None, None],
+            notes: vec![(1, AnomalyKind::FileReplaced, "replaced".into())],
+            missing: Vec::new(),
         };
         let mut e = expect(Some(C1));
-        e.mark = Some(mark);
+        e.mark = Some(PlanMark { recorded_at_us: 5, files_marked: 2, resolved });
         let c =
             choose(&files, &e, &mut Mem { events: vec![vec![], vec![], vec![]] }).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(c.reason, Reason::HighWaterMark);
         // The first file is read from its writer's start (here the file's: the in-memory index
         // has no sequence numbers), what lies before the mark known but not the plan's.
-        assert_eq!(
-            c.reads.iter().map(|r| (r.session, r.from_offset, r.anchor_at)).collect::<Vec<_>>(),
-            [(0, 0, 60), (1, 0, 0), (2, 0, 0)]
-        );
+        assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 0), (1, 0), (2, 0)]);
+        assert_eq!(c.place, Place::Mark(vec![Some(MarkAt::at(60)), None, None]));
         assert_eq!(
             c.anomalies.iter().map(|a| (a.kind, a.at.session)).collect::<Vec<_>>(),
             [(AnomalyKind::FileReplaced, 1)]
@@ -976,6 +1012,14 @@ pub mod tests {
         // A marker of another checkpoint does not hide the mark of the current one.
         let mut mem = Mem { events: vec![vec![(10, "CHECKPOINT", Some(C2), 0)], vec![], vec![]] };
         assert_eq!(choose(&files, &e, &mut mem).map(|c| c.reason).ok(), Some(Reason::HighWaterMark));
+        // Bytes the mark covers that no file holds: nothing after the checkpoint is proven.
+        let mut gone = e.clone();
+        if let Some(m) = gone.mark.as_mut() {
+            m.resolved.missing = vec!["session-001.jsonl".into()];
+        }
+        let c = choose(&files, &gone, &mut Mem { events: vec![vec![], vec![], vec![]] })
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!((c.reason, c.reason.mode()), (Reason::BytesMissing, Mode::CheckpointOnly));
     }
 
     #[test]
@@ -984,10 +1028,8 @@ pub mod tests {
         let mut mem = Mem { events: vec![vec![(10, "CHECKPOINT", Some(C1), 0)], vec![(0, "TOOL_CALL", None, 0)]] };
         let c = choose(&files, &expect(Some(C1)), &mut mem).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(c.reason, Reason::MarkerMatched);
-        assert_eq!(
-            c.reads.iter().map(|r| (r.session, r.from_offset, r.anchor_at)).collect::<Vec<_>>(),
-            [(0, 0, 11), (1, 0, 0)]
-        );
+        assert_eq!(c.reads.iter().map(|r| (r.session, r.from_offset)).collect::<Vec<_>>(), [(0, 0), (1, 0)]);
+        assert_eq!(c.place, Place::Line { session: 0, offset: 10 });
         assert!(c.anomalies.is_empty(), "no CHECKPOINT_LOADED to break a chain");
     }
 

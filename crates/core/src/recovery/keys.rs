@@ -9,16 +9,19 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::json::parse::{Value, JSONB_MAX_DEPTH};
-use crate::json::{canonical_json, JsValue};
+use crate::json::canonical_text::{canonical_text, write_canonical_text};
+use crate::json::parse::Value;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Lower-case hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for b in digest.iter() {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
+    let mut out = String::with_capacity(2 * digest.len());
+    for b in digest {
         out.push(char::from(HEX[usize::from(b >> 4)]));
         out.push(char::from(HEX[usize::from(b & 0x0f)]));
     }
@@ -26,68 +29,24 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// The canonical JSON of a validated value: `canonical_json()`'s form (JavaScript
-/// `JSON.stringify` with keys sorted recursively), so an agent computes the same text from the
-/// same input with the SQL function or its own `JSON.stringify`.
+/// `JSON.stringify` with keys sorted recursively) of what `JSON.parse` makes of the text, so an
+/// agent computes the same text from the same input with its own `JSON.stringify`.
 pub fn canonical_of(v: Value<'_>) -> String {
-    canonical_json(&to_js_value(v))
+    canonical_text(v)
 }
 
 /// SHA-256 (hex) of the canonical JSON of a tool's input: the documented matching rule for
-/// calls of dialects without ids. An input nested deeper than `jsonb` allows (1000 levels) is
-/// hashed as written instead (it cannot be in the index's payload anyway).
+/// calls of dialects without ids. Exact for every text `JSON.parse` accepts (lone surrogate
+/// escapes, any depth), so it equals the hash a pod computes in JavaScript before the call; the
+/// text is streamed into the hash, not held.
 pub fn input_hash(v: Value<'_>) -> String {
-    if nesting_depth(v.text) > JSONB_MAX_DEPTH {
-        return sha256_hex(v.text.as_bytes());
-    }
-    sha256_hex(canonical_of(v).as_bytes())
-}
-
-/// How deeply a validated JSON text nests (strings skipped).
-pub fn nesting_depth(text: &str) -> usize {
-    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for &b in text.as_bytes() {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                max = max.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    max
-}
-
-/// A parsed value as a tree (escapes resolved; a lone surrogate escape, which Rust strings
-/// cannot hold, becomes U+FFFD). Recursive: callers keep the depth within `jsonb`'s 1000
-/// levels ([`nesting_depth`]); deeper containers become `null` rather than use more stack.
-pub fn to_js_value(v: Value<'_>) -> JsValue {
-    to_js_value_at(v, 0)
-}
-
-fn to_js_value_at(v: Value<'_>, depth: usize) -> JsValue {
-    use crate::json::parse::Kind;
-    match v.kind {
-        Kind::Null => JsValue::Null,
-        Kind::Bool => JsValue::Bool(v.text == "true"),
-        Kind::Number => JsValue::Number(v.as_f64().unwrap_or(f64::NAN)),
-        Kind::String => JsValue::String(v.as_str().map(|s| s.into_owned()).unwrap_or_default()),
-        _ if depth >= JSONB_MAX_DEPTH => JsValue::Null,
-        Kind::Array => JsValue::Array(v.items().map(|i| to_js_value_at(i, depth + 1)).collect()),
-        Kind::Object => {
-            JsValue::Object(v.members().map(|(k, i)| (k.into_owned(), to_js_value_at(i, depth + 1))).collect())
-        }
-    }
+    let mut hasher = Sha256::new();
+    let mut buf = String::new();
+    write_canonical_text(v, &mut buf, |chunk| {
+        hasher.update(chunk.as_bytes());
+        chunk.clear();
+    });
+    hex(&hasher.finalize())
 }
 
 /// The key of a call whose dialect gives it no id: where its start line is, relative to the job
@@ -100,20 +59,23 @@ pub fn derived_call_key(rel_path: &str, byte_offset: i64) -> String {
 /// the pod computes it before the call and the plan reports the same key after a crash:
 ///
 /// ```text
-/// sha256_hex("cortex_buffer/call/v2\n" + job_id + "\n" + checkpoint_ref + "\n"
+/// sha256_hex("cortex_buffer/call/v3\n" + job_id + "\n" + checkpoint_ref + "\n"
 ///            + call_ordinal + "\n" + tool_name + "\n" + input_hash)
 /// ```
 ///
 /// - `job_id`: the job's UUID in lower case (a transcript's session id for `session_recovery`);
-/// - `checkpoint_ref`: [`checkpoint_ref`] of the checkpoint the writer resumed from or wrote
-///   last (`crc:` and its unsigned CRC-32, or `-` when there is none);
-/// - `call_ordinal`: the call's rank among its writer's tool calls since that checkpoint,
-///   from 1, in decimal;
+/// - `checkpoint_ref`: [`checkpoint_ref`] of the writer's key checkpoint: the one it resumed
+///   from (its plan's `checkpoint.ref`), or the last one it stored itself (`write_checkpoint`)
+///   before the call started (`crc:` and its unsigned CRC-32, or `-` when there is none). A
+///   checkpoint someone else stores while the writer runs does not change it;
+/// - `call_ordinal`: the call's rank, from 1, among the calls with the same tool and input in
+///   the writer's replay since that checkpoint (every call it went through: skipped, verified
+///   or run), in decimal;
 /// - `tool_name`: as written (empty when there is none);
 /// - `input_hash`: [`input_hash`] of the tool input (`null` when there is none: [`NULL_INPUT_HASH`]).
 ///
-/// The same call of the same job after the same checkpoint gets the same key on every node;
-/// a pod that repeats a step after a crash sends the same key as the pod before it.
+/// Every pod that resumes from the same checkpoint gives the same call the same key, on every
+/// node; `super::cycles` works out from the files which key each call was sent with.
 pub fn call_idempotency_key(
     job_id: &str,
     checkpoint_ref: &str,
@@ -121,7 +83,7 @@ pub fn call_idempotency_key(
     tool_name: &str,
     input_hash: &str,
 ) -> String {
-    let text = format!("cortex_buffer/call/v2\n{job_id}\n{checkpoint_ref}\n{call_ordinal}\n{tool_name}\n{input_hash}");
+    let text = format!("cortex_buffer/call/v3\n{job_id}\n{checkpoint_ref}\n{call_ordinal}\n{tool_name}\n{input_hash}");
     sha256_hex(text.as_bytes())
 }
 
@@ -189,13 +151,99 @@ mod tests {
         assert_eq!(input_hash(a.root), sha256_hex(br#"{"a":"s","b":[1,{"x":null,"y":"A"}]}"#));
     }
 
+    // Expected hashes are Node 20's, from the repository root: `examples/node/keys.mjs`'s
+    // sha256(canonicalJson(input)) of JSON.parse(text), printed by
+    //
+    //   hash() { node --input-type=module -e 'import {canonicalJson} from "./examples/node/keys.mjs"; import {createHash} from "node:crypto"; console.log(createHash("sha256").update(Buffer.from(canonicalJson(JSON.parse(process.argv[1])), "utf8")).digest("hex"))' "$1"; }
+    //
+    // and noted as `hash '<text>'`. Deep inputs overflow Node's default stack: run those under
+    // `ulimit -s unlimited` with `node --stack-size=2000000`.
+
+    fn hash_of(text: &str) -> String {
+        input_hash(parse(text).unwrap_or_else(|e| panic!("{text}: {e:?}")).root)
+    }
+
     #[test]
-    fn deep_inputs_are_hashed_as_written() {
-        let deep = format!("{}1{}", "[".repeat(200_000), "]".repeat(200_000));
-        let p = parse(&deep).unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!(nesting_depth(&deep), 200_000);
-        assert_eq!(input_hash(p.root), sha256_hex(deep.as_bytes()));
-        assert_eq!(nesting_depth(r#"{"a":"[[[[","b":[{"c":"\\\"]"}]}"#), 3);
+    fn deep_inputs_are_hashed_exactly() {
+        // Spaces and `1.0` make the text differ from its canonical form, `[[…1…]]`:
+        // ulimit -s unlimited; node --stack-size=2000000 --input-type=module -e 'import {canonicalJson} from "./examples/node/keys.mjs"; import {createHash} from "node:crypto"; const n = 200000; console.log(createHash("sha256").update(Buffer.from(canonicalJson(JSON.parse("[ ".repeat(n) + "1.0" + " ]".repeat(n))), "utf8")).digest("hex"))'
+        let n = 200_000;
+        let deep = format!("{}1.0{}", "[ ".repeat(n), " ]".repeat(n));
+        let started = std::time::Instant::now();
+        assert_eq!(hash_of(&deep), "371bed2c3a56af914df74f608691cd3f8b04924216f30e1cee70317496ed5e97");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+        // Objects to reorder around arrays, a lone surrogate at the bottom:
+        // ulimit -s unlimited; node --stack-size=2000000 --input-type=module -e 'import {canonicalJson} from "./examples/node/keys.mjs"; import {createHash} from "node:crypto"; const n = 100000; console.log(createHash("sha256").update(Buffer.from(canonicalJson(JSON.parse("{\"z\":1,\"a\":".repeat(n) + "[".repeat(n) + "\"\\ud800\"" + "]".repeat(n) + "}".repeat(n))), "utf8")).digest("hex"))'
+        let n = 100_000;
+        let mixed =
+            format!("{}{}\"\\ud800\"{}{}", "{\"z\":1,\"a\":".repeat(n), "[".repeat(n), "]".repeat(n), "}".repeat(n));
+        assert_eq!(hash_of(&mixed), "33851ef80596941f217815873903f1c7dd5853abe59ef219f7a3f7d5cbeadd58");
+    }
+
+    #[test]
+    fn lone_surrogates_are_hashed_as_javascript_writes_them() {
+        // hash '"\ud83d"'
+        assert_eq!(hash_of(r#""\ud83d""#), "2ef39d7e532783c70326bd1414557d41c30b77c9a5293288de1df7eb67575ffc");
+        // hash '"a\uD83Db"'
+        assert_eq!(hash_of(r#""a\uD83Db""#), "aa66e57af21bd72a3817856a89da4d97cb5ee4a473394907264f3135f1a10a97");
+        // hash '"\ude00\ud83d"'
+        assert_eq!(hash_of(r#""\ude00\ud83d""#), "cb91344a6d81e322394ff40c42c8ce0564018477448256a47bf611ed63dfe1e9");
+        // A lone surrogate is not U+FFFD: hash '"\ufffd"' differs.
+        assert_ne!(hash_of(r#""\ud83d""#), hash_of(r#""\ufffd""#));
+        // hash '"\ud83d\ude00"' (the pair is the emoji, as UTF-8)
+        assert_eq!(hash_of(r#""\ud83d\ude00""#), "7a0c50b92434b015545fe93ab723db2d4b2cdd14a441405624a9ce8be29f1d5a");
+        assert_eq!(hash_of("\"😀\""), "7a0c50b92434b015545fe93ab723db2d4b2cdd14a441405624a9ce8be29f1d5a");
+        // hash '"\ud800\ud83d\ude00"'
+        assert_eq!(
+            hash_of(r#""\ud800\ud83d\ude00""#),
+            "4badaffc5c51f42c91927d6c7ce743ca1413bfe497d411ff3ceb087e11e41048"
+        );
+        // Keys, ordered by code units:
+        // hash '{"\uffff":1,"\ud83d\ude00":2,"\ud800":3,"\udc00":4,"\ud83d":5,"\ud83dx":6,"\ue000":7,"\ud83d\ue000":8}'
+        assert_eq!(
+            hash_of(
+                r#"{"\uffff":1,"\ud83d\ude00":2,"\ud800":3,"\udc00":4,"\ud83d":5,"\ud83dx":6,"\ue000":7,"\ud83d\ue000":8}"#
+            ),
+            "4477455027a6e48462a3c645c67e178b28293a6787c6f746d2aa4e89051915ee"
+        );
+        // hash '{"a":1,"b":2,"a":3,"\u0061":4,"\ud800":1,"\uD800":2}'
+        assert_eq!(
+            hash_of(r#"{"a":1,"b":2,"a":3,"\u0061":4,"\ud800":1,"\uD800":2}"#),
+            "e81fbd0541830b8c6fc5adba026e3ef2e978766ec83b1b620689a200d5e1b3dd"
+        );
+    }
+
+    #[test]
+    fn controls_proto_indices_and_numbers_hash_as_in_javascript() {
+        // hash '"\u0000\u001f\b\f\n\r\t\"\\\/\u007f\u2028"'
+        assert_eq!(
+            hash_of(r#""\u0000\u001f\b\f\n\r\t\"\\\/\u007f\u2028""#),
+            "3aa9986b74ea5d9b194a6cb650eb75410b27e8c742bfc6655d0cdda0b5b9cc76"
+        );
+        // hash '{"\u0000":"\u0000","\u0001":1}'
+        assert_eq!(
+            hash_of(r#"{"\u0000":"\u0000","\u0001":1}"#),
+            "8e7f9b1b0cb6677816c879bccbf7e47d1cb10831f0343de7d3a4715c27be6e34"
+        );
+        // hash '{"__proto__":{"a":1},"b":2,"\u005f_proto__":3}'
+        assert_eq!(
+            hash_of(r#"{"__proto__":{"a":1},"b":2,"\u005f_proto__":3}"#),
+            "0ab1a6d394cd30195f0642b67ae1180c375ffadf5dd7f39c390668b5fdb6da93"
+        );
+        // hash '{"b":0,"10":1,"9":2,"01":3,"4294967294":4,"4294967295":5,"-1":6,"\u0031":7}'
+        assert_eq!(
+            hash_of(r#"{"b":0,"10":1,"9":2,"01":3,"4294967294":4,"4294967295":5,"-1":6,"\u0031":7}"#),
+            "d7eb8d7bee4e5d6a11cbaa0baacb118dbff17a1c6ecb925ea9b56c4ba6c00e47"
+        );
+        // hash '[1.0,1e21,-0,1e400,-1e400,5e-324,1e-7,0.1,123456789012345678901234567890,1284054217024512.25]'
+        assert_eq!(
+            hash_of("[1.0,1e21,-0,1e400,-1e400,5e-324,1e-7,0.1,123456789012345678901234567890,1284054217024512.25]"),
+            "60185c32dde8090ad0be7f68a7e31233b80b3668c1c87198444fbaa9792433fe"
+        );
+        // hash '[-0]'
+        assert_eq!(hash_of("[-0]"), "d0bca111f8628137adc4c16f123496dcdd1d590d06cb5d9acd68b39fe656fb97");
+        // hash '1e400' (Infinity is written null)
+        assert_eq!(hash_of("1e400"), NULL_INPUT_HASH);
     }
 
     #[test]
@@ -216,7 +264,7 @@ mod tests {
         // The documented formula, spelled out.
         assert_eq!(
             k,
-            sha256_hex(format!("cortex_buffer/call/v2\nj1\ncrc:1\n1\nsend_email\n{NULL_INPUT_HASH}").as_bytes())
+            sha256_hex(format!("cortex_buffer/call/v3\nj1\ncrc:1\n1\nsend_email\n{NULL_INPUT_HASH}").as_bytes())
         );
         assert_eq!(NULL_INPUT_HASH, sha256_hex(b"null"));
         assert_eq!((checkpoint_ref(Some(42)), checkpoint_ref(None)), ("crc:42".to_owned(), "-".to_owned()));

@@ -10,7 +10,7 @@
 use crate::indexer::dialect::Dialect;
 use crate::json::parse::{parse, Kind, Value};
 
-use super::keys::{canonical_of, capped, input_hash};
+use super::keys::{canonical_of, capped, input_hash, NULL_INPUT_HASH};
 
 /// Event types that mark a checkpoint written (the spike's and the shipped schema's spelling).
 pub const MARKER_TYPES: [&str; 2] = ["CHECKPOINT_WRITTEN", "CHECKPOINT"];
@@ -57,6 +57,8 @@ pub struct Start {
     /// The call's own id, when its dialect writes one.
     pub id: Option<String>,
     pub tool_name: Option<String>,
+    /// SHA-256 of the input's canonical JSON (of `null` for a call without one); `None` when
+    /// the line's input cannot be read (the index holds no payload for it).
     pub input_hash: Option<String>,
     pub input: Option<Capped>,
 }
@@ -166,17 +168,21 @@ pub fn facts(dialect: Dialect, row: &Row<'_>, max_bytes: usize) -> Facts {
             let data = if dialect == Dialect::CortexPlane { root.and_then(|r| r.get("data")) } else { root };
             match event_type {
                 "TOOL_START" | "TOOL_CALL" => {
+                    // Without the line (no payload), the input is unknown; a line without an
+                    // input is a call without one (`null`, as the pod hashes `toolInput ?? null`).
                     let (hash, input) = match dialect {
                         Dialect::CortexSpike => {
                             let [h, summary, input] =
                                 data.map_or([None; 3], |d| d.pick(["input_hash", "input_summary", "input"]));
                             let input_text =
                                 summary.filter(|s| s.kind == Kind::String).or(input).map(|v| as_text(v, max_bytes));
-                            (string(h).or_else(|| input.map(input_hash)), input_text)
+                            let hash = string(h).or_else(|| input.map(input_hash));
+                            (hash.or_else(|| root.map(|_| NULL_INPUT_HASH.to_owned())), input_text)
                         }
                         _ => {
                             let input = data.and_then(|d| d.get("toolInput"));
-                            (input.map(input_hash), input.map(|v| as_text(v, max_bytes)))
+                            let hash = input.map(input_hash).or_else(|| root.map(|_| NULL_INPUT_HASH.to_owned()));
+                            (hash, input.map(|v| as_text(v, max_bytes)))
                         }
                     };
                     Facts::Starts(vec![Start {
@@ -217,7 +223,7 @@ pub fn facts(dialect: Dialect, row: &Row<'_>, max_bytes: usize) -> Facts {
                     Some("tool_use") if event_type == "assistant" => starts.push(Start {
                         id: string(id),
                         tool_name: string(name),
-                        input_hash: input.map(input_hash),
+                        input_hash: Some(input.map_or_else(|| NULL_INPUT_HASH.to_owned(), input_hash)),
                         input: input.map(|v| as_text(v, max_bytes)),
                     }),
                     Some("tool_result") if event_type == "user" => finishes.push(Finish {

@@ -62,11 +62,10 @@ pub struct Call {
     pub started_before: bool,
     /// The ambiguity group this call belongs to (an index into [`Body::groups`]).
     pub group: Option<usize>,
-    /// Set by [`super::verdict::settle`]: the call's rank among its writer's calls after the
-    /// anchor (1, 2, ...), the idempotency key built from it, and what the plan does with it.
-    pub call_ordinal: u32,
-    pub idempotency_key: String,
+    /// Set by [`super::verdict::settle`]: what the plan does with it, and the key it was sent
+    /// with ([`super::cycles`]).
     pub verdict: Verdict,
+    pub keys: CallKeys,
 }
 
 /// What the plan does with a call.
@@ -95,6 +94,22 @@ pub enum VerifyReason {
     /// A result whose start the plan does not have (its line was lost): the call finished, but
     /// neither its input nor its place among the writer's calls is known.
     StartLost,
+    /// Started before the anchor and still open when the checkpoint was stored: the checkpoint
+    /// cannot cover what had not finished.
+    OpenAtAnchor,
+    /// Its start line was being written when the checkpoint was stored (the high-water mark
+    /// fell inside it).
+    StraddlesAnchor,
+    /// Its input cannot be read as the writer wrote it (the index holds no payload for the line,
+    /// and the file cannot be read here): no key, nothing to match it by.
+    InputUnknown,
+    /// The bytes leave more than one place (or key) for it among the replay's calls.
+    KeyAmbiguous,
+    /// Nothing says which checkpoint its writer keyed it under.
+    KeyUnknown,
+    /// Finished before the checkpoint, which the control plane stored: the state it stored may
+    /// have been reported before the call finished, so it may not cover it.
+    FinishedBeforeAnchor,
 }
 
 impl VerifyReason {
@@ -104,6 +119,12 @@ impl VerifyReason {
             VerifyReason::UncertainTime => "uncertain_time",
             VerifyReason::StartedBeforeAnchor => "started_before_anchor",
             VerifyReason::StartLost => "start_lost",
+            VerifyReason::OpenAtAnchor => "open_at_anchor",
+            VerifyReason::StraddlesAnchor => "straddles_anchor",
+            VerifyReason::InputUnknown => "input_unknown",
+            VerifyReason::KeyAmbiguous => "key_ambiguous",
+            VerifyReason::KeyUnknown => "key_unknown",
+            VerifyReason::FinishedBeforeAnchor => "finished_before_anchor",
         }
     }
 }
@@ -134,6 +155,7 @@ pub enum AnomalyKind {
     PayloadMissing,
     AmbiguousPairing,
     FileReplaced,
+    FileRenamed,
 }
 
 impl AnomalyKind {
@@ -148,6 +170,7 @@ impl AnomalyKind {
             AnomalyKind::PayloadMissing => "payload_missing",
             AnomalyKind::AmbiguousPairing => "ambiguous_pairing",
             AnomalyKind::FileReplaced => "file_replaced",
+            AnomalyKind::FileRenamed => "file_renamed",
         }
     }
 }
@@ -219,6 +242,74 @@ pub struct Orphan {
     pub tool_name: Option<String>,
 }
 
+/// A checkpoint marker line (`CHECKPOINT`, `CHECKPOINT_WRITTEN`) or load
+/// (`CHECKPOINT_LOADED`) read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointLine {
+    pub at: Pos,
+    pub checkpoint_id: Option<String>,
+    pub segment: u32,
+}
+
+/// One writer's stretch of one file: from its first event to its last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentSpan {
+    pub segment: u32,
+    pub session: usize,
+    pub first: Pos,
+    pub last: Pos,
+    /// It began with its sequence counting again (a new writer, even if its first lines were
+    /// lost with the line a crash cut); otherwise it is the first read of its file.
+    pub after_reset: bool,
+}
+
+/// How well the bytes tell a call's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyStatus {
+    /// One key, computed by the formula from what the writer wrote.
+    Derived,
+    /// More than one candidate: see the candidates.
+    Ambiguous,
+    /// Nothing to compute it from (the input, or the writer's checkpoint, is unknown).
+    #[default]
+    Unknown,
+}
+
+impl KeyStatus {
+    pub fn label(self) -> &'static str {
+        match self {
+            KeyStatus::Derived => "derived",
+            KeyStatus::Ambiguous => "ambiguous",
+            KeyStatus::Unknown => "unknown",
+        }
+    }
+}
+
+/// One possible identity of a call: its place in the plan's replay, and the key it was sent
+/// with.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KeyCandidate {
+    pub replay_ordinal: Option<u32>,
+    pub call_ordinal: Option<u32>,
+    pub checkpoint_ref: String,
+    pub idempotency_key: String,
+}
+
+/// What the plan reports of a call's key.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CallKeys {
+    pub status: KeyStatus,
+    /// Its place among the calls with its tool and input in the replay from the plan's
+    /// checkpoint, when exactly one.
+    pub replay_ordinal: Option<u32>,
+    /// The key, and what it was built from, when exactly one.
+    pub idempotency_key: Option<String>,
+    pub call_ordinal: Option<u32>,
+    pub checkpoint_ref: Option<String>,
+    /// When the key or the place is not unique: every (place, key) the bytes allow.
+    pub candidates: Vec<KeyCandidate>,
+}
+
 /// Everything the plan reports about the events it read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Body {
@@ -227,6 +318,15 @@ pub struct Body {
     pub anomalies: Vec<Anomaly>,
     pub gaps: Vec<Gap>,
     pub events: Vec<EventRef>,
+    /// Each writer segment's first and last event, in order.
+    pub segments: Vec<SegmentSpan>,
+    /// Checkpoint markers the writers wrote, and the checkpoints they said they loaded.
+    pub markers: Vec<CheckpointLine>,
+    pub loads: Vec<CheckpointLine>,
+    /// Set by the keys ([`super::cycles::resolve`]): where a writer the keys depend on lies in
+    /// bytes not read, `(session, offset)`: read that file from the writer writing just before
+    /// `offset` to place them.
+    pub unread: Vec<(usize, i64)>,
     /// The first event of the latest writer segment, when only that segment is kept.
     pub segment_start: Option<Pos>,
     /// The writer segment of the last event read (a call of an earlier one lost its writer).
@@ -247,6 +347,26 @@ impl Body {
             Verdict::Verify(r) => Some((c, r)),
             _ => None,
         })
+    }
+
+    /// Keeps only what lies at or after `from[session]` (`i64::MAX`, or no entry: nothing of
+    /// that file): a plan over whole files lists what it was asked for, though its keys were
+    /// worked out from wider reads. A call is kept by its start, or by its result when its
+    /// start was not read.
+    pub fn keep_from(&mut self, from: &[i64]) {
+        let keep = |p: &Pos| p.byte_offset >= from.get(p.session).copied().unwrap_or(i64::MAX);
+        self.calls.retain(
+            |c| {
+                if c.start_seen {
+                    keep(&c.start)
+                } else {
+                    c.result.as_ref().is_some_and(|r| keep(&r.at))
+                }
+            },
+        );
+        self.events.retain(|e| keep(&e.at));
+        self.anomalies.retain(|a| keep(&a.at));
+        self.gaps.retain(|g| keep(&g.at));
     }
 
     /// The results a call's entry carries: its own, or its ambiguity group's.
@@ -286,6 +406,8 @@ pub struct Pairing {
     current: Option<usize>,
     prev_seq: Option<i64>,
     baseline: Baseline,
+    /// The next segment begins with a seq reset.
+    reset_pending: bool,
 }
 
 impl Pairing {
@@ -308,6 +430,7 @@ impl Pairing {
             current: None,
             prev_seq: None,
             baseline: Baseline::FileStart,
+            reset_pending: false,
         }
     }
 
@@ -319,6 +442,7 @@ impl Pairing {
         }
         self.current = Some(session);
         self.baseline = baseline;
+        self.reset_pending = false;
         self.prev_seq = match baseline {
             Baseline::After(seq) => seq,
             _ => None,
@@ -343,6 +467,7 @@ impl Pairing {
         match (seq_step(self.prev_seq, seq), self.prev_seq, self.baseline) {
             (SeqStep::Reset, Some(prev), _) => {
                 self.segment += 1;
+                self.reset_pending = true;
                 if self.segment_only {
                     self.restart();
                     self.body.segment_start = Some(at);
@@ -389,6 +514,16 @@ impl Pairing {
             event_type: row.event_type.map(str::to_owned),
             segment: self.segment,
         });
+        match self.body.segments.last_mut() {
+            Some(span) if span.segment == self.segment => span.last = Pos::of(row),
+            _ => self.body.segments.push(SegmentSpan {
+                segment: self.segment,
+                session: row.session,
+                first: Pos::of(row),
+                last: Pos::of(row),
+                after_reset: std::mem::take(&mut self.reset_pending),
+            }),
+        }
         if row.payload.is_none() && row.event_type.is_some_and(|t| TOOL_TYPES.contains(&t)) {
             self.body.anomalies.push(Anomaly {
                 kind: AnomalyKind::PayloadMissing,
@@ -410,7 +545,13 @@ impl Pairing {
                     self.finish_call(row, f);
                 }
             }
-            _ => {}
+            Facts::Marker { checkpoint_id, .. } => {
+                self.body.markers.push(CheckpointLine { at: Pos::of(row), checkpoint_id, segment: self.segment })
+            }
+            Facts::Loaded { checkpoint_id } => {
+                self.body.loads.push(CheckpointLine { at: Pos::of(row), checkpoint_id, segment: self.segment })
+            }
+            Facts::Other => {}
         }
     }
 
@@ -456,9 +597,8 @@ impl Pairing {
             start_seen: true,
             started_before: false,
             group,
-            call_ordinal: 0,
-            idempotency_key: String::new(),
             verdict: Verdict::InFlight,
+            keys: CallKeys::default(),
         });
         if key_is_id {
             self.open_by_id.insert(key, index);
@@ -545,9 +685,8 @@ impl Pairing {
                     start_seen: false,
                     started_before: false,
                     group: None,
-                    call_ordinal: 0,
-                    idempotency_key: String::new(),
                     verdict: Verdict::Verify(VerifyReason::StartLost),
+                    keys: CallKeys::default(),
                 });
             }
         }
@@ -625,8 +764,9 @@ impl Pairing {
 
 #[cfg(test)]
 mod tests {
+    use super::super::cycles::{KeyContext, Place, Ref, Store};
     use super::super::keys::call_idempotency_key;
-    use super::super::verdict::{settle, KeyScope};
+    use super::super::verdict::settle;
     use super::*;
 
     fn sessions(d: Dialect, n: usize) -> Vec<SessionRef> {
@@ -657,10 +797,22 @@ mod tests {
         Ok(false)
     }
 
+    /// Every writer resumed from checkpoint CRC 7, which is the plan's: keys are under it.
+    fn keyed_under_7() -> KeyContext {
+        KeyContext {
+            scope: "job".into(),
+            stores: vec![Store { reference: Ref::Crc(7), own: false, place: Place::Origin, at_us: 0 }],
+            plan_store: Some(0),
+            origin_known: true,
+            read_from: vec![0],
+            ..KeyContext::default()
+        }
+    }
+
     /// The body with every call's verdict, ordinal and key.
     fn settled(p: Pairing, started_before: impl FnMut(&str) -> Result<bool, ()>) -> Body {
         let mut body = p.finish(started_before).unwrap_or_default();
-        settle(&mut body, None, &[], &KeyScope { scope: "job".into(), checkpoint_ref: "crc:7".into() });
+        settle(&mut body, None, &mut keyed_under_7());
         body
     }
 
@@ -693,10 +845,37 @@ mod tests {
                 ("session-001.jsonl@40".to_owned(), 2, Some("B".to_owned())),
             ]
         );
-        let open: Vec<_> = body.in_flight().map(|c| (c.key.clone(), c.tool_ordinal, c.call_ordinal)).collect();
-        assert_eq!(open, [("session-001.jsonl@60".to_owned(), 3, 4)]);
+        let open: Vec<_> = body.in_flight().map(|c| (c.key.clone(), c.tool_ordinal, c.keys.call_ordinal)).collect();
+        // Its ordinal counts the calls of read with the same input: it is the first.
+        assert_eq!(open, [("session-001.jsonl@60".to_owned(), 3, Some(1))]);
         assert!(body.anomalies.is_empty(), "{:?}", body.anomalies);
         assert!(body.completed().all(|c| c.result.as_ref().is_some_and(|r| r.paired_by_order)));
+    }
+
+    #[test]
+    fn a_whole_file_plan_lists_only_what_it_was_asked_for() {
+        let mut p = Pairing::new(sessions(Dialect::CortexPlane, 1), 100, false);
+        p.begin(0, Baseline::FileStart);
+        feed_plane(
+            &mut p,
+            &[
+                plane(0, 0, "TOOL_CALL", "read", r#"{"toolName":"read","toolInput":{"p":"a"}}"#),
+                plane(10, 1, "TOOL_RESULT", "read", r#"{"toolName":"read","output":"A","isError":false}"#),
+                plane(20, 2, "TOOL_CALL", "read", r#"{"toolName":"read","toolInput":{"p":"a"}}"#),
+            ],
+        );
+        let mut body = settled(p, no_lookup);
+        // Keys from the whole read: the second read of a is the second.
+        let second = body.calls.iter().find(|c| c.start.byte_offset == 20).map(|c| c.keys.call_ordinal);
+        assert_eq!(second, Some(Some(2)));
+        body.keep_from(&[15]);
+        assert_eq!(
+            body.calls.iter().map(|c| (c.start.byte_offset, c.keys.call_ordinal)).collect::<Vec<_>>(),
+            [(20, Some(2))]
+        );
+        assert_eq!(body.events.iter().map(|e| e.at.byte_offset).collect::<Vec<_>>(), [20]);
+        body.keep_from(&[]);
+        assert!(body.calls.is_empty() && body.events.is_empty());
     }
 
     #[test]
@@ -749,7 +928,11 @@ mod tests {
         );
         let body = settled(p, no_lookup);
         assert_eq!(body.completed().count(), 0);
-        assert_eq!(body.in_flight().count(), 2);
+        // The old writer's call stays open; the new writer's read of the same input may be it
+        // again or a new one, so which key it was sent with is not certain.
+        assert_eq!(body.in_flight().map(|c| c.start.byte_offset).collect::<Vec<_>>(), [0]);
+        let verify: Vec<_> = body.to_verify().map(|(c, r)| (c.start.byte_offset, r)).collect();
+        assert_eq!(verify, [(10, VerifyReason::StartLost), (20, VerifyReason::KeyAmbiguous)]);
         let kinds: Vec<_> = body.anomalies.iter().map(|a| a.kind).collect();
         assert_eq!(kinds, [AnomalyKind::SeqReset, AnomalyKind::ResultWithoutStart]);
     }
@@ -776,14 +959,14 @@ mod tests {
     #[test]
     fn ids_gaps_duplicates_and_orphans() {
         let mut p = Pairing::new(sessions(Dialect::CortexSpike, 1), 100, false);
-        p.begin(0, Baseline::After(Some(4)));
+        p.begin(0, Baseline::FileStart);
         let rows = [
-            (100, 5, "TOOL_START", "i1"),
-            (110, 6, "TOOL_RESULT", "i1"),
-            (120, 9, "TOOL_RESULT", "i1"),
-            (130, 10, "TOOL_RESULT", "i0"),
-            (140, 11, "TOOL_RESULT", "i9"),
-            (150, 12, "TOOL_START", "i2"),
+            (100, 0, "TOOL_START", "i1"),
+            (110, 1, "TOOL_RESULT", "i1"),
+            (120, 4, "TOOL_RESULT", "i1"),
+            (130, 5, "TOOL_RESULT", "i0"),
+            (140, 6, "TOOL_RESULT", "i9"),
+            (150, 7, "TOOL_START", "i2"),
         ];
         for (off, seq, t, id) in rows {
             p.feed(&Row {
@@ -800,7 +983,6 @@ mod tests {
         }
         let body = settled(p, |id: &str| Ok::<bool, ()>(id == "i0"));
         assert_eq!(body.completed().map(|c| c.key.as_str()).collect::<Vec<_>>(), ["i1"]);
-        assert_eq!(body.in_flight().map(|c| c.key.as_str()).collect::<Vec<_>>(), ["i2"]);
         let kinds: Vec<_> = body.anomalies.iter().map(|a| (a.kind, a.at.byte_offset)).collect();
         assert_eq!(
             kinds,
@@ -811,12 +993,24 @@ mod tests {
             ]
         );
         assert_eq!(body.gaps.len(), 1);
-        assert_eq!((body.gaps[0].after_seq, body.gaps[0].next_seq, body.gaps[0].missing), (Some(6), 9, 2));
-        assert!(body.calls.iter().filter(|c| c.start_seen).all(|c| c.idempotency_key
-            == call_idempotency_key("job", "crc:7", c.call_ordinal, "t", super::super::keys::NULL_INPUT_HASH)));
-        // The results without a start in the plan are verified, never skipped.
+        assert_eq!((body.gaps[0].after_seq, body.gaps[0].next_seq, body.gaps[0].missing), (Some(1), 4, 2));
+        // The first call of t without input is the first of the replay.
+        assert_eq!(
+            body.calls.first().and_then(|c| c.keys.idempotency_key.clone()),
+            Some(call_idempotency_key("job", "crc:7", 1, "t", super::super::keys::NULL_INPUT_HASH))
+        );
+        // The results without a start in the plan are verified, never skipped; and the lost
+        // lines (the gap, the two starts) may each have been a call of t, so i2's place among
+        // the calls of t is not certain.
         let verify: Vec<_> = body.to_verify().map(|(c, r)| (c.key.as_str(), r)).collect();
-        assert_eq!(verify, [("i0", VerifyReason::StartedBeforeAnchor), ("i9", VerifyReason::StartLost)]);
+        assert_eq!(
+            verify,
+            [
+                ("i0", VerifyReason::StartedBeforeAnchor),
+                ("i9", VerifyReason::StartLost),
+                ("i2", VerifyReason::KeyAmbiguous)
+            ]
+        );
     }
 
     #[test]

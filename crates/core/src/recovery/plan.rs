@@ -10,7 +10,10 @@ use super::verdict::TimeEvidence;
 
 /// Version of the plan's shape (a key `plan_version`): bumped on any incompatible change.
 /// 2: `verify`, `call_ordinal`, the v2 idempotency key, `fresh`, `clock`, `checkpoint.ref`.
-pub const PLAN_VERSION: i64 = 2;
+/// 3: the v3 idempotency key (a call keeps its writer's checkpoint; ordinals count calls of
+/// the same tool and input in the replay), `replay_ordinal`, `checkpoint_ref`, `key_status`,
+/// `key_candidates`; calls open at the anchor or straddling it are verified.
+pub const PLAN_VERSION: i64 = 3;
 
 /// Whether the index held every byte of the plan's files when the plan was made.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -159,10 +162,24 @@ fn write_call_common(w: &mut JsonWriter, files: &[SessionFile], c: &Call) {
     w.field_str("key_source", if c.key_is_id { "id" } else { "derived" });
     w.field_opt_str("tool_name", c.tool_name.as_deref());
     w.field_opt_int("tool_ordinal", (c.tool_ordinal > 0).then_some(i64::from(c.tool_ordinal)));
-    // A call whose start is lost has neither a place among its writer's calls nor a key.
-    w.field_opt_int("call_ordinal", (c.call_ordinal > 0).then_some(i64::from(c.call_ordinal)));
     w.field_opt_str("input_hash", c.input_hash.as_deref());
-    w.field_opt_str("idempotency_key", (!c.idempotency_key.is_empty()).then_some(c.idempotency_key.as_str()));
+    // What a pod matches its calls by, and the key the call was sent with (super::cycles).
+    let k = &c.keys;
+    w.field_opt_int("replay_ordinal", k.replay_ordinal.map(i64::from));
+    w.field_opt_int("call_ordinal", k.call_ordinal.map(i64::from));
+    w.field_opt_str("checkpoint_ref", k.checkpoint_ref.as_deref());
+    w.field_opt_str("idempotency_key", k.idempotency_key.as_deref());
+    w.field_str("key_status", k.status.label());
+    w.key("key_candidates").begin_array();
+    for cand in &k.candidates {
+        w.begin_object();
+        w.field_opt_int("replay_ordinal", cand.replay_ordinal.map(i64::from));
+        w.field_opt_int("call_ordinal", cand.call_ordinal.map(i64::from));
+        w.field_str("checkpoint_ref", &cand.checkpoint_ref);
+        w.field_str("idempotency_key", &cand.idempotency_key);
+        w.end_object();
+    }
+    w.end_array();
     ts(w, "started_at", c.start.ts_us);
     w.field_str("start_session", rel(files, c.start.session));
     w.field_int("start_offset", c.start.byte_offset);
@@ -408,9 +425,10 @@ fn notes(files: &[SessionFile], choice: &Choice, body: &Body, fresh: &Freshness)
 #[cfg(test)]
 mod tests {
     use super::super::choose::{choose, tests::file, tests::Mem, Expectation, Reason};
+    use super::super::cycles::{KeyContext, Place, Ref, Store};
     use super::super::line::Row;
     use super::super::pairing::{Pairing, SessionRef};
-    use super::super::verdict::{settle, KeyScope};
+    use super::super::verdict::settle;
     use super::*;
     use crate::indexer::dialect::Dialect;
 
@@ -437,6 +455,14 @@ mod tests {
             false,
         );
         p.begin(0, choice.reads[0].baseline);
+        p.feed(&Row {
+            byte_offset: 10,
+            line_no: 2,
+            event_type: Some("CHECKPOINT_WRITTEN"),
+            checkpoint_id: Some(c1),
+            payload: Some("{}"),
+            ..Row::default()
+        });
         let payload = r#"{"type":"TOOL_START","input_hash":"h"}"#;
         p.feed(&Row {
             byte_offset: 20,
@@ -448,7 +474,18 @@ mod tests {
             ..Row::default()
         });
         let mut body = p.finish(|_: &str| Ok::<bool, ()>(false)).unwrap_or_default();
-        let evidence = settle(&mut body, None, &[], &KeyScope { scope: "job".into(), checkpoint_ref: "crc:9".into() });
+        let mut ctx = KeyContext {
+            scope: "job".into(),
+            stores: vec![
+                Store { reference: Ref::None, own: false, place: Place::Origin, at_us: 0 },
+                Store { reference: Ref::Crc(9), own: false, place: choice.place.clone(), at_us: 0 },
+            ],
+            plan_store: Some(1),
+            origin_known: true,
+            read_from: vec![0],
+            ..KeyContext::default()
+        };
+        let evidence = settle(&mut body, None, &mut ctx);
         let phase1 = Phase1 {
             source: Source::Current,
             checkpoint_id: Some(c1.into()),
@@ -475,7 +512,7 @@ mod tests {
         assert_eq!(v["marker"]["byte_offset"], 10);
         assert_eq!(v["in_flight"][0]["key"], "i1");
         assert_eq!(v["in_flight"][0]["input_hash"], "h");
-        assert_eq!(v["sessions"][0]["read_from"], 11);
+        assert_eq!(v["sessions"][0]["read_from"], 0, "from its writer's start");
         assert_eq!(v["events_after_marker"][0]["byte_offset"], 20);
         assert_eq!(v["checkpoint"]["written_at"], "1970-01-01T00:00:00.000000Z");
         assert_eq!(v["checkpoint"]["ref"], "crc:9");
@@ -486,7 +523,7 @@ mod tests {
         );
         assert_eq!(v["fresh"]["stale"], false);
         assert_eq!(v["verify"], serde_json::json!([]));
-        assert_eq!(v["plan_version"], 2);
+        assert_eq!(v["plan_version"], 3);
     }
 
     #[test]

@@ -17,33 +17,20 @@
 
 use std::collections::BTreeMap;
 
-use super::choose::tests::{file, Mem, MemEvent};
-use super::choose::{choose, Expectation, Mark, MarkFile};
-use super::line::Row;
-use super::pairing::{Body, Pairing, SessionRef, Verdict};
-use super::verdict::{settle, FileClock, KeyScope, Window};
+use super::super::choose::tests::{file, Mem, MemEvent};
+use super::super::choose::{choose, Expectation, PlanMark};
+use super::super::cycles::{KeyContext, MarkAt, Place, Ref, Store};
+use super::super::line::Row;
+use super::super::marks::Resolved;
+use super::super::pairing::{Body, Pairing, SessionRef, Verdict};
+use super::super::verdict::{settle, FileClock, Window};
 use crate::indexer::dialect::Dialect;
 
 const S: i64 = 1_000_000;
 const SKEW: i64 = 5 * S;
 const LINE: i64 = 100;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
+use super::Rng;
 
 /// One line of the file: an event, or the bytes of a cut line.
 #[derive(Clone)]
@@ -189,15 +176,10 @@ fn plan(life: &Life, by_mark: bool) -> Body {
         has_checkpoint: true,
         checkpoint_time_us: Some(life.checkpoint_us),
         clock_skew_us: SKEW,
-        mark: by_mark.then(|| Mark {
+        mark: by_mark.then(|| PlanMark {
             recorded_at_us: life.checkpoint_us,
-            files: vec![MarkFile {
-                rel_path: f.rel_path.clone(),
-                device: 0,
-                inode: 0,
-                size: life.mark_size,
-                unseen: 0,
-            }],
+            files_marked: 1,
+            resolved: Resolved { at: vec![Some(MarkAt::at(life.mark_size))], ..Resolved::default() },
         }),
         read_margin_us: SKEW.max(f.mtime_us.unwrap_or(0) - f.last_ts_us.unwrap_or(0)) + S,
     };
@@ -235,8 +217,18 @@ fn plan(life: &Life, by_mark: bool) -> Body {
             tail_ts_us: life.tail.flatten(),
         }],
     });
-    let anchors: Vec<(usize, i64)> = choice.reads.iter().map(|r| (r.session, r.anchor_at)).collect();
-    settle(&mut body, window.as_ref(), &anchors, &KeyScope { scope: "job".into(), checkpoint_ref: "-".into() });
+    let mut ctx = KeyContext {
+        scope: "job".into(),
+        stores: vec![
+            Store { reference: Ref::None, own: false, place: Place::Origin, at_us: 0 },
+            Store { reference: Ref::Crc(1), own: false, place: choice.place.clone(), at_us: 0 },
+        ],
+        plan_store: Some(1),
+        origin_known: true,
+        read_from: choice.reads.iter().map(|r| r.from_offset).collect(),
+        ..KeyContext::default()
+    };
+    settle(&mut body, window.as_ref(), &mut ctx);
     body
 }
 
@@ -280,7 +272,7 @@ fn check(life: &Life, by_mark: bool, seed: u64) {
             ctx()
         );
     }
-    let kept = |pred: &dyn Fn(&super::pairing::Call) -> bool| body.calls.iter().any(pred);
+    let kept = |pred: &dyn Fn(&super::super::pairing::Call) -> bool| body.calls.iter().any(pred);
     for truth in &life.calls {
         if let (Some(o), Some(us)) = (truth.result_offset, truth.result_us) {
             if after((Some(o), us)) {
@@ -304,9 +296,8 @@ fn check(life: &Life, by_mark: bool, seed: u64) {
 
 #[test]
 fn plans_never_skip_drop_or_omit_a_call_on_random_lives() {
-    let runs: u64 = std::env::var("CORTEX_PROPERTY_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(3000);
-    for seed in 1..=runs {
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    for seed in 1..=super::runs(3000) {
+        let mut rng = Rng::new(seed);
         let life = live(&mut rng);
         check(&life, true, seed);
         check(&life, false, seed);

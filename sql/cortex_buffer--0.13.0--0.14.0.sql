@@ -1,0 +1,251 @@
+-- cortex_buffer 0.13.0 -> 0.14.0: recovery at the seams (issue 36).
+--   * session_file remembers the bytes the index dropped (replaced_at, replaced_device,
+--     replaced_inode, replaced_size: a rotation by copytruncate or rename, a file deleted and
+--     made again), so recovery_plan says when a checkpoint's high-water mark points into bytes
+--     no file holds any more instead of reading the new file from the old offset.
+--   * checkpoint_mark also records each pod's resume (source 'resume', crc NULL when it was given
+--     none), and its files carry fingerprints (head and tail CRCs, where the marked line began):
+--     recovery_plan tells from them which checkpoint each writer keyed its calls under, and
+--     follows a marked file through a rename. Marks recorded by 0.13.0 have no fingerprints;
+--     recovery_plan places them by identity and size alone, as 0.13.0 did.
+--   * call_idempotency_key's text (key v3) and recovery_plan's comment.
+-- Adding nullable columns and dropping a NOT NULL rewrite no table; the CHECK constraint is
+-- validated against checkpoint_mark's rows (a few per job).
+\echo Use "ALTER EXTENSION cortex_buffer UPDATE TO '0.14.0'" to load this file. \quit
+
+ALTER TABLE cortex_buffer.session_file
+    ADD COLUMN replaced_at timestamptz,
+    ADD COLUMN replaced_device bigint,
+    ADD COLUMN replaced_inode bigint,
+    ADD COLUMN replaced_size bigint;
+COMMENT ON COLUMN cortex_buffer.session_file.replaced_at IS 'When the index last dropped this path''s indexed bytes because they were no longer in the file (replaced by another file, shrunk, its first bytes rewritten: a rotation by copytruncate or by rename, a deletion and a new file), so recovery knows what it can no longer read. NULL if never.';
+COMMENT ON COLUMN cortex_buffer.session_file.replaced_device IS 'The dropped file''s device (replaced_at): a file the index still holds under another name with this identity holds those bytes.';
+COMMENT ON COLUMN cortex_buffer.session_file.replaced_inode IS 'The dropped file''s inode (replaced_at).';
+COMMENT ON COLUMN cortex_buffer.session_file.replaced_size IS 'How many bytes of it the index had read when it dropped them (replaced_at).';
+
+ALTER TABLE cortex_buffer.checkpoint_mark ALTER COLUMN crc DROP NOT NULL;
+ALTER TABLE cortex_buffer.checkpoint_mark DROP CONSTRAINT checkpoint_mark_source_check;
+ALTER TABLE cortex_buffer.checkpoint_mark ADD CONSTRAINT checkpoint_mark_source_check
+    CHECK (source OPERATOR(pg_catalog.=) ANY (ARRAY['write_checkpoint', 'trigger', 'resume']));
+COMMENT ON TABLE cortex_buffer.checkpoint_mark IS
+'Each stored checkpoint''s high-water mark: the job''s session files, their sizes and fingerprints at that instant; and each pod''s resume (the checkpoint its recovery_plan gave it, and the files then). The newest cortex_buffer.checkpoint_history_keep of each kind per job. recovery_plan places the files after a checkpoint by its mark, and tells from the marks and resumes which checkpoint each writer keyed its calls under.';
+COMMENT ON INDEX cortex_buffer.checkpoint_mark_job_idx IS 'A job''s marks, by checkpoint (CRC), newest first.';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.crc IS 'CRC-32 of the checkpoint''s canonical JSON, unsigned: the checkpoint the mark belongs to, or that the resuming pod was given (NULL: none).';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.source IS 'write_checkpoint (the pod stored it: its next calls are keyed under it), trigger (a plain UPDATE of the job table''s checkpoint column), or resume (a pod''s recovery_plan, with its job token: the checkpoint it resumed from).';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.files IS 'The job''s session files then: [{"file": path relative to the job directory, "device", "inode", "size", "pushed_by" (a pushed file''s source), "head_len", "head_crc" (CRC-32 of its first bytes), "tail_len", "tail_crc" (of the bytes just before size), "line_start" (where the line holding the mark began; size when the mark fell between lines; NULL when it began more than 8 MiB before)}].';
+
+COMMENT ON FUNCTION cortex_buffer.call_idempotency_key(uuid, jsonb, integer, text, jsonb) IS
+'The idempotency key of a tool call, as recovery_plan reports it and as the agent computes it before the call: lower-case hex SHA-256 of "cortex_buffer/call/v3\n" || job_id || "\n" || checkpoint_ref || "\n" || call_ordinal || "\n" || tool_name || "\n" || input_hash, where checkpoint_ref is "crc:" || checkpoint_crc(checkpoint) ("-" for NULL) of the checkpoint the writer resumed from or last stored itself, call_ordinal the call''s rank (from 1) among the calls with the same tool and input in its replay since that checkpoint, tool_name '''' for NULL, and input_hash the hex SHA-256 of canonical_json(tool_input) (of null for NULL).';
+COMMENT ON FUNCTION cortex_buffer.recovery_plan(uuid, uuid, boolean) IS
+'One call at pod start (Spike #31 Question 6, extended). First brings the job''s session files up to date (a catch-up of its directory, exactly once, as cortex_buffer_definer; fresh.stale says when it could not). Phase 1: the checkpoint by read_checkpoint''s rules (action first_run, resume or fail_job, resume_step). Phase 2: the buffer after the checkpoint (its marker, its high-water mark, or, failing both, its write time; the checkpoint covers only what finished before it): completed tool calls with their results (skip them), calls in flight and calls the bytes cannot settle (verify them), each with the idempotency key its writer sent (call_idempotency_key()) and its place in the replay, or the candidates, lost events, anomalies, and why (mode buffer or checkpoint_only, reason from a closed list). Called by a pod with its job token, it records the pod''s resume. See docs/api.md.';
+
+-- Who may do what (README: Privileges): every grant and revoke of the extension's objects is
+-- here. Runs last in a fresh install; the upgrade scripts set the same.
+--
+-- First, every object's privileges go back to its owner's alone (and PUBLIC's USAGE of the
+-- types, PostgreSQL's default): whatever ALTER DEFAULT PRIVILEGES the installing role has set
+-- (for itself, or for PUBLIC, on tables, sequences, functions or types) added nothing that the
+-- grants below do not give. The schema's own USAGE is PUBLIC's (sql/bootstrap.sql).
+DO $reset$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN
+        SELECT pg_catalog.format('TABLE %s', c.oid::pg_catalog.regclass) AS obj, a.grantee
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'v', 'm', 'p', 'f'])
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('SEQUENCE %s', c.oid::pg_catalog.regclass), a.grantee
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND c.relkind OPERATOR(pg_catalog.=) 'S' AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('FUNCTION %s', p.oid::pg_catalog.regprocedure), a.grantee
+          FROM pg_catalog.pg_proc p,
+               pg_catalog.aclexplode(COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+        UNION
+        SELECT pg_catalog.format('TYPE %s', t.oid::pg_catalog.regtype), a.grantee
+          FROM pg_catalog.pg_type t, pg_catalog.aclexplode(t.typacl) a
+         WHERE t.typnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) t.typowner AND a.grantee OPERATOR(pg_catalog.<>) 0
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %s', o.obj,
+            CASE WHEN o.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE o.grantee::pg_catalog.regrole::pg_catalog.text END);
+    END LOOP;
+END
+$reset$;
+
+-- cortex_buffer_definer (NOLOGIN, not a superuser, no members) is the role the extension's
+-- own writes run as: the functions switch to it for their statements on these tables, exactly
+-- as a SECURITY DEFINER function owned by it would, and the background worker runs its
+-- transactions as it. Statements on the bound job table run as the caller.
+GRANT SELECT, INSERT, UPDATE, DELETE ON
+    cortex_buffer.checkpoint_history, cortex_buffer.crash, cortex_buffer.job_wait,
+    cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
+    cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_definer;
+GRANT SELECT ON cortex_buffer.circuit_config TO cortex_buffer_definer;
+GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.crash_seq, cortex_buffer.usage_ledger_seq,
+      cortex_buffer.session_file_seq, cortex_buffer.checkpoint_mark_seq TO cortex_buffer_definer;
+GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
+-- The job-token secret: the definer role alone reads it (and makes it, on first use).
+GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
+-- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file TO cortex_buffer_definer;
+GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
+-- The partitioned layout: the indexer makes partitions ahead of new files, cleanup drops them
+-- (both functions run as the extension's owner and touch nothing but those partitions).
+GRANT SELECT ON cortex_buffer.event_partitioning TO cortex_buffer_definer;
+GRANT EXECUTE ON FUNCTION cortex_buffer.event_partition_create(bigint, bigint), cortex_buffer.event_partition_drop(regclass)
+  TO cortex_buffer_definer;
+-- job_events runs as the definer role (its owner) and asks authorize_job first.
+GRANT EXECUTE ON FUNCTION cortex_buffer.authorize_job(uuid) TO cortex_buffer_definer;
+
+-- Functions: PUBLIC keeps only the pure ones (checkpoint_crc, canonical_json, llm_cost,
+-- call_idempotency_key, session_file_refusal) and indexer_worker (the worker's figures). The
+-- reset above took EXECUTE from PUBLIC on every function: these get it back.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.checkpoint_crc(jsonb), cortex_buffer.canonical_json(jsonb),
+    cortex_buffer.llm_cost(jsonb, text, timestamptz),
+    cortex_buffer.call_idempotency_key(uuid, jsonb, integer, text, jsonb),
+    cortex_buffer.session_file_refusal(boolean, integer, bigint, bigint, boolean, boolean, boolean, double precision),
+    cortex_buffer.indexer_worker()
+  TO PUBLIC;
+REVOKE ALL ON FUNCTION
+    cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean), cortex_buffer.read_checkpoint(uuid),
+    cortex_buffer.verify_checkpoints(), cortex_buffer.heartbeat(uuid), cortex_buffer.reap_zombies(interval, integer),
+    cortex_buffer.reaper_index_sql(), cortex_buffer.idle_paused_jobs(interval),
+    cortex_buffer.record_crash(uuid, integer, text, text, integer, text, jsonb), cortex_buffer.retry_decision(uuid),
+    cortex_buffer.admit_job(uuid, uuid), cortex_buffer.record_outcome(uuid, uuid, boolean),
+    cortex_buffer.circuit_state(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
+    cortex_buffer.set_budget(uuid, bigint, numeric), cortex_buffer.check_token_budget(uuid),
+    cortex_buffer.reserve_budget(uuid, jsonb, text), cortex_buffer.settle_usage(uuid, jsonb, text),
+    cortex_buffer.release_reservation(uuid), cortex_buffer.index_sessions(text), cortex_buffer.index_now(),
+    cortex_buffer.file_integrity(text), cortex_buffer.job_events(uuid, timestamptz),
+    cortex_buffer.recovery_plan(uuid, uuid, boolean), cortex_buffer.session_recovery(text),
+    cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid),
+    cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
+    cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
+    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
+    cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
+    cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
+    cortex_buffer.storage_report(), cortex_buffer.oversized_day_start(bigint, timestamptz)
+  FROM PUBLIC;
+
+-- Prices are reference data: everyone may read them (llm_cost() runs with the caller's
+-- rights). The indexer's status is for monitoring and operators.
+GRANT SELECT ON cortex_buffer.model_price TO PUBLIC;
+REVOKE ALL ON cortex_buffer.indexer_status FROM PUBLIC;
+GRANT SELECT ON cortex_buffer.indexer_status TO pg_monitor, cortex_buffer_operator;
+
+-- cortex_buffer_agent_call (NOLOGIN, no members) is the role an agent's call runs as once its
+-- job token checks out: it reads what the lookups read and writes the job table's agent columns.
+-- It cannot read the token secret or write the extension's tables (those statements switch to
+-- the definer role, as everyone's do), so a bound table's triggers, which run as this role during
+-- an agent's call, gain nothing the agent's functions do not already do.
+GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
+    ON cortex_buffer.job TO cortex_buffer_agent_call;
+GRANT SELECT ON
+    cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.crash, cortex_buffer.job_wait,
+    cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome, cortex_buffer.job_usage,
+    cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_agent_call;
+
+-- The agent: its own job's heartbeat, checkpoints, spend, recovery, timeline, state and events,
+-- and nothing else. Each of these functions checks the session's job token (cortex_buffer.job_token)
+-- against the job it is asked about, and then runs as cortex_buffer_agent_call: the agent role
+-- holds no privilege on any table, the job table included.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.heartbeat(uuid), cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean),
+    cortex_buffer.read_checkpoint(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
+    cortex_buffer.check_token_budget(uuid), cortex_buffer.reserve_budget(uuid, jsonb, text),
+    cortex_buffer.settle_usage(uuid, jsonb, text), cortex_buffer.release_reservation(uuid),
+    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.recovery_plan(uuid, uuid, boolean),
+    cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid),
+    cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid), cortex_buffer.job_timeline(uuid),
+    cortex_buffer.job_usage_from_buffer(uuid), cortex_buffer.log_entries(text, text, integer, bigint, bigint),
+    cortex_buffer.check_log_snapshot(text, bigint, bigint, text), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.await_pushed(uuid, text, bigint, interval)
+  TO cortex_buffer_agent;
+
+-- The control plane: dispatching, reaping, retry decisions, breaker admission.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.reap_zombies(interval, integer), cortex_buffer.idle_paused_jobs(interval),
+    cortex_buffer.record_crash(uuid, integer, text, text, integer, text, jsonb), cortex_buffer.retry_decision(uuid),
+    cortex_buffer.admit_job(uuid, uuid), cortex_buffer.record_outcome(uuid, uuid, boolean),
+    cortex_buffer.circuit_state(uuid), cortex_buffer.index_now(), cortex_buffer.recovery_plan(uuid, uuid, boolean),
+    cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text),
+    cortex_buffer.agent_state(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.await_pushed(uuid, text, bigint, interval)
+  TO cortex_buffer_control_plane;
+GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
+    cortex_buffer.session_file, cortex_buffer.event
+    TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files, cortex_buffer.oversized_buffers
+  TO cortex_buffer_control_plane;
+GRANT EXECUTE ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz) TO cortex_buffer_control_plane;
+
+-- The operator: budgets, prices, breaker configuration, file inspection and transcripts.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.set_budget(uuid, bigint, numeric), cortex_buffer.verify_checkpoints(),
+    cortex_buffer.reaper_index_sql(), cortex_buffer.index_sessions(text), cortex_buffer.file_integrity(text),
+    cortex_buffer.index_now(), cortex_buffer.job_events(uuid, timestamptz),
+    cortex_buffer.recovery_plan(uuid, uuid, boolean), cortex_buffer.session_recovery(text),
+    cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid),
+    cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
+    cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
+    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
+  TO cortex_buffer_operator;
+-- Retention deletes files as the database's operating-system user: the operator's alone
+-- (and superusers'). It reads the bound job table as its caller.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
+    cortex_buffer.storage_report()
+  TO cortex_buffer_operator;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.circuit_config, cortex_buffer.model_price TO cortex_buffer_operator;
+GRANT SELECT ON
+    cortex_buffer.job, cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.crash,
+    cortex_buffer.job_wait, cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
+    cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files, cortex_buffer.oversized_buffers
+  TO cortex_buffer_operator;
+GRANT EXECUTE ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz) TO cortex_buffer_operator;
+
+-- Push ingestion's mapping is the operator's to edit; the control plane registers a pod's
+-- sidecar source and grants it its job at dispatch (and removes both when the job ends).
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.pushed_file TO cortex_buffer_operator;
+GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
+-- A pod's own source only: never one trusted with every job (all_jobs stays false).
+GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
+
+-- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else. Every
+-- statement it causes runs as the definer role once its source and job check out.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
+    cortex_buffer.pushed_offsets(text)
+  TO cortex_buffer_pusher;
+
+-- The partitioned layout (partition_events()): each partition of event and corrupt_line has its
+-- parent's grants, which the reset above took away (the indexer writes into the partitions
+-- directly, as cortex_buffer_definer).
+SELECT cortex_buffer.copy_table_grants(i.inhparent::pg_catalog.regclass, i.inhrelid::pg_catalog.regclass)
+  FROM pg_catalog.pg_inherits i
+ WHERE i.inhparent OPERATOR(pg_catalog.=) ANY (ARRAY['cortex_buffer.event'::pg_catalog.regclass,
+                                                   'cortex_buffer.corrupt_line'::pg_catalog.regclass]);
