@@ -7,6 +7,9 @@
 #   bare UPDATE       UPDATE job SET checkpoint = $doc
 #   parse + CRC       SELECT cortex_buffer.checkpoint_crc($doc)                   (no writes)
 #   parse only        SELECT $doc::jsonb IS NOT NULL
+#   with files        write_checkpoint of a job with three session files in sessions_dir (10 MB,
+#                     200 kB, 2 kB) and one pushed file: its high-water mark looks at each
+#                     (identity, size, head and tail fingerprints, where the marked line began)
 # Each runs as one pgbench client sending the document as a text parameter (as the control
 # plane does), in rounds interleaved to spread machine noise evenly; medians are reported.
 
@@ -36,6 +39,7 @@ SELECT jsonb_build_object(
 CREATE TABLE plain_job (LIKE cortex_buffer.job INCLUDING ALL);
 CREATE TABLE plain_history (LIKE cortex_buffer.checkpoint_history INCLUDING ALL);
 INSERT INTO cortex_buffer.job (id, agent_id, status) VALUES ('00000000-0000-4000-8000-000000000001', gen_random_uuid(), 'RUNNING');
+INSERT INTO cortex_buffer.job (id, agent_id, status) VALUES ('00000000-0000-4000-8000-000000000003', gen_random_uuid(), 'RUNNING');
 INSERT INTO plain_job (id, agent_id, status) VALUES ('00000000-0000-4000-8000-000000000002', gen_random_uuid(), 'RUNNING');
 -- A production-like history: 1000 other jobs with 20 checkpoints each, in both tables, so the
 -- planner sees realistic statistics (with one job's 20 rows it would scan the whole table).
@@ -45,6 +49,27 @@ SELECT j, gen_random_uuid(), s, jsonb_build_object('step', s, 'note', md5(j::tex
 INSERT INTO plain_history SELECT * FROM cortex_buffer.checkpoint_history;
 VACUUM ANALYZE;
 SQL
+# The job with files: three in its directory, and one pushed from another node.
+FJOB=00000000-0000-4000-8000-000000000003
+FDIR="${BENCH}/sessions/${FJOB}"
+mkdir -p "${FDIR}"
+spike_lines() {
+    awk -v n="$1" -v job="${FJOB}" 'BEGIN { for (i = 0; i < n; i++)
+        printf "{\"type\":\"TOOL_RESULT\",\"timestamp\":\"2026-03-01T09:00:00.000Z\",\"job_id\":\"%s\",\"session_id\":\"s\",\"seq\":%d,\"result_summary\":\"%0200d\"}\n", job, i, i }'
+}
+spike_lines 36000 >"${FDIR}/session-001.jsonl"
+spike_lines 700 >"${FDIR}/session-002.jsonl"
+spike_lines 7 >"${FDIR}/session-003.jsonl"
+chown -R postgres "${BENCH}/sessions"
+[ "$(stat -c %s "${FDIR}/session-001.jsonl")" -ge 10000000 ] || die "the large file is under 10 MB"
+bench_psql >/dev/null <<SQL
+INSERT INTO cortex_buffer.push_source (source, login) VALUES ('bench-node', current_user);
+INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ('bench-node', '${FJOB}');
+SELECT action FROM cortex_buffer.append_session_bytes('bench-node', '${FJOB}/session-004.jsonl', 0,
+    convert_to('{"type":"TOOL_START","timestamp":"2026-03-01T09:00:00.000Z","job_id":"${FJOB}","session_id":"s","seq":0}' || E'\n', 'UTF8'),
+    'bench:1:1');
+SELECT count(*) FROM cortex_buffer.index_sessions();
+SQL
 DOC="$(bench_psql -c "SELECT d::text FROM doc")"
 SIZE="$(bench_psql -c "SELECT octet_length(cortex_buffer.canonical_json(d)) FROM doc")"
 
@@ -52,6 +77,9 @@ W="${BENCH}/scripts"
 mkdir -p "$W"
 cat >"$W/write_checkpoint.sql" <<'S'
 SELECT cortex_buffer.write_checkpoint('00000000-0000-4000-8000-000000000001', :doc::jsonb);
+S
+cat >"$W/with_files.sql" <<'S'
+SELECT cortex_buffer.write_checkpoint('00000000-0000-4000-8000-000000000003', :doc::jsonb);
 S
 cat >"$W/plain_sql.sql" <<'S'
 WITH d AS (SELECT :doc::jsonb AS doc),
@@ -73,7 +101,7 @@ chmod -R a+rX "$W"
 # Machines here are shared and their speed drifts by tens of percent within a minute, so every
 # round measures all variants back to back and ratios are taken within the round; the report is
 # the median of the per-round ratios with its spread (min..max).
-variants=(write_checkpoint plain_sql bare_update parse_crc parse_only)
+variants=(write_checkpoint plain_sql with_files bare_update parse_crc parse_only)
 declare -A samples
 small_w=() small_p=()
 echo "checkpoint: ${SIZE} bytes of canonical JSON; ${ROUNDS} rounds x ${SECS} s per variant, 1 client" >&2
@@ -99,6 +127,8 @@ per_round() { paste -d' ' <(tr ' ' '\n' <<<"$1" | grep -v '^$') <(tr ' ' '\n' <<
 # shellcheck disable=SC2046
 read -r wp wp_lo wp_hi <<<"$(stats $(per_round "${samples[write_checkpoint]}" "${samples[plain_sql]}"))"
 # shellcheck disable=SC2046
+read -r fp fp_lo fp_hi <<<"$(stats $(per_round "${samples[with_files]}" "${samples[plain_sql]}"))"
+# shellcheck disable=SC2046
 read -r wb wb_lo wb_hi <<<"$(stats $(per_round "${samples[write_checkpoint]}" "${samples[bare_update]}"))"
 # shellcheck disable=SC2046
 read -r sw sw_lo sw_hi <<<"$(stats $(per_round "${small_w[*]}" "${small_p[*]}"))"
@@ -116,6 +146,7 @@ printf '%-28s %10.1f\n' "write_checkpoint, 18-byte doc" "$usw"
 printf '%-28s %10.1f\n' "plain_sql, 18-byte doc" "$usp"
 echo
 printf 'ratio write_checkpoint / plain SQL (UPDATE + history INSERT): %s  (per-round spread %s..%s; target <= 1.10)\n' "$wp" "$wp_lo" "$wp_hi"
+printf 'ratio with 3 files (10 MB, 200 kB, 2 kB) + 1 pushed / plain SQL:   %s  (per-round spread %s..%s; target <= 1.10)\n' "$fp" "$fp_lo" "$fp_hi"
 printf 'ratio write_checkpoint / bare UPDATE:                         %s  (%s..%s)\n' "$wb" "$wb_lo" "$wb_hi"
 printf 'ratio with an 18-byte document (fixed cost per call):           %s  (%s..%s)\n' "$sw" "$sw_lo" "$sw_hi"
 awk -v w="$uw" -v p="$up" -v b="$ub" -v c="$uc" -v o="$uo" -v sw="$usw" -v sp="$usp" 'BEGIN {

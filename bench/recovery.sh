@@ -172,7 +172,8 @@ for db in rec_small rec_large; do
         printf '%-34s %12s %12s\n' "${v} among $(q "$db" "SELECT count(*) FROM cortex_buffer.event") events" "$(m "$db.$v")" "$(m99 "$db.$v")"
     done
 done
-echo "ratio among ${LARGE} / among ${SMALL} (p50): $(ratio "$(m rec_large.plan)" "$(m rec_small.plan)")  (target <= 1.2)"
+files() { q "$1" "SELECT count(*) FROM cortex_buffer.session_file"; }
+echo "ratio among ${LARGE} / among ${SMALL} (p50): $(ratio "$(m rec_large.plan)" "$(m rec_small.plan)")  (target <= 1.2; catalogue $(files rec_small) -> $(files rec_large) files)"
 echo "ratio recovery_plan / hand SQL (p50, 2M):   $(ratio "$(m rec_large.plan)" "$(m rec_large.hand)")  (target <= 2)"
 echo "ratio recovery_plan / hand SQL (p50, 20k):  $(ratio "$(m rec_small.plan)" "$(m rec_small.hand)")"
 echo "ratio recovery_plan / hand SQL + read_checkpoint: $(ratio "$(m rec_large.plan)" "$(m rec_large.hand_read)")"

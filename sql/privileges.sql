@@ -56,7 +56,7 @@ GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_d
 -- The job-token secret: the definer role alone reads it (and makes it, on first use).
 GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
 -- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
-GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file TO cortex_buffer_definer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO cortex_buffer_definer;
 GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
 -- The partitioned layout: the indexer makes partitions ahead of new files, cleanup drops them
 -- (both functions run as the extension's owner and touch nothing but those partitions).
@@ -96,6 +96,7 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
     cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
     cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
+    cortex_buffer.confirm_pushed(text, interval), cortex_buffer.await_sources(uuid, interval),
     cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
     cortex_buffer.storage_report(), cortex_buffer.oversized_day_start(bigint, timestamptz)
   FROM PUBLIC;
@@ -134,7 +135,7 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid), cortex_buffer.job_timeline(uuid),
     cortex_buffer.job_usage_from_buffer(uuid), cortex_buffer.log_entries(text, text, integer, bigint, bigint),
     cortex_buffer.check_log_snapshot(text, bigint, bigint, text), cortex_buffer.authorize_job(uuid),
-    cortex_buffer.await_pushed(uuid, text, bigint, interval)
+    cortex_buffer.await_pushed(uuid, text, bigint, interval), cortex_buffer.await_sources(uuid, interval)
   TO cortex_buffer_agent;
 
 -- The control plane: dispatching, reaping, retry decisions, breaker admission.
@@ -146,7 +147,7 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text),
     cortex_buffer.agent_state(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
     cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
-    cortex_buffer.await_pushed(uuid, text, bigint, interval)
+    cortex_buffer.await_pushed(uuid, text, bigint, interval), cortex_buffer.await_sources(uuid, interval)
   TO cortex_buffer_control_plane;
 GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
 GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
@@ -188,7 +189,7 @@ GRANT EXECUTE ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz)
 -- Push ingestion's mapping is the operator's to edit; the control plane registers a pod's
 -- sidecar source and grants it its job at dispatch (and removes both when the job ends).
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_operator;
-GRANT SELECT ON cortex_buffer.pushed_file TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO cortex_buffer_operator;
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
 -- A pod's own source only: never one trusted with every job (all_jobs stays false).
 GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
@@ -198,7 +199,7 @@ GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source 
 GRANT EXECUTE ON FUNCTION
     cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
     cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
-    cortex_buffer.pushed_offsets(text)
+    cortex_buffer.pushed_offsets(text), cortex_buffer.confirm_pushed(text, interval)
   TO cortex_buffer_pusher;
 
 -- The partitioned layout (partition_events()): each partition of event and corrupt_line has its

@@ -579,6 +579,70 @@ fn a_job_waiting_past_max_file_age_keeps_what_its_pod_will_resume_from() {
     assert_eq!(stable_plan(&c, &job), before);
 }
 
+/// A job that will run again keeps the buffer its next pod resumes from, however old: one
+/// reaped and rescheduled (SCHEDULED, its next attempt admitted and not started), and one put
+/// back in the queue (PENDING with an attempt behind it). The next pod's plan is what it was.
+#[test]
+fn a_requeued_job_keeps_the_buffer_its_next_pod_resumes_from() {
+    use serde_json::json;
+    let c = Cluster::new("retention-requeued", &["cortex_buffer.worker_enabled = off"]);
+    c.start();
+    c.create_extension();
+    let agent = "0193a8b2-0000-7000-8000-00000000a9e3";
+    let scheduled = c.psql(&format!(
+        "INSERT INTO cortex_buffer.job (agent_id, status, attempt, started_at) VALUES ('{agent}', 'RUNNING', 1, now()) RETURNING id"
+    ));
+    let pending = c.psql(&format!(
+        "INSERT INTO cortex_buffer.job (agent_id, status, attempt, started_at) VALUES ('{agent}', 'RUNNING', 2, now()) RETURNING id"
+    ));
+    let mut before = Vec::new();
+    for job in [&scheduled, &pending] {
+        let next = pod_writes(
+            &c,
+            job,
+            agent,
+            "s1",
+            0,
+            &json!([{"type": "tool_use", "toolName": "read_file", "toolInput": {"p": "a"}},
+                    {"type": "tool_result", "toolName": "read_file", "output": "A", "isError": false}]),
+        );
+        c.psql(&format!("SELECT checkpoint_id FROM cortex_buffer.write_checkpoint('{job}', '{{\"step_index\": 1}}')"));
+        pod_writes(
+            &c,
+            job,
+            agent,
+            "s1",
+            next,
+            &json!([{"type": "tool_use", "toolName": "send_email", "toolInput": {"to": "x"}},
+                    {"type": "tool_result", "toolName": "send_email", "output": "sent", "isError": false}]),
+        );
+        // The pod died; the control plane fails the attempt and retries it.
+        for s in ["FAILED", "RETRYING", "SCHEDULED"] {
+            c.psql(&format!("UPDATE cortex_buffer.job SET status = '{s}' WHERE id = '{job}'"));
+        }
+        let file = c.sessions.join(job).join("session-001.jsonl");
+        let f = fs::File::options().append(true).open(&file).unwrap_or_else(|e| panic!("{e}"));
+        f.set_modified(SystemTime::now() - Duration::from_secs(8 * 86_400)).unwrap_or_else(|e| panic!("{e}"));
+        let plan = stable_plan(&c, job);
+        assert_eq!(plan["completed"][0]["tool_name"], "send_email", "{plan}");
+        before.push(plan);
+    }
+    // The second goes back to the queue: PENDING, with two attempts behind it.
+    c.psql("ALTER TABLE cortex_buffer.job DISABLE TRIGGER job_validate_transition");
+    c.psql(&format!("UPDATE cortex_buffer.job SET status = 'PENDING' WHERE id = '{pending}'"));
+    c.psql("ALTER TABLE cortex_buffer.job ENABLE TRIGGER job_validate_transition");
+    chown_postgres(&c.sessions);
+    let rows = c.psql(&format!(
+        "SELECT {COLUMNS} FROM cortex_buffer.cleanup_session_buffers(max_unknown_ratio => 1)
+          WHERE path LIKE '%{scheduled}%' OR path LIKE '%{pending}%' ORDER BY path"
+    ));
+    for (job, plan) in [&scheduled, &pending].into_iter().zip(&before) {
+        let file = c.sessions.join(job).join("session-001.jsonl");
+        assert!(file.exists(), "{job}: the file its next pod resumes from was deleted:\n{rows}");
+        assert_eq!(&stable_plan(&c, job), plan, "{job}: its next pod's plan changed");
+    }
+}
+
 #[test]
 fn a_dry_run_leaves_no_lock_and_no_row_behind_in_its_transaction() {
     let c = Cluster::new("retention-dry", &["cortex_buffer.worker_enabled = off"]);

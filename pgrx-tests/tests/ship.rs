@@ -515,3 +515,183 @@ fn a_shipper_pushes_one_call_per_file_to_a_server_without_the_batch_function() {
     assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
     let _ = std::fs::remove_dir_all(&node);
 }
+
+/// Sends `sig` (STOP, CONT) to a running shipper.
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill").args([&format!("-{sig}"), &child.id().to_string()]).status().is_ok_and(|s| s.success());
+    assert!(ok, "kill -{sig} {}", child.id());
+}
+
+fn plan_of(c: &Cluster, job: &str) -> Value {
+    serde_json::from_str(&c.psql(&format!("SELECT cortex_buffer.recovery_plan('{job}')"))).expect("plan")
+}
+
+/// The tools of a plan's entries under `key` (completed, in_flight, verify).
+fn tools_in(plan: &Value, key: &str) -> Vec<String> {
+    plan[key].as_array().into_iter().flatten().map(|e| e["tool_name"].as_str().unwrap_or("").to_owned()).collect()
+}
+
+/// A job of this test, RUNNING since now, that `source` may push.
+fn pushed_job(c: &Cluster, n: u64, source: &str) -> String {
+    let job = job_id(n);
+    c.psql(&format!(
+        "INSERT INTO cortex_buffer.job (id, agent_id, status, started_at) VALUES ('{job}', '{AGENT}', 'RUNNING', now());
+         INSERT INTO cortex_buffer.push_source (source, login) VALUES ('{source}', 'shipper') ON CONFLICT DO NOTHING;
+         INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ('{source}', '{job}')"
+    ));
+    job
+}
+
+/// The pod died and the control plane marked its attempt failed: the attempt is superseded.
+fn fail(c: &Cluster, job: &str) {
+    c.psql(&format!("UPDATE cortex_buffer.job SET status = 'FAILED' WHERE id = '{job}'"));
+}
+
+fn await_sources(c: &Cluster, job: &str, timeout: &str) -> bool {
+    c.psql(&format!("SELECT cortex_buffer.await_sources('{job}', '{timeout}')")) == "t"
+}
+
+/// A node dies while its shipper is behind: the server lacks a finished call it cannot see,
+/// and a dead node reports nothing. The plan says `stale` (remote_unconfirmed) until the source
+/// confirms after the attempt was superseded, and is exact after; the pod's bounded wait
+/// (await_sources) times out while the shipper is paused and returns true once it confirms.
+/// Then the same with the shipper killed, and started again.
+#[test]
+fn a_shipper_behind_when_its_pod_dies_leaves_the_plan_stale_until_it_confirms() {
+    let c = cluster("ship-behind");
+    let job = pushed_job(&c, 5151, "node-3");
+    let node = tempdir("ship-behind-node3");
+    let args = ["--confirm-every", "100", "--settle", "60"];
+    let mut ship = KillOnDrop(start_shipper(&c, &node, "node-3", &args));
+    let seq = node_write(&node, &job, "s1", 0, &[call("send_email", json!({"to": "a"})), result("send_email", "sent")], None);
+    let caught_up = wait_for(Duration::from_secs(30), || {
+        let p = plan_of(&c, &job);
+        p["fresh"]["stale"] == json!(false) && tools_in(&p, "completed") == ["send_email"]
+    });
+    assert!(caught_up.is_some(), "{}", plan_of(&c, &job));
+
+    // Paused: the pod charges a card (finished), and dies before the shipper pushes it.
+    signal(&ship.0, "STOP");
+    let seq = node_write(&node, &job, "s1", seq, &[call("charge_card", json!({"amount": 5})), result("charge_card", "ok")], None);
+    fail(&c, &job);
+    let p = plan_of(&c, &job);
+    assert_eq!(p["fresh"]["stale"], json!(true), "{p}");
+    assert_eq!(p["fresh"]["reason"], json!("remote_unconfirmed"), "{p}");
+    assert!(p["fresh"]["detail"].as_str().unwrap_or("").contains("node-3"), "{p}");
+    assert!(!await_sources(&c, &job, "300 ms"), "the wait must time out while the shipper is stopped");
+    // Resumed: it pushes the call, confirms, and the plan is exact.
+    signal(&ship.0, "CONT");
+    assert!(await_sources(&c, &job, "20 s"), "the shipper confirmed in time");
+    let p = plan_of(&c, &job);
+    assert_eq!(p["fresh"]["stale"], json!(false), "{p}");
+    assert_eq!(tools_in(&p, "completed"), ["send_email", "charge_card"], "{p}");
+
+    // The next attempt runs on the same node; its shipper is killed with it, behind.
+    for s in ["RETRYING", "SCHEDULED"] {
+        c.psql(&format!("UPDATE cortex_buffer.job SET status = '{s}' WHERE id = '{job}'"));
+    }
+    c.psql(&format!(
+        "UPDATE cortex_buffer.job SET status = 'RUNNING', attempt = attempt + 1, started_at = now() WHERE id = '{job}'"
+    ));
+    drop(ship);
+    node_write(&node, &job, "s2", seq, &[call("read_file", json!({"p": "y"})), result("read_file", "Y")], None);
+    fail(&c, &job);
+    let p = plan_of(&c, &job);
+    assert_eq!(p["fresh"]["reason"], json!("remote_unconfirmed"), "{p}");
+    assert!(!tools_in(&p, "completed").contains(&"read_file".to_owned()));
+    assert!(!await_sources(&c, &job, "200 ms"));
+    let _ship = KillOnDrop(start_shipper(&c, &node, "node-3", &args));
+    assert!(await_sources(&c, &job, "20 s"), "the restarted shipper confirmed in time");
+    let p = plan_of(&c, &job);
+    assert_eq!(p["fresh"]["stale"], json!(false), "{p}");
+    assert_eq!(tools_in(&p, "completed"), ["send_email", "charge_card", "read_file"], "{p}");
+    let _ = std::fs::remove_dir_all(&node);
+}
+
+/// A checkpoint stored while the shipper is behind is marked at what the server had, not at
+/// what the file held: a call finished before the checkpoint but not pushed yet lies past that
+/// mark. The plan must not take the mark as the checkpoint's place (the call would come back
+/// as done after the checkpoint, and the next calls' keys would shift): it places the
+/// checkpoint by its time, and what it cannot place goes to verify. With the pod's flush first
+/// (await_pushed), the mark is the file's own and the plan exact.
+#[test]
+fn a_checkpoint_stored_while_the_shipper_is_behind_is_not_taken_past_what_was_pushed() {
+    let c = cluster("ship-mark-behind");
+    let node = tempdir("ship-mark-behind-node4");
+    let args = ["--confirm-every", "100", "--settle", "60"];
+    let mut ship = KillOnDrop(start_shipper(&c, &node, "node-4", &args));
+    for (n, flush) in [(6161u64, false), (6262, true)] {
+        let job = pushed_job(&c, n, "node-4");
+        let rel = format!("{job}/session-001.jsonl");
+        let seq = node_write(&node, &job, "s1", 0, &[call("search", json!({"q": 1})), result("search", "r1")], None);
+        assert!(wait_for(Duration::from_secs(30), || await_sources(&c, &job, "0")).is_some());
+        if !flush {
+            signal(&ship.0, "STOP");
+        }
+        let seq =
+            node_write(&node, &job, "s1", seq, &[call("book_flight", json!({"to": "OSL"})), result("book_flight", "ok")], None);
+        if flush {
+            let size = std::fs::metadata(node.join(&rel)).map(|m| m.len()).unwrap_or(0);
+            assert_eq!(c.psql(&format!("SELECT cortex_buffer.await_pushed('{job}', '{rel}', {size}, '20 s')")), "t");
+        }
+        c.psql(&format!("SELECT checkpoint_id FROM cortex_buffer.write_checkpoint('{job}', '{{\"step_index\": 1}}')"));
+        std::thread::sleep(Duration::from_millis(20));
+        node_write(&node, &job, "s1", seq, &[call("send_sms", json!({"to": "b"})), result("send_sms", "ok")], None);
+        if !flush {
+            signal(&ship.0, "CONT");
+        }
+        fail(&c, &job);
+        assert!(await_sources(&c, &job, "20 s"), "confirmed after the attempt ended");
+        let p = plan_of(&c, &job);
+        assert_eq!(p["fresh"]["stale"], json!(false), "{p}");
+        let done = tools_in(&p, "completed");
+        let verify = tools_in(&p, "verify");
+        // Before the checkpoint: never reported as done after it.
+        assert!(!done.contains(&"book_flight".to_owned()) && !done.contains(&"search".to_owned()), "{p}");
+        // After it: done, or checked; never dropped.
+        assert!(done.contains(&"send_sms".to_owned()) || verify.contains(&"send_sms".to_owned()), "{p}");
+        if flush {
+            assert_eq!(p["marker"]["kind"], json!("high_water_mark"), "the flushed mark places the checkpoint: {p}");
+            assert_eq!(done, ["send_sms"], "{p}");
+            assert!(verify.is_empty(), "{p}");
+        } else {
+            assert_ne!(p["marker"]["kind"], json!("high_water_mark"), "a mark of a shipper behind places nothing: {p}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&node);
+}
+
+/// Pod 1 ran on the database's node (its file tailed), pod 2 on another (pushed): both files
+/// are session-001.jsonl. A checkpoint pod 2 stored is marked in both; each file takes its own
+/// entry (by origin, not by name), so the plan reads the pushed file from its own mark.
+#[test]
+fn a_tailed_and_a_pushed_file_of_the_same_name_never_stand_for_each_other() {
+    let c = cluster("ship-names");
+    let job = pushed_job(&c, 7171, "node-5");
+    let rel = format!("{job}/session-001.jsonl");
+    // Pod 1, tailed: two finished calls, then it dies.
+    node_write(
+        &c.sessions,
+        &job,
+        "s1",
+        0,
+        &[call("search", json!({"q": 1})), result("search", "r1"), call("search", json!({"q": 2})), result("search", "r2")],
+        None,
+    );
+    c.psql("SELECT count(*) FROM cortex_buffer.index_sessions()");
+    // Pod 2, on node 5: a call, a flush and a checkpoint, one more call, and it dies.
+    let node = tempdir("ship-names-node5");
+    let seq = node_write(&node, &job, "s2", 0, &[call("read_file", json!({"p": "x"})), result("read_file", "X")], None);
+    ship_once(&c, &node, "node-5", &["--settle", "60"]);
+    let size = std::fs::metadata(node.join(&rel)).map(|m| m.len()).unwrap_or(0);
+    assert_eq!(c.psql(&format!("SELECT cortex_buffer.await_pushed('{job}', '{rel}', {size}, '5 s')")), "t");
+    c.psql(&format!("SELECT checkpoint_id FROM cortex_buffer.write_checkpoint('{job}', '{{\"step_index\": 2}}')"));
+    node_write(&node, &job, "s2", seq, &[call("charge_card", json!({"amount": 7})), result("charge_card", "ok")], None);
+    fail(&c, &job);
+    ship_once(&c, &node, "node-5", &["--settle", "60"]);
+    let p = plan_of(&c, &job);
+    assert_eq!(p["fresh"]["stale"], json!(false), "{p}");
+    assert_eq!(tools_in(&p, "completed"), ["charge_card"], "{p}");
+    assert!(tools_in(&p, "verify").is_empty(), "{p}");
+    let _ = std::fs::remove_dir_all(&node);
+}

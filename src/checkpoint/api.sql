@@ -15,8 +15,12 @@ COMMENT ON FUNCTION cortex_buffer.call_idempotency_key(uuid, jsonb, integer, tex
 -- Checkpoints the control plane writes itself (a plain UPDATE of job.checkpoint) get their
 -- high-water mark here; write_checkpoint records its own. A bound table gets the same trigger
 -- from install_checkpoint_trigger().
+-- The condition compares the CRCs before the documents: comparing two large documents
+-- detoasts both (src/job/binding.rs, CHECKPOINT_TRIGGER_WHEN, is the same condition).
 CREATE TRIGGER checkpoint_marked AFTER UPDATE OF checkpoint ON cortex_buffer.job
-    FOR EACH ROW WHEN (NEW.checkpoint IS NOT NULL AND (OLD.checkpoint IS NULL OR NOT NEW.checkpoint OPERATOR(pg_catalog.=) OLD.checkpoint))
+    FOR EACH ROW WHEN (NEW.checkpoint IS NOT NULL AND (OLD.checkpoint IS NULL
+        OR OLD.checkpoint_crc IS DISTINCT FROM NEW.checkpoint_crc
+        OR NOT NEW.checkpoint OPERATOR(pg_catalog.=) OLD.checkpoint))
     EXECUTE FUNCTION cortex_buffer.checkpoint_marked();
 COMMENT ON FUNCTION cortex_buffer.checkpoint_marked() IS
 'Trigger function: records the high-water mark (cortex_buffer.checkpoint_mark) of a checkpoint written by a plain UPDATE of a job table''s checkpoint column: the job''s session files and their sizes at that instant.';

@@ -175,6 +175,7 @@ fn job_files(job: Uuid) -> Option<Vec<MarkFile>> {
                     inode: f.stat.inode,
                     size: i64::try_from(size).unwrap_or(i64::MAX),
                     unseen: 0,
+                    flushed: false,
                     head: prints.map(|p| p.0),
                     tail: prints.map(|p| p.1),
                     line_start: prints.and_then(|p| p.2),
@@ -208,6 +209,7 @@ fn pushed_files(job: Uuid) -> Result<Vec<MarkFile>, CbError> {
                     inode: bits_u64(r.get::<i64>(4).map_err(spi)?.unwrap_or(0)),
                     size,
                     unseen: r.get::<i64>(7).map_err(spi)?.unwrap_or(0),
+                    flushed: r.get::<bool>(10).map_err(spi)?.unwrap_or(false),
                     head: Some(fingerprint_of(&head)),
                     tail: None,
                     line_start: Some(if held > 0 { committed } else { size }),
@@ -221,7 +223,8 @@ fn pushed_files(job: Uuid) -> Result<Vec<MarkFile>, CbError> {
 const PUSHED_SQL: &str = "
     SELECT f.path, f.job_dir, f.device, f.inode, f.indexed_offset, p.held_len,
            GREATEST(coalesce(p.reported_size, 0) OPERATOR(pg_catalog.-) (f.indexed_offset OPERATOR(pg_catalog.+) p.held_len), 0),
-           p.source, p.head
+           p.source, p.head,
+           p.flushed_size OPERATOR(pg_catalog.=) (f.indexed_offset OPERATOR(pg_catalog.+) p.held_len)
       FROM cortex_buffer.pushed_file p JOIN cortex_buffer.session_file f ON f.file_id OPERATOR(pg_catalog.=) p.file_id
      WHERE p.job_id OPERATOR(pg_catalog.=) $1";
 
@@ -239,6 +242,7 @@ fn files_json(files: &[MarkFile]) -> String {
         }
         if let Some(source) = &f.pushed_by {
             w.field_str("pushed_by", source);
+            w.field_bool("flushed", f.flushed);
         }
         if let Some(h) = f.head {
             w.field_int("head_len", h.len);
@@ -371,6 +375,7 @@ fn parse_files(text: &str) -> Vec<MarkFile> {
                 inode: bits_u64(int(v, "inode")?),
                 size: int(v, "size")?,
                 unseen: int(v, "unseen").unwrap_or(0),
+                flushed: v.get("flushed").and_then(serde_json::Value::as_bool).unwrap_or(false),
                 head: print(v, "head_len", "head_crc"),
                 tail: print(v, "tail_len", "tail_crc"),
                 line_start: int(v, "line_start"),

@@ -17,13 +17,26 @@ use cortex_buffer_core::int::{bits_i64, bits_u64};
 use cortex_buffer_watch::pass::{new_path_path_key, NewPathLocks, Row, Stored};
 use cortex_buffer_watch::scan::FileStat;
 
-const LOAD_SQL: &str = "
-    SELECT path, size_bytes, mtime, device, inode, dialect, last_seen, gone_at IS NOT NULL AS gone,
-           file_id, job_dir, indexed_offset, indexed_lines, generation, indexed_device, indexed_inode,
-           indexed_mtime, fingerprint_len, fingerprint, indexed_dialect, tail_unterminated, tail_pending,
-           quarantined_at IS NOT NULL AS quarantined
-      FROM cortex_buffer.session_file
-     WHERE pg_catalog.starts_with(path, $1)";
+macro_rules! load_columns {
+    () => {
+        "SELECT path, size_bytes, mtime, device, inode, dialect, last_seen, gone_at IS NOT NULL AS gone,
+                file_id, job_dir, indexed_offset, indexed_lines, generation, indexed_device, indexed_inode,
+                indexed_mtime, fingerprint_len, fingerprint, indexed_dialect, tail_unterminated, tail_pending,
+                quarantined_at IS NOT NULL AS quarantined
+           FROM cortex_buffer.session_file"
+    };
+}
+
+/// Every row under a prefix: a pass over the whole volume reads them all anyway.
+const LOAD_SQL: &str = concat!(load_columns!(), " WHERE pg_catalog.starts_with(path, $1)");
+
+/// One job directory's rows (a job's catch-up, at call time): through `session_file_job_dir_idx`,
+/// so its cost follows the job's files, not the catalogue (`starts_with` cannot use the path's
+/// btree outside the C collation). The prefix still filters: pushed files share the job_dir.
+pub(crate) const LOAD_JOB_SQL: &str = concat!(
+    load_columns!(),
+    " WHERE job_dir OPERATOR(pg_catalog.=) $2 AND pg_catalog.starts_with(path, $1)"
+);
 
 /// The columns discovery writes, from nine parallel arrays (`u`).
 macro_rules! discovered_rows {
@@ -167,10 +180,14 @@ const GONE_SQL: &str = "
                        FOR UPDATE OF f SKIP LOCKED)
     RETURNING path";
 
-/// Reads every row under `root_prefix`.
-pub fn load(root_prefix: &str) -> Result<BTreeMap<String, Known>, CbError> {
+/// Reads every row under `root_prefix` (only `job_dir`'s, when given: see [`LOAD_JOB_SQL`]).
+pub fn load(root_prefix: &str, job_dir: Option<&str>) -> Result<BTreeMap<String, Known>, CbError> {
     Spi::connect(|client| {
-        let table = client.select(LOAD_SQL, None, &[root_prefix.into()]).map_err(spi)?;
+        let table = match job_dir {
+            Some(dir) => client.select(LOAD_JOB_SQL, None, &[root_prefix.into(), dir.into()]),
+            None => client.select(LOAD_SQL, None, &[root_prefix.into()]),
+        }
+        .map_err(spi)?;
         let mut known = BTreeMap::new();
         for row in table {
             let r = |name: &str| -> Result<Option<i64>, CbError> { row.get_by_name::<i64, _>(name).map_err(spi) };

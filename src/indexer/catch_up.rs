@@ -32,7 +32,7 @@ const RETRY_EVERY: Duration = Duration::from_millis(5);
 /// Catches up `dir` (a top-level directory of `sessions_dir`: a job's, or a Claude Code
 /// project's).
 pub fn catch_up(dir: &str) -> Freshness {
-    let stale = |why: String| Freshness { caught_up: false, stale: Some(why) };
+    let stale = |why: String| Freshness { caught_up: false, stale: Some(why), reason: None };
     if !guc::catch_up() {
         return stale("cortex_buffer.catch_up is off: the answer holds what the worker has indexed".into());
     }
@@ -71,7 +71,7 @@ pub fn catch_up(dir: &str) -> Freshness {
         }
         let held = files.iter().filter(|(_, o)| matches!(o, FileOutcome::Skipped(why) if why == BUSY)).count();
         if held == 0 {
-            return Freshness { caught_up: true, stale: None };
+            return Freshness { caught_up: true, stale: None, reason: None };
         }
         if Instant::now() >= deadline {
             return stale(format!(

@@ -52,8 +52,12 @@ struct IsolatedCatalog(Mode);
 
 impl Catalog for IsolatedCatalog {
     type Error = TxnFailure;
-    fn load(&mut self, root_prefix: &str) -> Result<std::collections::BTreeMap<String, Known>, TxnFailure> {
-        self.0.catalog_step(|| catalog_store::load(root_prefix))
+    fn load(
+        &mut self,
+        root_prefix: &str,
+        job_dir: Option<&str>,
+    ) -> Result<std::collections::BTreeMap<String, Known>, TxnFailure> {
+        self.0.catalog_step(|| catalog_store::load(root_prefix, job_dir))
     }
     fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Stored, TxnFailure> {
         self.0.catalog_step(|| catalog_store::store(rows, gone))

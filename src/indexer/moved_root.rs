@@ -114,19 +114,36 @@ fn found_under(volume: &Volume, path: &str, job_dir: &str, device: i64, inode: i
         .map(str::to_owned)
 }
 
+/// Live rows recorded under another root than `$2` (pushed files have no root), in `file_id`
+/// order from `$1`, `$3` at a time.
+const CANDIDATES_SQL: &str = "
+    SELECT file_id, path, job_dir, device, inode FROM cortex_buffer.session_file
+     WHERE file_id OPERATOR(pg_catalog.>) $1 AND gone_at IS NULL
+       AND NOT pg_catalog.starts_with(path, $2) AND NOT pg_catalog.starts_with(path, 'push:/')
+     ORDER BY file_id LIMIT $3";
+
+/// The same, for one job directory (`$4`, a lookup's catch-up): its rows are taken through
+/// `session_file_job_dir_idx` first (a materialised CTE, so the `file_id` order cannot lead the
+/// planner to walk the primary key across the whole catalogue), which keeps the call's cost with
+/// the job's files.
+pub(crate) fn job_candidates_sql() -> String {
+    "WITH j AS MATERIALIZED (
+         SELECT file_id, path, job_dir, device, inode, gone_at FROM cortex_buffer.session_file
+          WHERE job_dir OPERATOR(pg_catalog.=) $4)
+     SELECT file_id, path, job_dir, device, inode FROM j
+      WHERE file_id OPERATOR(pg_catalog.>) $1 AND gone_at IS NULL
+        AND NOT pg_catalog.starts_with(path, $2) AND NOT pg_catalog.starts_with(path, 'push:/')
+      ORDER BY file_id LIMIT $3"
+        .to_owned()
+}
+
 /// The next [`BATCH`] live rows by file id after `after`, not under `prefix` (of `scope`),
 /// read without locks; those whose file is found under the root, each new path once.
 fn candidates(prefix: &str, scope: Scope<'_>, after: i64, volume: &Volume) -> Result<Batch, CbError> {
-    let (filter, dir) = match scope {
-        Scope::All => ("", None),
-        Scope::JobDir(d) => ("AND job_dir OPERATOR(pg_catalog.=) $4", Some(d.to_owned())),
+    let (select, dir) = match scope {
+        Scope::All => (CANDIDATES_SQL.to_owned(), None),
+        Scope::JobDir(d) => (job_candidates_sql(), Some(d.to_owned())),
     };
-    let select = format!(
-        "SELECT file_id, path, job_dir, device, inode FROM cortex_buffer.session_file
-          WHERE file_id OPERATOR(pg_catalog.>) $1 AND gone_at IS NULL {filter}
-            AND NOT pg_catalog.starts_with(path, $2) AND NOT pg_catalog.starts_with(path, 'push:/')
-          ORDER BY file_id LIMIT $3"
-    );
     let mut args = vec![after.into(), prefix.to_owned().into(), BATCH.into()];
     if let Some(d) = dir {
         args.push(d.into());

@@ -66,6 +66,7 @@ CREATE TABLE cortex_buffer.session_file (
 WITH (fillfactor = 50);
 ALTER SEQUENCE cortex_buffer.session_file_seq OWNED BY cortex_buffer.session_file.file_id;
 CREATE INDEX session_file_job_dir_idx ON cortex_buffer.session_file (job_dir);
+CREATE INDEX session_file_name_idx ON cortex_buffer.session_file (pg_catalog."right"(path, 43));
 -- A job's files (and through them its events, in order): the job is the file's directory.
 CREATE INDEX session_file_job_order_idx ON cortex_buffer.session_file (job_id, session_ordinal);
 
@@ -130,6 +131,7 @@ COMMENT ON COLUMN cortex_buffer.session_file.quarantined_at IS 'Set after cortex
 COMMENT ON COLUMN cortex_buffer.session_file.tail_state IS 'complete, pending (waiting for a newline or the settle period) or truncated (the last non-blank line does not parse).';
 COMMENT ON COLUMN cortex_buffer.session_file.corruption_ratio IS 'Corrupt lines (the truncated tail not counted) over non-blank lines.';
 COMMENT ON INDEX cortex_buffer.session_file_job_dir_idx IS 'Looks up a job''s session files.';
+COMMENT ON INDEX cortex_buffer.session_file_name_idx IS 'Finds a Claude Code transcript by its session id (<project>/<id>.jsonl: the last 43 characters of its path).';
 COMMENT ON INDEX cortex_buffer.session_file_job_order_idx IS 'A job''s session files in order (the latest first with ORDER BY session_ordinal DESC); with event''s primary key, a job''s events by file and offset (job_events()).';
 
 -- Event indexing: the events and corrupt lines themselves.

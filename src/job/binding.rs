@@ -20,6 +20,14 @@ use cortex_buffer_core::job::contract::{validate, Column, Shape};
 /// The name of the trigger that marks checkpoints written by a plain `UPDATE`.
 pub const CHECKPOINT_TRIGGER: &str = "cortex_buffer_checkpoint_marked";
 
+/// When the checkpoint trigger fires: a checkpoint is there, and it changed. The CRCs are
+/// compared first (cheap, and different for nearly every write); the documents only when the
+/// CRC did not change (the control plane updated the checkpoint and not its CRC, or stored the
+/// same document again). `cortex_buffer.job`'s trigger has the same condition (api.sql).
+pub const CHECKPOINT_TRIGGER_WHEN: &str = "NEW.checkpoint IS NOT NULL AND (OLD.checkpoint IS NULL \
+     OR OLD.checkpoint_crc IS DISTINCT FROM NEW.checkpoint_crc \
+     OR NOT NEW.checkpoint OPERATOR(pg_catalog.=) OLD.checkpoint)";
+
 /// Whether a prepared statement only reads, or writes or locks rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -77,16 +85,32 @@ impl Binding {
         Ok(found.unwrap_or(false))
     }
 
-    /// The statement that puts the checkpoint trigger on the bound table: every checkpoint the
-    /// control plane writes with a plain `UPDATE` gets its high-water mark recorded.
+    /// The statement that puts the checkpoint trigger on the bound table (or replaces an older
+    /// form of it): every checkpoint the control plane writes with a plain `UPDATE` gets its
+    /// high-water mark recorded. Its condition compares the CRCs first: a new checkpoint has a
+    /// new CRC, and comparing two documents detoasts (decompresses) both, which for a large
+    /// checkpoint cost more than the rest of `write_checkpoint`'s own bookkeeping.
     pub fn checkpoint_trigger_sql(&self) -> String {
         format!(
-            "CREATE TRIGGER {CHECKPOINT_TRIGGER} AFTER UPDATE OF checkpoint ON {} FOR EACH ROW \
-             WHEN (NEW.checkpoint IS NOT NULL AND (OLD.checkpoint IS NULL \
-             OR NOT NEW.checkpoint OPERATOR(pg_catalog.=) OLD.checkpoint)) \
-             EXECUTE FUNCTION cortex_buffer.checkpoint_marked()",
+            "CREATE OR REPLACE TRIGGER {CHECKPOINT_TRIGGER} AFTER UPDATE OF checkpoint ON {} FOR EACH ROW \
+             WHEN ({CHECKPOINT_TRIGGER_WHEN}) EXECUTE FUNCTION cortex_buffer.checkpoint_marked()",
             self.table
         )
+    }
+
+    /// Whether the bound table's own checkpoint trigger (by its name) has the current condition
+    /// (`None`: it has no trigger of that name).
+    pub fn checkpoint_trigger_is_current(&self, client: &SpiClient<'_>) -> Result<Option<bool>, CbError> {
+        client
+            .select(
+                "SELECT pg_catalog.pg_get_triggerdef(t.oid) OPERATOR(pg_catalog.~~) '%checkpoint_crc%'
+                   FROM pg_catalog.pg_trigger t
+                  WHERE t.tgrelid OPERATOR(pg_catalog.=) $1 AND t.tgname OPERATOR(pg_catalog.=) $2",
+                Some(1),
+                &[self.oid.into(), CHECKPOINT_TRIGGER.into()],
+            )
+            .map_err(spi)?
+            .pipe_first()
     }
 
     /// Whether the bound table has the checkpoint trigger, enabled.

@@ -107,6 +107,19 @@ fn install_checkpoint_trigger() -> String {
     let b = binding::current().or_raise();
     pinned(|| {
         Spi::connect_mut(|client| {
+            match b.checkpoint_trigger_is_current(client)? {
+                Some(true) => return Ok(format!("{} already has the checkpoint trigger", b.table)),
+                // Ours, from an older release: its condition compared the documents first.
+                Some(false) => {
+                    client.update(&b.checkpoint_trigger_sql(), None, &[]).map_err(spi)?;
+                    return Ok(format!(
+                        "replaced trigger {} on {} (its condition compares the CRCs first)",
+                        binding::CHECKPOINT_TRIGGER,
+                        b.table
+                    ));
+                }
+                None => {}
+            }
             if b.has_checkpoint_trigger(client)? {
                 return Ok(format!("{} already has the checkpoint trigger", b.table));
             }

@@ -13,7 +13,7 @@ COMMENT ON FUNCTION cortex_buffer.append_session_bytes(text, text, bigint, bytea
 COMMENT ON FUNCTION cortex_buffer.pushed_offsets(text) IS
 'Where a shipper resumes: each file its source pushed last, with its identity, the committed offset, the bytes held after it, the length and CRC-32 of the file''s first bytes as the server has them (to tell a rewritten file), and the last reported size. Granted to cortex_buffer_pusher.';
 COMMENT ON FUNCTION cortex_buffer.await_pushed(uuid, text, bigint, interval) IS
-'The agent''s flush before a checkpoint: waits (at most timeout) until the server has the job''s pushed file relpath up to size bytes; true once it has, false when the time ran out. Checks the job token like every per-job function. Granted to cortex_buffer_agent and cortex_buffer_control_plane.';
+'The agent''s flush before a checkpoint: waits (at most timeout) until the server has the job''s pushed file relpath up to size bytes; true once it has (and keeps size as the pod''s word in pushed_file.flushed_size: a checkpoint stored next is marked at the file''s own size), false when the time ran out. Checks the job token like every per-job function. Granted to cortex_buffer_agent and cortex_buffer_control_plane.';
 -- append_session_batch runs its statements with generic plans (plan_cache_mode): a shipper's
 -- connection runs each a few times a second, on arrays whose plan does not depend on their
 -- values, and planning each execution anew was a twentieth of the server's time under 16

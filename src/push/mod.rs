@@ -7,6 +7,7 @@
 //! `sql` the functions.
 
 pub(crate) mod batch;
+pub mod confirm;
 #[cfg(any(test, feature = "pg_test"))]
 mod push_pg_tests;
 pub mod rate;

@@ -306,7 +306,7 @@ mod tests {
     fn a_plan_reads_pushed_files_and_is_stale_while_bytes_are_not_pushed() {
         setup();
         run(&format!(
-            "INSERT INTO cortex_buffer.job (id, agent_id, status) VALUES ('{JOB}', gen_random_uuid(), 'RUNNING')"
+            "INSERT INTO cortex_buffer.job (id, agent_id, status, started_at) VALUES ('{JOB}', gen_random_uuid(), 'RUNNING', now() - interval '1 minute')"
         ));
         let name = rel("session-001.jsonl");
         let data = format!(
@@ -316,7 +316,12 @@ mod tests {
         );
         push(&name, 0, data.as_bytes(), "1:1:c", false);
         let plan = |path: &str| one(&format!("SELECT cortex_buffer.recovery_plan('{JOB}') #>> '{{{path}}}'"));
+        // No word from the source since the attempt started: the node may hold more.
+        assert_eq!(plan("fresh,stale"), "true");
+        assert_eq!(plan("fresh,reason"), "remote_unconfirmed");
+        run("SELECT cortex_buffer.confirm_pushed('node-a')");
         assert_eq!(plan("fresh,stale"), "false");
+        assert_eq!(plan("fresh,reason"), "");
         assert_eq!(plan("sessions,0,pushed,source"), "node-a");
         assert_eq!(plan("sessions,0,pushed,unpushed_bytes"), "0");
         // The shipper reports the file longer than what it pushed: the plan says stale.
@@ -333,6 +338,72 @@ mod tests {
             "false"
         );
     }
+    /// A pushed file is complete for a plan only when its source confirmed after the previous
+    /// attempt was superseded: the node may have died with its shipper behind, and a dead node
+    /// says nothing. Confirmations before that (or never) leave the plan stale, with what it
+    /// knows and since when; await_sources() is the pod's bounded wait for them.
+    #[pg_test]
+    fn a_pushed_file_needs_a_confirmation_after_the_previous_attempt_was_superseded() {
+        setup();
+        // The previous attempt was reaped 1 minute ago (a crash record), the job waits to run
+        // again.
+        run(&format!(
+            "INSERT INTO cortex_buffer.job (id, agent_id, status, attempt, updated_at) VALUES ('{JOB}', gen_random_uuid(), 'RETRYING', 1, now() - interval '1 minute')"
+        ));
+        run(&format!(
+            "INSERT INTO cortex_buffer.crash (job_id, attempt, reason, recorded_at) VALUES ('{JOB}', 1, 'zombie', now() - interval '50 seconds')"
+        ));
+        let name = rel("session-001.jsonl");
+        let data = format!("{}\n", line(0, "TOOL_START", r#","invocation_id":"i1","tool_name":"pay""#));
+        push(&name, 0, data.as_bytes(), "1:1:c", false);
+        let plan = |path: &str| one(&format!("SELECT cortex_buffer.recovery_plan('{JOB}') #>> '{{{path}}}'"));
+        assert_eq!(plan("fresh,reason"), "remote_unconfirmed");
+        assert!(plan("fresh,detail").contains("last confirmation: never"), "{}", plan("fresh,detail"));
+        assert_eq!(plan("sessions,0,pushed,confirmed_at"), "");
+        // A confirmation dated before the crash record does not cover what the pod wrote after.
+        run("SELECT cortex_buffer.confirm_pushed('node-a', '55 seconds')");
+        assert_eq!(plan("fresh,reason"), "remote_unconfirmed");
+        assert!(!plan("fresh,detail").contains("never"), "{}", plan("fresh,detail"));
+        assert_ne!(plan("sessions,0,pushed,confirmed_at"), "");
+        assert_eq!(val(&format!("SELECT cortex_buffer.await_sources('{JOB}', '30 ms')")), "false");
+        // One after it: the plan is exact, and the wait returns at once.
+        run("SELECT cortex_buffer.confirm_pushed('node-a', '10 seconds')");
+        assert_eq!(plan("fresh,stale"), "false");
+        assert_eq!(val(&format!("SELECT cortex_buffer.await_sources('{JOB}', '0')")), "true");
+        // A confirmation never moves back.
+        let at = val("SELECT confirmed_at FROM cortex_buffer.push_confirmation WHERE source = 'node-a'");
+        run("SELECT cortex_buffer.confirm_pushed('node-a', '59 minutes')");
+        assert_eq!(val("SELECT confirmed_at FROM cortex_buffer.push_confirmation WHERE source = 'node-a'"), at);
+        assert_eq!(val("SELECT confirmations FROM cortex_buffer.push_confirmation WHERE source = 'node-a'"), "3");
+        // A job with no pushed file has nothing to wait for.
+        let other = crate::testing::new_job_with("cortex_buffer.job", "RUNNING", "started_at", "now()");
+        assert_eq!(val(&format!("SELECT cortex_buffer.await_sources('{other}', '0')")), "true");
+    }
+
+    #[pg_test]
+    fn confirm_pushed_and_await_sources_check_their_arguments_and_the_source() {
+        setup();
+        for (sql, state) in [
+            ("SELECT cortex_buffer.confirm_pushed(NULL)", "22004"),
+            ("SELECT cortex_buffer.confirm_pushed('bad source!')", "22023"),
+            ("SELECT cortex_buffer.confirm_pushed('node-a', '-1 second')", "22023"),
+            ("SELECT cortex_buffer.confirm_pushed('node-a', '2 hours')", "22023"),
+            ("SELECT cortex_buffer.confirm_pushed('no-such-source')", "42501"),
+            ("SELECT cortex_buffer.await_sources(NULL)", "22004"),
+            ("SELECT cortex_buffer.await_sources(gen_random_uuid(), '2 hours')", "22023"),
+        ] {
+            let (got, hint, _) = error_of(sql).unwrap_or_else(|| panic!("{sql} succeeded"));
+            assert_eq!(got, state, "{sql}");
+            assert!(hint.is_some_and(|h| !h.is_empty()), "{sql} has no HINT");
+        }
+        // Another login may not confirm for the source: its word is the source's.
+        run("CREATE ROLE cb_other_pusher NOLOGIN IN ROLE cortex_buffer_pusher");
+        run("SET ROLE cb_other_pusher");
+        let refused = error_of("SELECT cortex_buffer.confirm_pushed('node-a')");
+        run("RESET ROLE");
+        assert_eq!(refused.map(|e| e.0).as_deref(), Some("42501"));
+    }
+
     /// One push of a test: relpath, start offset, chunk, identity, final, reported size.
     type TestPush = (String, usize, Vec<u8>, String, bool, Option<usize>);
 

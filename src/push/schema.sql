@@ -41,6 +41,7 @@ CREATE TABLE cortex_buffer.pushed_file (
     reported_at     timestamptz,
     pushed_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
     pushes          bigint NOT NULL DEFAULT 0,
+    flushed_size    bigint CHECK (flushed_size OPERATOR(pg_catalog.>=) 0),
     UNIQUE (job_id, relpath, n)
 )
 -- Every push updates its file's row; no updated column is indexed: keep the updates HOT.
@@ -76,7 +77,25 @@ COMMENT ON COLUMN cortex_buffer.pushed_file.held IS 'The bytes after indexed_off
 COMMENT ON COLUMN cortex_buffer.pushed_file.held_len IS 'How many bytes after indexed_offset the server has: the next chunk may start anywhere up to indexed_offset + held_len.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.reported_size IS 'The file''s size as the shipper last reported it; more than indexed_offset + held_len means bytes not pushed yet.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.reported_at IS 'When the shipper last reported the size (the server''s clock).';
+COMMENT ON COLUMN cortex_buffer.pushed_file.flushed_size IS 'The size the pod last flushed the file to (await_pushed returned true): its writer''s own word that the file was that long. A checkpoint''s high-water mark taken while the server had exactly that many bytes is the file''s own; otherwise only a lower bound (a shipper may be behind).';
 COMMENT ON COLUMN cortex_buffer.pushed_file.pushed_at IS 'When the last push arrived.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.pushes IS 'Pushes received, replays included.';
 COMMENT ON INDEX cortex_buffer.pushed_file_identity_idx IS 'Finds the file a push continues.';
 COMMENT ON INDEX cortex_buffer.pushed_file_source_idx IS 'A source''s files, for pushed_offsets().';
+
+-- Each source's word that it is caught up: every file it ships was pushed up to the size it had
+-- at confirmed_at. A pushed file is fresh for a recovery plan only when its source confirmed
+-- after the job's previous attempt was superseded (the server cannot look at another node's
+-- disk, and a dead node reports nothing). Written by confirm_pushed(), one row per source.
+CREATE TABLE cortex_buffer.push_confirmation (
+    source        text PRIMARY KEY REFERENCES cortex_buffer.push_source (source) ON DELETE CASCADE ON UPDATE CASCADE,
+    confirmed_at  timestamptz NOT NULL,
+    confirmations bigint NOT NULL DEFAULT 1
+)
+-- Updated about once a second per idle source (the shipper's default); no updated column is indexed.
+WITH (fillfactor = 50);
+COMMENT ON TABLE cortex_buffer.push_confirmation IS
+'Each push source''s last confirmation (confirm_pushed()): every file it ships had been pushed up to its size at confirmed_at. recovery_plan trusts a pushed file''s bytes as complete only when its source confirmed after the job''s previous attempt was superseded; otherwise the plan is stale (remote_unconfirmed).';
+COMMENT ON COLUMN cortex_buffer.push_confirmation.source IS 'The source.';
+COMMENT ON COLUMN cortex_buffer.push_confirmation.confirmed_at IS 'The instant (the server''s clock, less the as_of the shipper passed) at which every file of the source had been pushed whole.';
+COMMENT ON COLUMN cortex_buffer.push_confirmation.confirmations IS 'Confirmations received.';

@@ -58,7 +58,7 @@ thread_local! {
 }
 
 /// [`check_mapping`] once per transaction for each (source, job).
-fn authorize_source(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
+pub(super) fn authorize_source(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
     let lxid = crate::pg::xact::local_xid();
     // SAFETY: reads the current user.
     let user = unsafe { pgrx::pg_sys::GetUserId() };
@@ -408,7 +408,7 @@ fn await_pushed(
                     Spi::connect(|c| {
                         let rows = c
                             .select(
-                                "SELECT f.indexed_offset OPERATOR(pg_catalog.+) p.held_len
+                                "SELECT f.indexed_offset OPERATOR(pg_catalog.+) p.held_len, p.file_id
                                    FROM cortex_buffer.pushed_file p
                                    JOIN cortex_buffer.session_file f ON f.file_id OPERATOR(pg_catalog.=) p.file_id
                                   WHERE p.job_id OPERATOR(pg_catalog.=) $1 AND p.relpath OPERATOR(pg_catalog.=) $2
@@ -417,11 +417,15 @@ fn await_pushed(
                                 &[job.into(), relpath.into()],
                             )
                             .map_err(spi)?;
-                        Ok(rows.into_iter().next().and_then(|r| r.get::<i64>(1).ok().flatten()))
+                        Ok(rows
+                            .into_iter()
+                            .next()
+                            .and_then(|r| Some((r.get::<i64>(1).ok().flatten()?, r.get::<i64>(2).ok().flatten()?))))
                     })
                 })
             })?;
-            if have.is_some_and(|h| h >= size) {
+            if let Some((_, file_id)) = have.filter(|(h, _)| *h >= size) {
+                record_flushed(file_id, size)?;
                 return Ok(true);
             }
             if Instant::now() >= deadline {
@@ -433,6 +437,28 @@ fn await_pushed(
         }
     })
     .or_raise()
+}
+
+/// Keeps the pod's word that file `file_id` was `size` bytes long when it flushed it: a
+/// checkpoint's high-water mark taken while the server holds exactly that is the file's own
+/// (`cortex_buffer_core::recovery::marks::entry_exact`). A read-only transaction records nothing.
+fn record_flushed(file_id: i64, size: i64) -> Result<(), CbError> {
+    // SAFETY: reads of backend-global flags.
+    if unsafe { pgrx::pg_sys::XactReadOnly || pgrx::pg_sys::RecoveryInProgress() } {
+        return Ok(());
+    }
+    as_definer(|| {
+        Spi::connect_mut(|c| {
+            c.update(
+                "UPDATE cortex_buffer.pushed_file SET flushed_size = $2
+                  WHERE file_id OPERATOR(pg_catalog.=) $1 AND flushed_size IS DISTINCT FROM $2",
+                None,
+                &[file_id.into(), size.into()],
+            )
+            .map(|_| ())
+            .map_err(spi)
+        })
+    })
 }
 
 extension_sql_file!("schema.sql", name = "push_schema", requires = ["indexer_schema"]);

@@ -593,8 +593,10 @@ pub fn reports(job: Uuid) -> Result<std::collections::HashMap<i64, (PushedReport
         Spi::connect(|client| {
             let rows = client
                 .select(
-                    "SELECT file_id, source, reported_size, reported_at, held_len, head FROM cortex_buffer.pushed_file
-                      WHERE job_id OPERATOR(pg_catalog.=) $1",
+                    "SELECT p.file_id, p.source, p.reported_size, p.reported_at, p.held_len, p.head, k.confirmed_at
+                       FROM cortex_buffer.pushed_file p
+                       LEFT JOIN cortex_buffer.push_confirmation k ON k.source OPERATOR(pg_catalog.=) p.source
+                      WHERE p.job_id OPERATOR(pg_catalog.=) $1",
                     None,
                     &[job.into()],
                 )
@@ -607,6 +609,8 @@ pub fn reports(job: Uuid) -> Result<std::collections::HashMap<i64, (PushedReport
                     reported_size: r.get::<i64>(3).map_err(spi)?,
                     reported_at_us: crate::pg::time::unix_us(r.get(4).map_err(spi)?),
                     held_bytes: r.get::<i64>(5).map_err(spi)?.unwrap_or(0),
+                    confirmed_at_us: crate::pg::time::unix_us(r.get(7).map_err(spi)?),
+                    complete: false,
                 };
                 out.insert(id, (report, r.get::<Vec<u8>>(6).map_err(spi)?.unwrap_or_default()));
             }

@@ -17,7 +17,7 @@ use cortex_buffer_core::checkpoint::identity::format_uuid;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::recovery::choose::{held_elsewhere, PlanMark, SessionFile};
 use cortex_buffer_core::recovery::cycles::{Place, Ref, Resume, Store};
-use cortex_buffer_core::recovery::marks::{place_by_identity, resolve, Holds, Lookup, MarkFile};
+use cortex_buffer_core::recovery::marks::{entry_exact, place_by_identity, resolve, Holds, Lookup, MarkFile};
 
 /// The shell's answers to the mark rules: the bytes now (read through the safe opener), or the
 /// index's own fingerprint where the file cannot be read here (pushed, deleted).
@@ -140,7 +140,9 @@ pub fn anchors(
         if repeat && r.kind != Kind::Own && Some(i) != plan_at {
             continue;
         }
-        let usable = r.visible && r.mark.files.iter().all(|f| f.unseen == 0);
+        // A mark whose pushed files may have been longer than the server had (a shipper behind)
+        // is no high-water mark: its time places it instead.
+        let usable = r.visible && r.mark.files.iter().all(|m| entry_exact(m, look.files));
         let place = if Some(i) == plan_at && usable {
             let resolved = resolve(look.files, &r.mark, look);
             let place = if resolved.missing.is_empty() { resolved.place() } else { Place::Unknown };

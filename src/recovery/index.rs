@@ -205,19 +205,15 @@ pub fn file_at(client: &SpiClient<'_>, path: &str) -> Result<Option<(SessionFile
     rows.into_iter().next().map(|r| session_file(&r)).transpose()
 }
 
+/// The files named `<id>.jsonl`, through `session_file_name_idx` (the same expression).
+pub const TRANSCRIPT_PATH_SQL: &str = "
+    SELECT path FROM cortex_buffer.session_file
+     WHERE pg_catalog.right(path, 43) OPERATOR(pg_catalog.=) ('/' OPERATOR(pg_catalog.||) $1 OPERATOR(pg_catalog.||) '.jsonl')
+     ORDER BY gone_at IS NOT NULL, last_seen DESC LIMIT 1";
+
 /// The Claude Code transcript of session `id` (`<project>/<id>.jsonl`).
 pub fn transcript_path(client: &SpiClient<'_>, id: Uuid) -> Result<Option<String>, CbError> {
-    let stmt = prepared_read(
-        client,
-        "recovery.transcript_path",
-        || {
-            "SELECT path FROM cortex_buffer.session_file
-              WHERE pg_catalog.right(path, 43) OPERATOR(pg_catalog.=) ('/' OPERATOR(pg_catalog.||) $1 OPERATOR(pg_catalog.||) '.jsonl')
-              ORDER BY gone_at IS NOT NULL, last_seen DESC LIMIT 1"
-                .to_owned()
-        },
-        &[TEXT],
-    )?;
+    let stmt = prepared_read(client, "recovery.transcript_path", || TRANSCRIPT_PATH_SQL.to_owned(), &[TEXT])?;
     let rows = client.select(&*stmt, Some(1), &[id.to_string().into()]).map_err(spi)?;
     rows.into_iter().next().map(|r| r.get::<String>(1).map_err(spi)).transpose().map(Option::flatten)
 }

@@ -343,19 +343,34 @@ fn pushed_freshness(
         // Every file of the job comes by push and the server has no sessions directory to look
         // in (a push-only deployment): nothing local is behind; the pushed files' own reports
         // say whether the plan is stale.
-        fresh = Freshness { caught_up: true, stale: None };
+        fresh = Freshness { caught_up: true, stale: None, reason: None };
     }
+    // Dated only when the job has pushed files (it reads the job row and its crash records).
+    let superseded = if reports.is_empty() { None } else { crate::push::confirm::job_superseded_at(job)? };
     for f in files.iter_mut() {
-        f.pushed = reports.get(&f.file_id).cloned();
-        if let Some(p) = &f.pushed {
-            f.size_bytes = f.size_bytes.max(p.reported_size.unwrap_or(0));
-            let unpushed = p.unpushed(f.indexed_offset);
-            if unpushed > 0 && fresh.stale.is_none() {
-                fresh.stale = Some(format!(
-                    "{} bytes of {} that its shipper ({}) reported have not been pushed yet",
-                    unpushed, f.rel_path, p.source
-                ));
-            }
+        f.pushed = reports.get(&f.file_id).cloned().map(|mut p| {
+            p.complete = p.confirmed_after(superseded);
+            p
+        });
+        let Some(p) = &f.pushed else { continue };
+        f.size_bytes = f.size_bytes.max(p.reported_size.unwrap_or(0));
+        let unpushed = p.unpushed(f.indexed_offset);
+        if unpushed > 0 && fresh.stale.is_none() {
+            fresh.stale = Some(format!(
+                "{} bytes of {} that its shipper ({}) reported have not been pushed yet",
+                unpushed, f.rel_path, p.source
+            ));
+            fresh.reason = Some("unpushed_bytes");
+        }
+        if !p.complete && fresh.stale.is_none() {
+            fresh.stale = Some(crate::push::confirm::unconfirmed_detail(
+                &f.rel_path,
+                &p.source,
+                p.confirmed_at_us,
+                superseded,
+                f.indexed_offset.saturating_add(p.held_bytes),
+            ));
+            fresh.reason = Some("remote_unconfirmed");
         }
     }
     Ok((fresh, heads))
@@ -504,6 +519,7 @@ pub fn catch_up_dir_of(path: &str) -> Freshness {
             stale: Some(format!(
                 "\"{path}\" is not under cortex_buffer.sessions_dir: the answer holds what the index held"
             )),
+            reason: None,
         },
     }
 }

@@ -829,7 +829,30 @@ mod tests {
             ("int8, int8, int8, text[]", events_before_sql(), "1, 100, 128, '{user}'"),
             ("uuid", job_files_sql(), "gen_random_uuid()"),
             ("uuid, uuid", CHECKPOINT_TIME_SQL.to_owned(), "gen_random_uuid(), gen_random_uuid()"),
+            // The catalogue, as a per-job call reads it: the catch-up's load and its moved-root
+            // check, the transcript lookups, the pushed files' sources and the crash record.
+            ("text, text", crate::indexer::catalog_store::LOAD_JOB_SQL.to_owned(), "'/s/j/', 'j'"),
+            ("int8, text, int8, text", crate::indexer::moved_root::job_candidates_sql(), "0, '/s/', 1000, 'j'"),
+            ("text", TRANSCRIPT_PATH_SQL.to_owned(), "gen_random_uuid()::text"),
+            ("text, text", crate::recovery::transcript::subagent_files_sql(), "'/s/p/x/subagents/', 'p'"),
+            ("uuid", crate::push::confirm::JOB_SOURCES_SQL.to_owned(), "gen_random_uuid()"),
+            ("uuid", crate::push::confirm::LAST_CRASH_SQL.to_owned(), "gen_random_uuid()"),
         ];
+        // Which index a statement on session_file must use: a scan of another one (the primary
+        // key in file_id order, the path's btree) would walk the whole catalogue.
+        let catalogue_index = |sql: &str| -> Option<&'static str> {
+            if !sql.contains("cortex_buffer.session_file") {
+                None
+            } else if sql.contains("right(path, 43)") {
+                Some("session_file_name_idx")
+            } else if sql.contains("job_dir OPERATOR(pg_catalog.=) $") {
+                Some("session_file_job_dir_idx")
+            } else if sql.contains("job_id OPERATOR(pg_catalog.=) $1") && sql.contains("FROM cortex_buffer.session_file") {
+                Some("session_file_job_order_idx")
+            } else {
+                None
+            }
+        };
         for (types, sql, args) in statements {
             run(&format!("PREPARE rp_stmt({types}) AS {sql}"));
             let plan = Spi::connect(|c| {
@@ -839,6 +862,9 @@ mod tests {
             .unwrap_or_default();
             run("DEALLOCATE rp_stmt");
             assert!(!plan.contains("Seq Scan"), "{sql}\n{plan}");
+            if let Some(index) = catalogue_index(&sql) {
+                assert!(plan.contains(index), "{sql} must read session_file through {index}:\n{plan}");
+            }
             if sql == LAST_MARKER_SQL || sql == FIRST_LOADED_SQL {
                 assert!(plan.contains("event_marker_idx"), "markers come from their partial index:\n{plan}");
             }

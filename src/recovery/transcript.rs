@@ -262,19 +262,16 @@ pub fn session_usage(path: &str) -> Result<Vec<FileUsage>, CbError> {
             let main = indexed_file(c, &path)?;
             let mut files = vec![main];
             if let Some(stem) = path.strip_suffix(".jsonl") {
-                let stmt = prepared_read(
-                    c,
-                    "recovery.subagent_files",
-                    || {
-                        format!(
-                            "SELECT {} FROM cortex_buffer.session_file
-                              WHERE pg_catalog.starts_with(path, $1) ORDER BY path COLLATE \"C\"",
-                            index::FILE_COLUMNS
-                        )
-                    },
-                    &[TEXT],
-                )?;
-                for r in c.select(&*stmt, None, &[format!("{stem}/subagents/").into()]).map_err(spi)? {
+                // Sub-agents' files lie in the transcript's project directory (their job_dir):
+                // looked up through its index, never across the catalogue.
+                let project = std::path::Path::new(&path)
+                    .parent()
+                    .and_then(|p| p.file_name())
+                    .and_then(|n| n.to_str())
+                    .unwrap_or("")
+                    .to_owned();
+                let stmt = prepared_read(c, "recovery.subagent_files", subagent_files_sql, &[TEXT, TEXT])?;
+                for r in c.select(&*stmt, None, &[format!("{stem}/subagents/").into(), project.into()]).map_err(spi)? {
                     files.push(index::session_file(&r)?.0);
                 }
             }
@@ -764,4 +761,14 @@ impl Iterator for TimelineStream {
 /// Why recovery will not use a file, if it will not (the decision tree's own rule).
 pub fn refusal(file: &SessionFile) -> Option<(&'static str, String)> {
     file.unusable().map(|(r, d)| (r.label(), d))
+}
+
+/// A transcript's sub-agents' files: `$1` the prefix `<project>/<session>/subagents/`, `$2` the
+/// project directory.
+pub(crate) fn subagent_files_sql() -> String {
+    format!(
+        "SELECT {} FROM cortex_buffer.session_file
+          WHERE job_dir OPERATOR(pg_catalog.=) $2 AND pg_catalog.starts_with(path, $1) ORDER BY path COLLATE \"C\"",
+        index::FILE_COLUMNS
+    )
 }

@@ -74,7 +74,7 @@ pub fn lookup(b: &Binding, ids: &[pgrx::Uuid]) -> Result<Jobs, CbError> {
         Spi::connect(|client| {
             let stmt = b.statement(client, "retention.jobs", Access::Read, &[UUID_ARRAY], |b| {
                 format!(
-                    "SELECT id, status::pg_catalog.text, completed_at, updated_at FROM {}
+                    "SELECT id, status::pg_catalog.text, completed_at, updated_at, attempt FROM {}
                       WHERE id OPERATOR(pg_catalog.=) ANY ($1)",
                     b.table
                 )
@@ -82,26 +82,22 @@ pub fn lookup(b: &Binding, ids: &[pgrx::Uuid]) -> Result<Jobs, CbError> {
             for r in client.select(&*stmt, None, &[chunk.to_vec().into()]).map_err(spi)? {
                 let Some(id) = r.get::<pgrx::Uuid>(1).map_err(spi)? else { continue };
                 let status: String = r.get(2).map_err(spi)?.unwrap_or_default();
-                let completed = unix_us(r.get(3).map_err(spi)?);
-                let updated = unix_us(r.get(4).map_err(spi)?);
                 // With no end time at all, the job cannot be dated: never terminal.
-                let Some(ended) = completed.or(updated) else {
-                    out.insert(*id.as_bytes(), Job { status, class: JobClass::Other });
-                    continue;
-                };
+                let ended = unix_us(r.get(3).map_err(spi)?).or(unix_us(r.get(4).map_err(spi)?));
+                let attempt = r.get::<i32>(5).map_err(spi)?.unwrap_or(0);
                 if needs_retry_decision(&status) {
-                    failed.push((id, status.clone(), completed, ended));
+                    failed.push((id, status.clone(), attempt, ended));
                 }
-                let class = job_class(&status, completed, ended, false);
+                let class = job_class(&status, attempt, ended, false);
                 out.insert(*id.as_bytes(), Job { status, class });
             }
             Ok::<(), CbError>(())
         })?;
     }
-    for (id, status, completed, updated) in failed {
+    for (id, status, attempt, ended) in failed {
         // A job that cannot be decided on (its row gone meanwhile) is not taken as terminal.
         let class = match liveness_store::retry_decision(id) {
-            Ok(d) => job_class(&status, completed, updated, d.retry),
+            Ok(d) => job_class(&status, attempt, ended, d.retry),
             Err(_) => JobClass::Other,
         };
         out.insert(*id.as_bytes(), Job { class, status });

@@ -203,6 +203,45 @@ mod tests {
         }
     }
 
+    /// A job that will run again keeps the buffer its next pod recovers from, however old:
+    /// SCHEDULED (the next attempt, admitted but not started) and PENDING with an attempt behind
+    /// it (re-queued). A PENDING job that never ran has no such pod: its old file goes.
+    #[pg_test]
+    fn jobs_that_will_run_again_keep_the_buffer_their_next_pod_reads() {
+        let scheduled = new_job_with("cortex_buffer.job", "SCHEDULED", "attempt, updated_at", "1, now() - interval '8 days'");
+        let requeued = new_job_with("cortex_buffer.job", "PENDING", "attempt, updated_at", "2, now() - interval '8 days'");
+        let never_ran = new_job_with("cortex_buffer.job", "PENDING", "attempt, updated_at", "0, now() - interval '8 days'");
+        let jobs = [&scheduled, &requeued, &never_ran];
+        for job in jobs {
+            std::fs::create_dir_all(format!("{SESSIONS}/{job}")).unwrap_or_else(|e| panic!("{e}"));
+            let p = format!("{SESSIONS}/{job}/session-001.jsonl");
+            std::fs::write(&p, line(job, 0) + &line(job, 1)).unwrap_or_else(|e| panic!("{e}"));
+            run(&format!("SELECT cortex_buffer.recovery_plan('{job}')"));
+            age(&p, 8);
+        }
+        let acted: Vec<String> = actions(SESSIONS, "dry_run => true, max_unknown_ratio => 1")
+            .into_iter()
+            .filter(|l| jobs.iter().any(|j| l.contains(j.as_str())))
+            .collect();
+        let mut expected = vec![
+            format!("delete_file {never_ran}/session-001.jsonl 3"),
+            format!("keep {requeued}/session-001.jsonl 0"),
+            format!("keep {scheduled}/session-001.jsonl 0"),
+        ];
+        expected.sort();
+        let mut acted_sorted = acted.clone();
+        acted_sorted.sort();
+        assert_eq!(acted_sorted, expected);
+        let reason = one(&format!(
+            "SELECT reason FROM cortex_buffer.cleanup_session_buffers(dry_run => true, max_unknown_ratio => 1)
+              WHERE path = '{SESSIONS}/{scheduled}/session-001.jsonl'"
+        ));
+        assert!(reason.contains("recovery plan reads it"), "{reason}");
+        for job in jobs {
+            let _ = std::fs::remove_dir_all(format!("{SESSIONS}/{job}"));
+        }
+    }
+
     /// A session file of `lines` events of about `each` bytes, stamped `ts` (ISO 8601).
     fn big_file(job: &str, ts: &str, lines: usize, each: usize, first_seq: usize) -> String {
         let filler = "x".repeat(each);

@@ -34,6 +34,11 @@ OPTIONS (each also read from the environment variable named after it):
                                                   notify mode (default 1000)
     --rescan-interval S    CB_SHIP_RESCAN         a walk of the whole directory this often in notify
                                                   mode, as a safety net (default 60)
+    --confirm-every MS     CB_SHIP_CONFIRM_EVERY  while idle, confirm this often that every file was
+                                                  pushed whole (cortex_buffer.confirm_pushed: one row
+                                                  per source, whatever the number of files); a
+                                                  recovery plan trusts a pushed file only after a
+                                                  confirmation (default 1000; 0: never)
     --report-every S       CB_SHIP_REPORT_EVERY   a progress line this often (default 30)
     --once                 CB_SHIP_ONCE=1         push what is there now (as final where the file
                                                   has already settled) and exit 0
@@ -71,6 +76,8 @@ pub struct Config {
     pub poll_interval: Duration,
     pub rescan_interval: Duration,
     pub report_every: Duration,
+    /// While idle, `confirm_pushed` at most this often (`None`: never).
+    pub confirm_every: Option<Duration>,
     pub once: bool,
     pub synchronous_commit: bool,
     /// Every batch is sent this many times (benchmarks of replays).
@@ -112,6 +119,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
             | "--poll-interval"
             | "--rescan-interval"
             | "--report-every"
+            | "--confirm-every"
             | "--synchronous-commit" => {
                 let v = it.next().ok_or_else(|| format!("{name} needs a value"))?;
                 flags.insert(name, v.clone());
@@ -164,6 +172,10 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         Some(v) => number::<u64>("--report-every", &v)?.max(1),
         None => 30,
     });
+    let confirm_every = match get("--confirm-every", "CB_SHIP_CONFIRM_EVERY") {
+        Some(v) => Some(number::<u64>("--confirm-every", &v)?).filter(|ms| *ms > 0).map(Duration::from_millis),
+        None => Some(Duration::from_secs(1)),
+    };
     let synchronous_commit = match get("--synchronous-commit", "CB_SHIP_SYNC").as_deref() {
         None | Some("off") => false,
         Some("on") => true,
@@ -185,6 +197,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         poll_interval,
         rescan_interval,
         report_every,
+        confirm_every,
         once,
         synchronous_commit,
         repeat,

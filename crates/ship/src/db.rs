@@ -114,6 +114,9 @@ const PUSH_EACH_SQL: &str = "
                                                            a.last, a.size) AS r
      ORDER BY a.i";
 
+const CONFIRM_SQL: &str =
+    "SELECT cortex_buffer.confirm_pushed($1, pg_catalog.make_interval(secs => $2::pg_catalog.float8))";
+
 impl Db {
     /// `batch`: send each batch with `append_session_batch` (else, or when the server has none,
     /// as one `append_session_bytes` call per file).
@@ -191,6 +194,19 @@ impl Db {
                 action: r.get(3),
             })
             .collect())
+    }
+
+    /// Confirms that every file of the source was pushed whole `as_of` ago
+    /// (`confirm_pushed`). `Ok(false)`: the server has no such function (cortex_buffer before
+    /// 0.15.0), so recovery there never asks for one.
+    pub fn confirm(&mut self, as_of: std::time::Duration) -> Result<bool, Failure> {
+        let source = self.source.clone();
+        let secs = as_of.as_secs_f64();
+        match self.run(CONFIRM_SQL, &[&source, &secs]) {
+            Ok(_) => Ok(true),
+            Err(e) if e.code() == Some(&postgres::error::SqlState::UNDEFINED_FUNCTION) => Ok(false),
+            Err(e) => Err(classify(&e)),
+        }
     }
 
     /// Runs `sql`, prepared on first use on this connection. A failed statement is prepared

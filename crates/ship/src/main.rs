@@ -48,6 +48,8 @@ struct Tracked {
     /// The server quarantined it, or refused it (a missing grant, say): left alone until the
     /// next walk of everything.
     given_up: bool,
+    /// Its size when last looked at.
+    size: u64,
 }
 
 /// Running totals for the progress lines.
@@ -183,10 +185,15 @@ fn ship(cfg: &Config, db: &mut Db, totals: &mut Totals) -> Result<(), Failure> {
     let mut next_walk = Instant::now();
     let mut next_report = Instant::now() + cfg.report_every;
     let mut changed: BTreeSet<String> = BTreeSet::new();
+    // Confirmations (`confirm_pushed`): when the last one was sent; `None` once the server
+    // turned out to have none. What the kernel or a poll said was last taken in at `learned`.
+    let mut confirms = cfg.confirm_every.map(|_| None::<Instant>);
+    let mut learned = Instant::now();
     loop {
         if stopping() {
             return Ok(());
         }
+        let round_began = learned.min(Instant::now());
         // What to look at: everything (at start, on the periodic walk, when polling, after lost
         // events), else the job directories the kernel named and those with work left.
         let walk_all = cfg.once || matches!(learn, Learn::Poll) || Instant::now() >= next_walk;
@@ -197,7 +204,16 @@ fn ship(cfg: &Config, db: &mut Db, totals: &mut Totals) -> Result<(), Failure> {
             }
             next_walk = Instant::now() + cfg.rescan_interval;
             match scan_root(&volume) {
-                Ok(scan) => scan.files,
+                Ok(scan) => {
+                    // A file no longer there has nothing left to push.
+                    let here: BTreeSet<String> = scan
+                        .files
+                        .iter()
+                        .filter_map(|f| relative(&volume, &f.path).ok().and_then(|r| r.to_str().map(str::to_owned)))
+                        .collect();
+                    tracked.retain(|rel, _| here.contains(rel));
+                    scan.files
+                }
                 Err(e) => {
                     log::warn("cannot walk the sessions directory", &[("error", V::S(&e.message))]);
                     Vec::new()
@@ -219,6 +235,17 @@ fn ship(cfg: &Config, db: &mut Db, totals: &mut Totals) -> Result<(), Failure> {
             changed.extend(found.iter().map(|f| f.job_dir.clone()));
             continue;
         }
+        if let (Some(every), Some(last)) = (cfg.confirm_every, confirms.as_mut()) {
+            if last.is_none_or(|at| at.elapsed() >= every) && all_pushed(&tracked) {
+                // Every file was pushed whole as of when this round began to look.
+                if db.confirm(round_began.elapsed())? {
+                    *last = Some(Instant::now());
+                } else {
+                    log::info("the server has no confirm_pushed (cortex_buffer before 0.15.0): not confirming", &[]);
+                    confirms = None;
+                }
+            }
+        }
         // Tails the server holds wait for their file to settle, then go as final.
         let pending: BTreeSet<String> = tracked
             .iter()
@@ -234,9 +261,13 @@ fn ship(cfg: &Config, db: &mut Db, totals: &mut Totals) -> Result<(), Failure> {
         let wait = if pending.is_empty() { cfg.poll_interval } else { cfg.poll_interval.min(cfg.settle) };
         changed.extend(pending);
         match &mut learn {
-            Learn::Poll => sleep_unless_stopped(wait.max(Duration::from_millis(10))),
+            Learn::Poll => {
+                sleep_unless_stopped(wait.max(Duration::from_millis(10)));
+                learned = Instant::now();
+            }
             Learn::Notify(w) => {
                 wait_readable(w.fd(), wait);
+                learned = Instant::now();
                 let c = w.read(&volume);
                 if c.rescan.is_some() {
                     next_walk = Instant::now();
@@ -245,6 +276,12 @@ fn ship(cfg: &Config, db: &mut Db, totals: &mut Totals) -> Result<(), Failure> {
             }
         }
     }
+}
+
+/// Whether the server has every byte of every file the shipper knows: none refused, none
+/// without an identity yet, none with bytes not pushed.
+fn all_pushed(tracked: &HashMap<String, Tracked>) -> bool {
+    tracked.values().all(|t| !t.given_up && t.identity.is_some() && t.remote.is_some_and(|r| r.have >= t.size))
 }
 
 /// Waits until `fd` is readable, at most `timeout` (and at most 100 ms at a time, to see a stop).
@@ -333,6 +370,7 @@ fn plan(
         }
         let remote = t.remote.unwrap_or_default();
         let size = f.stat.size;
+        t.size = size;
         match next(size, quiet, remote, cfg.settle, cfg.chunk_bytes, t.final_sent) {
             Next::Nothing => {}
             Next::Push { start, len, last } => {

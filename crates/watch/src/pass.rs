@@ -33,8 +33,10 @@ pub struct Row {
 /// Where discovery results are kept (the `session_file` table, or a map in tests).
 pub trait Catalog {
     type Error: std::fmt::Display;
-    /// Everything recorded for paths starting with `root_prefix`.
-    fn load(&mut self, root_prefix: &str) -> Result<BTreeMap<String, Known>, Self::Error>;
+    /// Everything recorded for paths starting with `root_prefix`; when `job_dir` is given, all
+    /// of them are in that directory of the volume (one job's catch-up), and the lookup may use
+    /// it to read the job's own rows only.
+    fn load(&mut self, root_prefix: &str, job_dir: Option<&str>) -> Result<BTreeMap<String, Known>, Self::Error>;
     /// Upserts `rows` (refreshing `last_seen`) and marks `gone` paths as gone, atomically; says
     /// which it did. What another indexer holds is left out (the pass counts it busy).
     fn store(&mut self, rows: &[Row], gone: &[String]) -> Result<Stored, Self::Error>;
@@ -253,7 +255,11 @@ pub fn run_pass<C: Catalog>(
         if cache.root_prefix != cache_prefix {
             cache.listings.forget();
         }
-        cache.entries = catalog.load(&cache_prefix).map_err(PassError::Catalog)?;
+        let job_dir = match scope {
+            Scope::Dir(dir) => Some(dir),
+            Scope::Volume | Scope::Dirs(_) => None,
+        };
+        cache.entries = catalog.load(&cache_prefix, job_dir).map_err(PassError::Catalog)?;
         if let Some((me, workers)) = cache.partition {
             cache.entries.retain(|_, k| owner(&k.job_dir, workers) == me);
         }
@@ -798,12 +804,12 @@ mod tests {
 
     impl Catalog for MapCatalog {
         type Error = String;
-        fn load(&mut self, root_prefix: &str) -> Result<BTreeMap<String, Known>, String> {
+        fn load(&mut self, root_prefix: &str, job_dir: Option<&str>) -> Result<BTreeMap<String, Known>, String> {
             self.loads += 1;
             Ok(self
                 .rows
                 .iter()
-                .filter(|(p, _)| p.starts_with(root_prefix))
+                .filter(|(p, k)| p.starts_with(root_prefix) && job_dir.is_none_or(|d| k.job_dir == d))
                 .map(|(p, k)| (p.clone(), k.clone()))
                 .collect())
         }

@@ -32,6 +32,21 @@ SELECT source, checkpoint_id, crc, dir_visible, files FROM cortex_buffer.checkpo
  WHERE job_id = '0193a8b2-0000-7000-8000-0000000f2a01' ORDER BY mark_id;
 SELECT cortex_buffer.checkpoint_crc('{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000f2ac2", "step_index": 1}') AS crc_of_update,
        cortex_buffer.checkpoint_crc('{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000f2ac3", "step_index": 2}') AS crc_of_write;
+-- The same document stored again (same CRC) records nothing; another document under the same CRC
+-- (the control plane updated the checkpoint and not its CRC) does.
+UPDATE regress_trigger.job SET checkpoint = checkpoint;
+SELECT count(*) AS marks FROM cortex_buffer.checkpoint_mark WHERE job_id = '0193a8b2-0000-7000-8000-0000000f2a01';
+UPDATE regress_trigger.job SET checkpoint = '{"checkpoint_id": "0193a8b2-0000-7000-8000-0000000f2ac4", "step_index": 3}';
+SELECT source, checkpoint_id FROM cortex_buffer.checkpoint_mark
+ WHERE job_id = '0193a8b2-0000-7000-8000-0000000f2a01' ORDER BY mark_id DESC LIMIT 1;
+-- A trigger an older release installed (its condition compared the documents first) is replaced.
+CREATE OR REPLACE TRIGGER cortex_buffer_checkpoint_marked AFTER UPDATE OF checkpoint ON regress_trigger.job FOR EACH ROW
+    WHEN (NEW.checkpoint IS NOT NULL AND (OLD.checkpoint IS NULL OR NOT NEW.checkpoint OPERATOR(pg_catalog.=) OLD.checkpoint))
+    EXECUTE FUNCTION cortex_buffer.checkpoint_marked();
+SELECT cortex_buffer.install_checkpoint_trigger();
+SELECT cortex_buffer.install_checkpoint_trigger();
+SELECT pg_get_triggerdef(oid) LIKE '%OLD.checkpoint_crc IS DISTINCT FROM NEW.checkpoint_crc%' AS compares_crcs_first
+  FROM pg_trigger WHERE tgrelid = 'regress_trigger.job'::regclass AND tgname = 'cortex_buffer_checkpoint_marked';
 -- An UPDATE that does not change the checkpoint, or sets it NULL, records nothing.
 UPDATE regress_trigger.job SET status = 'COMPLETED';
 UPDATE regress_trigger.job SET checkpoint = NULL, checkpoint_crc = NULL;

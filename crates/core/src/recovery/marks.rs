@@ -43,6 +43,9 @@ pub struct MarkFile {
     /// For a pushed file: bytes its shipper had reported that the server did not have yet when
     /// the mark was taken (0 for a tailed file). Such a size is no high-water mark.
     pub unseen: i64,
+    /// For a pushed file: the pod had flushed it to exactly `size` (`await_pushed`) when the
+    /// mark was taken, so the size is the file's own, not only what its shipper had pushed.
+    pub flushed: bool,
     /// The file's first bytes, and the bytes just before `size`.
     pub head: Option<Fingerprint>,
     pub tail: Option<Fingerprint>,
@@ -93,6 +96,31 @@ fn newer_generation(f: &SessionFile, at_us: i64) -> bool {
 
 fn same_origin(f: &SessionFile, m: &MarkFile) -> bool {
     f.pushed.as_ref().map(|p| p.source.as_str()) == m.pushed_by.as_deref()
+}
+
+/// Whether a mark entry's size was the file's own when the mark was taken (a high-water mark),
+/// and not only a lower bound of it. A tailed file's size is what the server read from the file
+/// itself. A pushed file's is what its shipper had pushed by then: a shipper behind leaves the
+/// file longer on its node. It is the file's own only when the pod had flushed the file to it
+/// (`await_pushed`, before storing the checkpoint), or when it is the file's final size: its
+/// source confirmed after the writer was superseded and the file has not grown since the mark.
+pub fn entry_exact(m: &MarkFile, files: &[SessionFile]) -> bool {
+    if m.unseen > 0 {
+        return false;
+    }
+    let Some(source) = &m.pushed_by else { return true };
+    if m.flushed {
+        return true;
+    }
+    files.iter().any(|f| {
+        f.pushed.as_ref().is_some_and(|p| {
+            &p.source == source
+                && p.complete
+                && f.device == m.device
+                && f.inode == m.inode
+                && f.indexed_offset.saturating_add(p.held_bytes) == m.size
+        })
+    })
 }
 
 /// The shell's answers about the files now.

@@ -22,6 +22,8 @@ pub struct Freshness {
     pub caught_up: bool,
     /// Why they could not be, when they could not (the plan is then `stale`).
     pub stale: Option<String>,
+    /// The reason as a code, where one is defined (`remote_unconfirmed`, `unpushed_bytes`).
+    pub reason: Option<&'static str>,
 }
 
 /// Where phase 1 found the checkpoint (`read_checkpoint`'s `source`, plus `invalid`).
@@ -152,6 +154,7 @@ fn write_session(w: &mut JsonWriter, f: &SessionFile, read_from: Option<i64>) {
         ts(w, "reported_at", p.reported_at_us);
         w.field_int("held_bytes", p.held_bytes);
         w.field_int("unpushed_bytes", p.unpushed(f.indexed_offset));
+        ts(w, "confirmed_at", p.confirmed_at_us);
         w.end_object();
     }
     w.end_object();
@@ -274,6 +277,7 @@ pub fn render(subject: &Subject, parts: &Parts<'_>) -> String {
     w.key("fresh").begin_object();
     w.field_bool("caught_up", fresh.caught_up);
     w.field_bool("stale", fresh.stale.is_some());
+    w.field_opt_str("reason", fresh.stale.as_ref().map(|_| fresh.reason.unwrap_or("not_caught_up")));
     w.field_opt_str("detail", fresh.stale.as_deref());
     w.field_int("unindexed_bytes", unindexed(files, choice));
     w.end_object();

@@ -19,25 +19,30 @@ pub type Micros = i64;
 /// What a job's status means for its buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobClass {
-    /// RUNNING, WAITING_FOR_APPROVAL or RETRYING, or FAILED or TIMED_OUT with a retry left: a
-    /// recovery may be pending.
+    /// A job that will run (again), whose next pod asks for a recovery plan: RUNNING,
+    /// WAITING_FOR_APPROVAL or RETRYING; SCHEDULED (the next attempt, not started yet); PENDING
+    /// with an attempt behind it (re-queued); FAILED or TIMED_OUT with a retry left.
     Live,
     /// Done for good since `ended_us` (`completed_at`, else `updated_at`).
     Terminal { failed: bool, ended_us: Micros },
-    /// Anything else (PENDING, SCHEDULED).
+    /// Anything else: a PENDING job that never ran, a status the contract does not name, a
+    /// terminal job that cannot be dated.
     Other,
 }
 
-/// Classifies a job from its row. `retries` is `retry_decision`'s answer, asked only for
-/// FAILED and TIMED_OUT jobs: a failure with a retry left is not terminal, and its next attempt
-/// will ask for a recovery plan, so it is kept like a live job's.
-pub fn job_class(status: &str, completed_us: Option<Micros>, updated_us: Micros, retries: bool) -> JobClass {
-    let ended_us = completed_us.unwrap_or(updated_us);
+/// Classifies a job from its row. `attempt` is the row's attempt counter (counted up as a pod
+/// starts: a PENDING job with one behind it was re-queued, and its next pod recovers from what
+/// the last one wrote). `retries` is `retry_decision`'s answer, asked only for FAILED and
+/// TIMED_OUT jobs: a failure with a retry left is not terminal either. `ended_us` is
+/// `completed_at`, else `updated_at` (`None`: neither; such a job is never taken as terminal).
+pub fn job_class(status: &str, attempt: i32, ended_us: Option<Micros>, retries: bool) -> JobClass {
+    let terminal = |failed| ended_us.map_or(JobClass::Other, |ended_us| JobClass::Terminal { failed, ended_us });
     match status {
-        "RUNNING" | "WAITING_FOR_APPROVAL" | "RETRYING" => JobClass::Live,
-        "COMPLETED" | "CANCELLED" => JobClass::Terminal { failed: false, ended_us },
-        "DEAD_LETTER" => JobClass::Terminal { failed: true, ended_us },
-        "FAILED" | "TIMED_OUT" if !retries => JobClass::Terminal { failed: true, ended_us },
+        "RUNNING" | "WAITING_FOR_APPROVAL" | "RETRYING" | "SCHEDULED" => JobClass::Live,
+        "PENDING" if attempt > 0 => JobClass::Live,
+        "COMPLETED" | "CANCELLED" => terminal(false),
+        "DEAD_LETTER" => terminal(true),
+        "FAILED" | "TIMED_OUT" if !retries => terminal(true),
         "FAILED" | "TIMED_OUT" => JobClass::Live,
         _ => JobClass::Other,
     }

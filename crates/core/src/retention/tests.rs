@@ -8,19 +8,26 @@ fn policy() -> Policy {
 }
 
 #[test]
-fn statuses_classify_as_the_spike_says() {
-    assert_eq!(job_class("RUNNING", None, 5, false), JobClass::Live);
-    assert_eq!(job_class("WAITING_FOR_APPROVAL", None, 5, false), JobClass::Live);
-    assert_eq!(job_class("RETRYING", None, 5, false), JobClass::Live);
-    assert_eq!(job_class("COMPLETED", Some(7), 5, false), JobClass::Terminal { failed: false, ended_us: 7 });
-    assert_eq!(job_class("CANCELLED", None, 5, false), JobClass::Terminal { failed: false, ended_us: 5 });
-    assert_eq!(job_class("DEAD_LETTER", None, 5, true), JobClass::Terminal { failed: true, ended_us: 5 });
+fn statuses_classify_by_whether_the_job_runs_again() {
+    assert_eq!(job_class("RUNNING", 1, Some(5), false), JobClass::Live);
+    assert_eq!(job_class("WAITING_FOR_APPROVAL", 1, Some(5), false), JobClass::Live);
+    assert_eq!(job_class("RETRYING", 1, Some(5), false), JobClass::Live);
+    assert_eq!(job_class("COMPLETED", 1, Some(7), false), JobClass::Terminal { failed: false, ended_us: 7 });
+    assert_eq!(job_class("CANCELLED", 0, Some(5), false), JobClass::Terminal { failed: false, ended_us: 5 });
+    assert_eq!(job_class("DEAD_LETTER", 3, Some(5), true), JobClass::Terminal { failed: true, ended_us: 5 });
     // A failure with a retry left is not terminal (its next attempt recovers: kept like a live
     // job's); without one it is.
-    assert_eq!(job_class("FAILED", None, 5, true), JobClass::Live);
-    assert_eq!(job_class("TIMED_OUT", Some(9), 5, false), JobClass::Terminal { failed: true, ended_us: 9 });
-    assert_eq!(job_class("PENDING", None, 5, false), JobClass::Other);
-    assert_eq!(job_class("SCHEDULED", None, 5, false), JobClass::Other);
+    assert_eq!(job_class("FAILED", 1, Some(5), true), JobClass::Live);
+    assert_eq!(job_class("TIMED_OUT", 1, Some(9), false), JobClass::Terminal { failed: true, ended_us: 9 });
+    // The next attempt of a job, not started yet: its pod will ask for a recovery plan from
+    // what the last one wrote, however old that is.
+    assert_eq!(job_class("SCHEDULED", 1, Some(5), false), JobClass::Live);
+    assert_eq!(job_class("SCHEDULED", 0, None, false), JobClass::Live);
+    assert_eq!(job_class("PENDING", 2, Some(5), false), JobClass::Live);
+    // A job that never ran has no buffer to recover from.
+    assert_eq!(job_class("PENDING", 0, Some(5), false), JobClass::Other);
+    // A terminal job that cannot be dated is never deleted as terminal.
+    assert_eq!(job_class("COMPLETED", 1, None, false), JobClass::Other);
     assert!(needs_retry_decision("FAILED") && needs_retry_decision("TIMED_OUT"));
     assert!(!needs_retry_decision("DEAD_LETTER") && !needs_retry_decision("COMPLETED"));
 }

@@ -279,6 +279,7 @@ impl Sim {
                     inode: e.identity,
                     size: e.size,
                     unseen: 0,
+                    flushed: false,
                     head: Some(Fingerprint { len: 1, crc: u32::try_from(e.content).unwrap_or(0) }),
                     tail: Some(Fingerprint { len: 1, crc: 0 }),
                     line_start: Some(e.line_start),

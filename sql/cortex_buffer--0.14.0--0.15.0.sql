@@ -1,0 +1,290 @@
+-- cortex_buffer 0.14.0 -> 0.15.0: recovery at the seams, part 2 (issue 37).
+--   * push_confirmation, confirm_pushed() and await_sources(): a shipper confirms while idle that
+--     every file of its source was pushed whole (one row per source); recovery_plan trusts a
+--     pushed file only when its source confirmed after the job's previous attempt was superseded,
+--     and is stale (reason remote_unconfirmed) otherwise. A pod waits for that confirmation with
+--     await_sources() before it plans.
+--   * pushed_file.flushed_size: await_pushed() keeps the size the pod flushed a file to. A
+--     checkpoint's high-water mark of a pushed file is trusted as the file's own only when it is
+--     that size (or the file's final size, confirmed); otherwise it is only what the shipper had
+--     pushed, and recovery_plan places the checkpoint by its time.
+--   * the checkpoint trigger compares the CRCs before the documents: cortex_buffer.job's is
+--     replaced here; run install_checkpoint_trigger() again for a bound table's.
+--   * session_file_name_idx: session_recovery(uuid) finds a transcript by its session id through
+--     an index, not by reading the catalogue (the catch-up's and sub-agents' lookups now go
+--     through session_file_job_dir_idx, which exists).
+-- CREATE INDEX reads session_file once (a row per file) under a SHARE lock: pushes and the
+-- indexer wait for it, readers do not.
+\echo Use "ALTER EXTENSION cortex_buffer UPDATE TO '0.15.0'" to load this file. \quit
+
+ALTER TABLE cortex_buffer.pushed_file ADD COLUMN flushed_size bigint CHECK (flushed_size OPERATOR(pg_catalog.>=) 0);
+COMMENT ON COLUMN cortex_buffer.pushed_file.flushed_size IS 'The size the pod last flushed the file to (await_pushed returned true): its writer''s own word that the file was that long. A checkpoint''s high-water mark taken while the server had exactly that many bytes is the file''s own; otherwise only a lower bound (a shipper may be behind).';
+
+CREATE INDEX session_file_name_idx ON cortex_buffer.session_file (pg_catalog."right"(path, 43));
+COMMENT ON INDEX cortex_buffer.session_file_name_idx IS 'Finds a Claude Code transcript by its session id (<project>/<id>.jsonl: the last 43 characters of its path).';
+
+-- Each source's word that it is caught up: every file it ships was pushed up to the size it had
+-- at confirmed_at. A pushed file is fresh for a recovery plan only when its source confirmed
+-- after the job's previous attempt was superseded (the server cannot look at another node's
+-- disk, and a dead node reports nothing). Written by confirm_pushed(), one row per source.
+CREATE TABLE cortex_buffer.push_confirmation (
+    source        text PRIMARY KEY REFERENCES cortex_buffer.push_source (source) ON DELETE CASCADE ON UPDATE CASCADE,
+    confirmed_at  timestamptz NOT NULL,
+    confirmations bigint NOT NULL DEFAULT 1
+)
+-- Updated about once a second per idle source (the shipper's default); no updated column is indexed.
+WITH (fillfactor = 50);
+COMMENT ON TABLE cortex_buffer.push_confirmation IS
+'Each push source''s last confirmation (confirm_pushed()): every file it ships had been pushed up to its size at confirmed_at. recovery_plan trusts a pushed file''s bytes as complete only when its source confirmed after the job''s previous attempt was superseded; otherwise the plan is stale (remote_unconfirmed).';
+COMMENT ON COLUMN cortex_buffer.push_confirmation.source IS 'The source.';
+COMMENT ON COLUMN cortex_buffer.push_confirmation.confirmed_at IS 'The instant (the server''s clock, less the as_of the shipper passed) at which every file of the source had been pushed whole.';
+COMMENT ON COLUMN cortex_buffer.push_confirmation.confirmations IS 'Confirmations received.';
+
+CREATE FUNCTION cortex_buffer."await_sources"(
+	"job_id" uuid, /* Option < Uuid > */
+	"timeout" interval DEFAULT '5 seconds' /* Option < pgrx :: datum :: Interval > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'await_sources_wrapper';
+
+CREATE FUNCTION cortex_buffer."confirm_pushed"(
+	"source" TEXT, /* Option < & str > */
+	"as_of" interval DEFAULT '0 seconds' /* Option < pgrx :: datum :: Interval > */
+) RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'confirm_pushed_wrapper';
+
+-- The checkpoint trigger compares the CRCs before the documents (comparing two large documents
+-- detoasts both): cortex_buffer.job's here; a bound table's with install_checkpoint_trigger().
+CREATE OR REPLACE TRIGGER checkpoint_marked AFTER UPDATE OF checkpoint ON cortex_buffer.job
+    FOR EACH ROW WHEN (NEW.checkpoint IS NOT NULL AND (OLD.checkpoint IS NULL
+        OR OLD.checkpoint_crc IS DISTINCT FROM NEW.checkpoint_crc
+        OR NOT NEW.checkpoint OPERATOR(pg_catalog.=) OLD.checkpoint))
+    EXECUTE FUNCTION cortex_buffer.checkpoint_marked();
+COMMENT ON TRIGGER checkpoint_marked ON cortex_buffer.job IS
+'Checkpoints written without write_checkpoint get a high-water mark too, so recovery_plan can place the session files after them without clocks.';
+COMMENT ON FUNCTION cortex_buffer.install_checkpoint_trigger() IS
+'Puts the checkpoint_marked trigger (named cortex_buffer_checkpoint_marked) on the bound job table, once, or replaces the form an older release installed: checkpoints the control plane writes with a plain UPDATE then get their high-water mark. The trigger compares the CRCs before the documents. Runs with the caller''s rights: the table''s owner, or a superuser.';
+
+COMMENT ON FUNCTION cortex_buffer.await_pushed(uuid, text, bigint, interval) IS
+'The agent''s flush before a checkpoint: waits (at most timeout) until the server has the job''s pushed file relpath up to size bytes; true once it has (and keeps size as the pod''s word in pushed_file.flushed_size: a checkpoint stored next is marked at the file''s own size), false when the time ran out. Checks the job token like every per-job function. Granted to cortex_buffer_agent and cortex_buffer_control_plane.';
+COMMENT ON FUNCTION cortex_buffer.confirm_pushed(text, interval) IS
+'A shipper''s word, while idle, that every file its source ships had been pushed whole as_of ago (when its look at the files began): one row per source in push_confirmation, never moved back. recovery_plan trusts a pushed file''s bytes as complete only when its source confirmed after the job''s previous attempt was superseded; otherwise the plan is stale (remote_unconfirmed). Returns the recorded confirmation time. Granted to cortex_buffer_pusher.';
+COMMENT ON FUNCTION cortex_buffer.await_sources(uuid, interval) IS
+'The pod''s bounded wait before it plans: waits (at most timeout) until every source that pushed the job''s files has confirmed them (confirm_pushed) after the job''s previous attempt was superseded; true once they all have (or the job has no pushed file), false when the time ran out (recovery_plan then says stale, remote_unconfirmed). Checks the job token like every per-job function. Granted to cortex_buffer_agent and cortex_buffer_control_plane.';
+
+-- Who may do what (README: Privileges): every grant and revoke of the extension's objects is
+-- here. Runs last in a fresh install; the upgrade scripts set the same.
+--
+-- First, every object's privileges go back to its owner's alone (and PUBLIC's USAGE of the
+-- types, PostgreSQL's default): whatever ALTER DEFAULT PRIVILEGES the installing role has set
+-- (for itself, or for PUBLIC, on tables, sequences, functions or types) added nothing that the
+-- grants below do not give. The schema's own USAGE is PUBLIC's (sql/bootstrap.sql).
+DO $reset$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN
+        SELECT pg_catalog.format('TABLE %s', c.oid::pg_catalog.regclass) AS obj, a.grantee
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 'v', 'm', 'p', 'f'])
+           AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('SEQUENCE %s', c.oid::pg_catalog.regclass), a.grantee
+          FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+         WHERE c.relnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND c.relkind OPERATOR(pg_catalog.=) 'S' AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+        UNION
+        SELECT pg_catalog.format('FUNCTION %s', p.oid::pg_catalog.regprocedure), a.grantee
+          FROM pg_catalog.pg_proc p,
+               pg_catalog.aclexplode(COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+        UNION
+        SELECT pg_catalog.format('TYPE %s', t.oid::pg_catalog.regtype), a.grantee
+          FROM pg_catalog.pg_type t, pg_catalog.aclexplode(t.typacl) a
+         WHERE t.typnamespace OPERATOR(pg_catalog.=) 'cortex_buffer'::pg_catalog.regnamespace
+           AND a.grantee OPERATOR(pg_catalog.<>) t.typowner AND a.grantee OPERATOR(pg_catalog.<>) 0
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM %s', o.obj,
+            CASE WHEN o.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                 ELSE o.grantee::pg_catalog.regrole::pg_catalog.text END);
+    END LOOP;
+END
+$reset$;
+
+-- cortex_buffer_definer (NOLOGIN, not a superuser, no members) is the role the extension's
+-- own writes run as: the functions switch to it for their statements on these tables, exactly
+-- as a SECURITY DEFINER function owned by it would, and the background worker runs its
+-- transactions as it. Statements on the bound job table run as the caller.
+GRANT SELECT, INSERT, UPDATE, DELETE ON
+    cortex_buffer.checkpoint_history, cortex_buffer.crash, cortex_buffer.job_wait,
+    cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
+    cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_definer;
+GRANT SELECT ON cortex_buffer.circuit_config TO cortex_buffer_definer;
+GRANT USAGE ON SEQUENCE cortex_buffer.checkpoint_history_seq, cortex_buffer.crash_seq, cortex_buffer.usage_ledger_seq,
+      cortex_buffer.session_file_seq, cortex_buffer.checkpoint_mark_seq TO cortex_buffer_definer;
+GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_definer;
+-- The job-token secret: the definer role alone reads it (and makes it, on first use).
+GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
+-- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO cortex_buffer_definer;
+GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
+-- The partitioned layout: the indexer makes partitions ahead of new files, cleanup drops them
+-- (both functions run as the extension's owner and touch nothing but those partitions).
+GRANT SELECT ON cortex_buffer.event_partitioning TO cortex_buffer_definer;
+GRANT EXECUTE ON FUNCTION cortex_buffer.event_partition_create(bigint, bigint), cortex_buffer.event_partition_drop(regclass)
+  TO cortex_buffer_definer;
+-- job_events runs as the definer role (its owner) and asks authorize_job first.
+GRANT EXECUTE ON FUNCTION cortex_buffer.authorize_job(uuid) TO cortex_buffer_definer;
+
+-- Functions: PUBLIC keeps only the pure ones (checkpoint_crc, canonical_json, llm_cost,
+-- call_idempotency_key, session_file_refusal) and indexer_worker (the worker's figures). The
+-- reset above took EXECUTE from PUBLIC on every function: these get it back.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.checkpoint_crc(jsonb), cortex_buffer.canonical_json(jsonb),
+    cortex_buffer.llm_cost(jsonb, text, timestamptz),
+    cortex_buffer.call_idempotency_key(uuid, jsonb, integer, text, jsonb),
+    cortex_buffer.session_file_refusal(boolean, integer, bigint, bigint, boolean, boolean, boolean, double precision),
+    cortex_buffer.indexer_worker()
+  TO PUBLIC;
+REVOKE ALL ON FUNCTION
+    cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean), cortex_buffer.read_checkpoint(uuid),
+    cortex_buffer.verify_checkpoints(), cortex_buffer.heartbeat(uuid), cortex_buffer.reap_zombies(interval, integer),
+    cortex_buffer.reaper_index_sql(), cortex_buffer.idle_paused_jobs(interval),
+    cortex_buffer.record_crash(uuid, integer, text, text, integer, text, jsonb), cortex_buffer.retry_decision(uuid),
+    cortex_buffer.admit_job(uuid, uuid), cortex_buffer.record_outcome(uuid, uuid, boolean),
+    cortex_buffer.circuit_state(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
+    cortex_buffer.set_budget(uuid, bigint, numeric), cortex_buffer.check_token_budget(uuid),
+    cortex_buffer.reserve_budget(uuid, jsonb, text), cortex_buffer.settle_usage(uuid, jsonb, text),
+    cortex_buffer.release_reservation(uuid), cortex_buffer.index_sessions(text), cortex_buffer.index_now(),
+    cortex_buffer.file_integrity(text), cortex_buffer.job_events(uuid, timestamptz),
+    cortex_buffer.recovery_plan(uuid, uuid, boolean), cortex_buffer.session_recovery(text),
+    cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid),
+    cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
+    cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
+    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
+    cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
+    cortex_buffer.confirm_pushed(text, interval), cortex_buffer.await_sources(uuid, interval),
+    cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
+    cortex_buffer.storage_report(), cortex_buffer.oversized_day_start(bigint, timestamptz)
+  FROM PUBLIC;
+
+-- Prices are reference data: everyone may read them (llm_cost() runs with the caller's
+-- rights). The indexer's status is for monitoring and operators.
+GRANT SELECT ON cortex_buffer.model_price TO PUBLIC;
+REVOKE ALL ON cortex_buffer.indexer_status FROM PUBLIC;
+GRANT SELECT ON cortex_buffer.indexer_status TO pg_monitor, cortex_buffer_operator;
+
+-- cortex_buffer_agent_call (NOLOGIN, no members) is the role an agent's call runs as once its
+-- job token checks out: it reads what the lookups read and writes the job table's agent columns.
+-- It cannot read the token secret or write the extension's tables (those statements switch to
+-- the definer role, as everyone's do), so a bound table's triggers, which run as this role during
+-- an agent's call, gain nothing the agent's functions do not already do.
+GRANT SELECT, UPDATE (heartbeat_at, checkpoint, checkpoint_crc, tokens_in, tokens_out, cost_usd, llm_call_count)
+    ON cortex_buffer.job TO cortex_buffer_agent_call;
+GRANT SELECT ON
+    cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.crash, cortex_buffer.job_wait,
+    cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome, cortex_buffer.job_usage,
+    cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_agent_call;
+
+-- The agent: its own job's heartbeat, checkpoints, spend, recovery, timeline, state and events,
+-- and nothing else. Each of these functions checks the session's job token (cortex_buffer.job_token)
+-- against the job it is asked about, and then runs as cortex_buffer_agent_call: the agent role
+-- holds no privilege on any table, the job table included.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.heartbeat(uuid), cortex_buffer.write_checkpoint(uuid, jsonb, uuid, boolean),
+    cortex_buffer.read_checkpoint(uuid), cortex_buffer.record_usage(uuid, text, jsonb, text, timestamptz),
+    cortex_buffer.check_token_budget(uuid), cortex_buffer.reserve_budget(uuid, jsonb, text),
+    cortex_buffer.settle_usage(uuid, jsonb, text), cortex_buffer.release_reservation(uuid),
+    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.recovery_plan(uuid, uuid, boolean),
+    cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid),
+    cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid), cortex_buffer.job_timeline(uuid),
+    cortex_buffer.job_usage_from_buffer(uuid), cortex_buffer.log_entries(text, text, integer, bigint, bigint),
+    cortex_buffer.check_log_snapshot(text, bigint, bigint, text), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.await_pushed(uuid, text, bigint, interval), cortex_buffer.await_sources(uuid, interval)
+  TO cortex_buffer_agent;
+
+-- The control plane: dispatching, reaping, retry decisions, breaker admission.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.reap_zombies(interval, integer), cortex_buffer.idle_paused_jobs(interval),
+    cortex_buffer.record_crash(uuid, integer, text, text, integer, text, jsonb), cortex_buffer.retry_decision(uuid),
+    cortex_buffer.admit_job(uuid, uuid), cortex_buffer.record_outcome(uuid, uuid, boolean),
+    cortex_buffer.circuit_state(uuid), cortex_buffer.index_now(), cortex_buffer.recovery_plan(uuid, uuid, boolean),
+    cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text),
+    cortex_buffer.agent_state(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
+    cortex_buffer.await_pushed(uuid, text, bigint, interval), cortex_buffer.await_sources(uuid, interval)
+  TO cortex_buffer_control_plane;
+GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
+    cortex_buffer.session_file, cortex_buffer.event
+    TO cortex_buffer_control_plane;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files, cortex_buffer.oversized_buffers
+  TO cortex_buffer_control_plane;
+GRANT EXECUTE ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz) TO cortex_buffer_control_plane;
+
+-- The operator: budgets, prices, breaker configuration, file inspection and transcripts.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.set_budget(uuid, bigint, numeric), cortex_buffer.verify_checkpoints(),
+    cortex_buffer.reaper_index_sql(), cortex_buffer.index_sessions(text), cortex_buffer.file_integrity(text),
+    cortex_buffer.index_now(), cortex_buffer.job_events(uuid, timestamptz),
+    cortex_buffer.recovery_plan(uuid, uuid, boolean), cortex_buffer.session_recovery(text),
+    cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid),
+    cortex_buffer.job_timeline(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
+    cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
+    cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
+    cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid)
+  TO cortex_buffer_operator;
+-- Retention deletes files as the database's operating-system user: the operator's alone
+-- (and superusers'). It reads the bound job table as its caller.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
+    cortex_buffer.storage_report()
+  TO cortex_buffer_operator;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.circuit_config, cortex_buffer.model_price TO cortex_buffer_operator;
+GRANT SELECT ON
+    cortex_buffer.job, cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.crash,
+    cortex_buffer.job_wait, cortex_buffer.circuit, cortex_buffer.circuit_admission, cortex_buffer.circuit_outcome,
+    cortex_buffer.job_usage, cortex_buffer.usage_ledger, cortex_buffer.agent_budget, cortex_buffer.budget_reservation,
+    cortex_buffer.session_file, cortex_buffer.event, cortex_buffer.corrupt_line
+  TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.job_sessions, cortex_buffer.untrusted_session_files, cortex_buffer.oversized_buffers
+  TO cortex_buffer_operator;
+GRANT EXECUTE ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz) TO cortex_buffer_operator;
+
+-- Push ingestion's mapping is the operator's to edit; the control plane registers a pod's
+-- sidecar source and grants it its job at dispatch (and removes both when the job ends).
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO cortex_buffer_operator;
+GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
+-- A pod's own source only: never one trusted with every job (all_jobs stays false).
+GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
+
+-- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else. Every
+-- statement it causes runs as the definer role once its source and job check out.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
+    cortex_buffer.pushed_offsets(text), cortex_buffer.confirm_pushed(text, interval)
+  TO cortex_buffer_pusher;
+
+-- The partitioned layout (partition_events()): each partition of event and corrupt_line has its
+-- parent's grants, which the reset above took away (the indexer writes into the partitions
+-- directly, as cortex_buffer_definer).
+SELECT cortex_buffer.copy_table_grants(i.inhparent::pg_catalog.regclass, i.inhrelid::pg_catalog.regclass)
+  FROM pg_catalog.pg_inherits i
+ WHERE i.inhparent OPERATOR(pg_catalog.=) ANY (ARRAY['cortex_buffer.event'::pg_catalog.regclass,
+                                                   'cortex_buffer.corrupt_line'::pg_catalog.regclass]);
