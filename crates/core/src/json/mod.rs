@@ -1,5 +1,6 @@
 //! JSON with JavaScript semantics: the pure core shared by checkpoints (canonical form and CRC)
-//! and the session indexer (line validation as the control plane's `JSON.parse` sees it).
+//! and the session indexer (line validation as the control plane's `JSON.parse` sees it, and the
+//! reduction of lines too long to hold: `reduce`).
 
 pub mod canonical;
 pub mod canonical_text;
@@ -10,6 +11,8 @@ pub mod node;
 pub mod number;
 pub mod parse;
 pub mod quote;
+pub mod reduce;
+pub mod utf8_stream;
 pub mod value;
 pub mod writer;
 
