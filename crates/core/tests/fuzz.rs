@@ -1,6 +1,6 @@
-//! R4: fuzzing of the line parser, dialect detection, the `jsonb` writer and canonical JSON, for
-//! a time budget per target (`CORTEX_FUZZ_SECONDS`: 2 s in a plain `cargo test`, 10 s from
-//! scripts/fuzz.sh, the full setting 120 s).
+//! R4: fuzzing of the line parser, the over-long line reducer, dialect detection, the `jsonb`
+//! writer and canonical JSON, for a time budget per target (`CORTEX_FUZZ_SECONDS`: 2 s in a
+//! plain `cargo test`, 10 s from scripts/fuzz.sh, the full setting 120 s).
 //!
 //! Stable Rust has no `cargo fuzz`; proptest's generators and shrinking drive a time-boxed loop
 //! instead (fuzz_support/runner.rs). Inputs are hostile but structured (fuzz_support/gen.rs) and
@@ -30,6 +30,7 @@ use cortex_buffer_core::json::jsonb_layout::{JB_CMASK, JB_FARRAY, JB_FOBJECT, JB
 use cortex_buffer_core::json::jsonb_write::{numeric_bytes, to_jsonb_with, Scratch};
 use cortex_buffer_core::json::node::JsonNode;
 use cortex_buffer_core::json::parse::{js_trim, parse, JsonbProblem, Kind};
+use cortex_buffer_core::json::reduce::{reduce, Limits, Reducer, Unreduced};
 use cortex_buffer_core::json::{canonical_json, write_canonical, JsValue};
 use fuzz_support::reference::{self as rf, R};
 use fuzz_support::{gen, runner};
@@ -422,7 +423,8 @@ fn check_dialect((file, name, cut, max_line, chunk): &DialectInput) -> Result<()
     // The line reader: pieces tile the bytes, lines are at most `max_line`, only the last piece
     // may be unterminated.
     let base = 7u64;
-    let mut reader = LineReader::new(Trickle { data: file, chunk: *chunk }, base, *max_line);
+    let limits = Limits::for_line_memory(64 << 20);
+    let mut reader = LineReader::new(Trickle { data: file, chunk: *chunk }, base, *max_line, limits);
     let mut pos = 0usize;
     let mut unterminated = false;
     while let Some(piece) = reader.next_piece().map_err(|e| e.to_string())? {
@@ -451,12 +453,16 @@ fn check_dialect((file, name, cut, max_line, chunk): &DialectInput) -> Result<()
                     }
                 }
             }
-            Piece::Oversize { len, head, .. } => {
+            Piece::Oversize { len, head, reduced, .. } => {
                 if *len as usize != content.len() || content.len() <= *max_line {
                     return Err(format!("oversize piece of {len} at {pos}, line is {}", content.len()));
                 }
                 if head.is_empty() || head.len() > OVERSIZE_HEAD_BYTES || !content.starts_with(head) {
                     return Err("oversize head is not the line's start".into());
+                }
+                // Reduced as it streamed past, in the reader's pieces: as the whole line is.
+                if *reduced != reduce(content, limits).ok() {
+                    return Err(format!("oversize reduction {reduced:?} differs from the whole line's"));
                 }
             }
         }
@@ -467,6 +473,57 @@ fn check_dialect((file, name, cut, max_line, chunk): &DialectInput) -> Result<()
         return Err(format!("pieces cover {pos} of {} bytes", file.len()));
     }
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// reducer: an over-long line's streaming validation and summary, against JSON.parse.
+
+type ReducerInput = (Vec<u8>, usize, bool);
+
+fn check_reducer((bytes, chunk, tight): &ReducerInput) -> Result<(), String> {
+    let limits = if *tight { Limits::new(8, 4, 1024) } else { Limits::for_line_memory(64 << 20) };
+    let whole = reduce(bytes, limits);
+    let mut r = Reducer::new(limits);
+    for piece in bytes.chunks((*chunk).max(1)) {
+        r.feed(piece);
+        if r.held_bytes() > limits.max_memory {
+            return Err(format!("holds {} bytes, more than {}", r.held_bytes(), limits.max_memory));
+        }
+    }
+    if r.finish() != whole {
+        return Err("the reduction depends on how the line is cut into pieces".into());
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let reference = rf::json_parse(rf::js_trim(&text));
+    match (&reference, &whole) {
+        (None, Err(Unreduced::Invalid { .. } | Unreduced::TooLarge)) | (Some(_), Err(Unreduced::TooLarge)) => {}
+        (None, Ok(r)) => return Err(format!("reduces what JSON.parse refuses, to {:?}", r.text)),
+        (Some(_), Err(e)) => return Err(format!("refuses what JSON.parse accepts: {e:?}")),
+        (None, Err(e)) => return Err(format!("refused as {e:?}")),
+        (Some(doc), Ok(r)) => {
+            let Some(reduced) = rf::json_parse(&r.text) else {
+                return Err(format!("the reduced text does not parse: {:?}", r.text));
+            };
+            if kind_of(&reduced.value) != kind_of(&doc.value) {
+                return Err("the reduced root is of another kind".into());
+            }
+            if !r.truncated() && rf::canonical(&reduced.value) != rf::canonical(&doc.value) {
+                return Err(format!("nothing was cut, yet the reduced text {:?} says something else", r.text));
+            }
+            if r.lossy != std::str::from_utf8(bytes).is_err() {
+                return Err("lossy flag".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn fuzz_reducer() {
+    on_big_stack(|| {
+        let inputs = (gen::line(), 1usize..64, any::<bool>()).boxed();
+        runner::fuzz("reducer", inputs, &|i: &ReducerInput| Some(i.0.clone()), &check_reducer).finish();
+    });
 }
 
 #[test]

@@ -17,6 +17,7 @@ use super::lines::{HoleSkip, LineReader, Piece};
 use super::normalize::{columns, uuid_bytes, Columns};
 use crate::json::jsonb_write::working_memory;
 use crate::json::parse::js_trim;
+use crate::json::reduce::Limits;
 
 /// An `event` row.
 #[derive(Debug)]
@@ -131,7 +132,8 @@ pub fn index_file<R: Read + HoleSkip, S: Sink>(
 ) -> Result<Progress, IndexError<S::Error>> {
     let judge_rules = Dialect::rules(rules.dialect);
     let dir_job = uuid_bytes(rules.job_dir);
-    let mut lines = LineReader::new(reader, progress.offset, rules.max_line_bytes);
+    let mut lines =
+        LineReader::new(reader, progress.offset, rules.max_line_bytes, Limits::for_line_memory(rules.max_line_memory));
     progress.tail_pending = false;
     let first = progress.offset;
     while progress.offset.saturating_sub(first) < rules.max_bytes {

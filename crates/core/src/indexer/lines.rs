@@ -4,6 +4,11 @@
 //! last newline — the tail — may be unterminated. A line longer than the cap is reported by
 //! length with its first bytes, and skipped without ever being held whole.
 //!
+//! While an over-long line streams past it is shown to a [`Reducer`]: a line that is valid JSON
+//! comes with a bounded summary of itself ([`Reduced`]), so that a long tool result is an event
+//! like any other (the indexer decides), in memory bounded by the reducer's [`Limits`] rather
+//! than by the line.
+//!
 //! Skipping an over-long line is bounded too: holes of a sparse file (which read as zeros and
 //! hold no newline) are stepped over without being read ([`HoleSkip`]), and after
 //! [`MAX_SCAN_BYTES`] of data without a newline the scan stops: the line, as far as it was
@@ -11,6 +16,8 @@
 //! per pass however large it claims to be.
 
 use std::io::{self, Read};
+
+use crate::json::reduce::{Limits, Reduced, Reducer};
 
 /// How many leading bytes of an over-long line are kept for its preview.
 pub const OVERSIZE_HEAD_BYTES: usize = 1024;
@@ -39,8 +46,10 @@ impl<T: HoleSkip + ?Sized> HoleSkip for &mut T {
 pub enum Piece<'a> {
     /// A line: its bytes (without the newline) and whether a newline ended it.
     Line { offset: u64, bytes: &'a [u8], terminated: bool },
-    /// A line longer than the cap: its length and first bytes.
-    Oversize { offset: u64, len: u64, head: Vec<u8>, terminated: bool },
+    /// A line longer than the cap: its length and first bytes, and its reduction when it is
+    /// valid JSON that could be summarised and was read to its end (a newline, or the end of the
+    /// file; not a scan cut short by [`MAX_SCAN_BYTES`] or bytes stepped over in a hole).
+    Oversize { offset: u64, len: u64, head: Vec<u8>, terminated: bool, reduced: Option<Reduced> },
 }
 
 impl Piece<'_> {
@@ -74,17 +83,19 @@ pub struct LineReader<R> {
     /// File offset of `buf[start]`.
     offset: u64,
     max_line: usize,
+    /// What an over-long line's reduction may keep.
+    reduce: Limits,
     eof: bool,
 }
 
 impl<R: Read + HoleSkip> LineReader<R> {
     /// Reads `inner`, which is positioned at file offset `offset`. Lines longer than
-    /// `max_line` bytes are reported as [`Piece::Oversize`].
-    pub fn new(inner: R, offset: u64, max_line: usize) -> LineReader<R> {
+    /// `max_line` bytes are reported as [`Piece::Oversize`], reduced within `reduce`.
+    pub fn new(inner: R, offset: u64, max_line: usize, reduce: Limits) -> LineReader<R> {
         let max_line = max_line.max(1);
         // Starts small; grows (up to the cap) only for long lines.
         let capacity = max_line.saturating_add(1).min(64 * 1024);
-        LineReader { inner, buf: vec![0; capacity], start: 0, end: 0, offset, max_line, eof: false }
+        LineReader { inner, buf: vec![0; capacity], start: 0, end: 0, offset, max_line, reduce, eof: false }
     }
 
     /// Moves unread bytes to the front and reads more; false at end of file.
@@ -156,33 +167,44 @@ impl<R: Read + HoleSkip> LineReader<R> {
         }
     }
 
-    /// Skips an over-long line: the pending bytes start a line longer than the cap. Holes are
-    /// stepped over; past [`MAX_SCAN_BYTES`] of data the scan stops and the reader ends.
+    /// Skips an over-long line: the pending bytes start a line longer than the cap. Its bytes go
+    /// through a reducer as they pass. Holes are stepped over (the reduction is then unknown);
+    /// past [`MAX_SCAN_BYTES`] of data the scan stops and the reader ends.
     fn oversize(&mut self) -> io::Result<Piece<'static>> {
         let offset = self.offset;
         let head = self.buf[self.start..self.end.min(self.start + OVERSIZE_HEAD_BYTES)].to_vec();
+        let mut reducer = Reducer::new(self.reduce);
         let (mut len, mut scanned): (u64, u64) = (0, 0);
         loop {
-            if let Some(p) = memchr::memchr(b'\n', &self.buf[self.start..self.end]) {
+            let pending = &self.buf[self.start..self.end];
+            if let Some(p) = memchr::memchr(b'\n', pending) {
+                reducer.feed(&pending[..p]);
                 len += p as u64;
                 self.start += p + 1;
                 self.offset += len + 1;
-                return Ok(Piece::Oversize { offset, len, head, terminated: true });
+                let reduced = reducer.finish().ok();
+                return Ok(Piece::Oversize { offset, len, head, terminated: true, reduced });
             }
-            let n = (self.end - self.start) as u64;
+            reducer.feed(pending);
+            let n = pending.len() as u64;
             len += n;
             scanned += n;
             self.start = self.end;
             if scanned >= MAX_SCAN_BYTES {
                 self.eof = true;
                 self.offset += len;
-                return Ok(Piece::Oversize { offset, len, head, terminated: false });
+                // Not read to its end: nothing is known of what it is.
+                return Ok(Piece::Oversize { offset, len, head, terminated: false, reduced: None });
             }
             // The buffer is spent: a hole here holds no newline, so it is part of the line.
-            len += self.inner.skip_hole()?;
+            let hole = self.inner.skip_hole()?;
+            reducer.skip(hole);
+            len += hole;
             if !self.fill()? {
                 self.offset += len;
-                return Ok(Piece::Oversize { offset, len, head, terminated: false });
+                // The end of the file ends the line (judged once the file has settled).
+                let reduced = reducer.finish().ok();
+                return Ok(Piece::Oversize { offset, len, head, terminated: false, reduced });
             }
         }
     }
@@ -215,16 +237,28 @@ mod tests {
         Over(u64, u64, usize, bool),
     }
 
-    fn pieces(data: &[u8], offset: u64, max_line: usize, chunk: usize) -> Vec<Owned> {
-        let mut r = LineReader::new(Trickle { data, chunk }, offset, max_line);
-        let mut out = Vec::new();
+    fn limits() -> Limits {
+        Limits::for_line_memory(64 << 20)
+    }
+
+    /// The pieces, and the reduced text of each over-long one.
+    fn read_all(data: &[u8], offset: u64, max_line: usize, chunk: usize) -> (Vec<Owned>, Vec<Option<String>>) {
+        let mut r = LineReader::new(Trickle { data, chunk }, offset, max_line, limits());
+        let (mut out, mut reduced) = (Vec::new(), Vec::new());
         while let Some(p) = r.next_piece().unwrap_or_else(|e| panic!("{e}")) {
             out.push(match p {
                 Piece::Line { offset, bytes, terminated } => Owned::Line(offset, bytes.to_vec(), terminated),
-                Piece::Oversize { offset, len, head, terminated } => Owned::Over(offset, len, head.len(), terminated),
+                Piece::Oversize { offset, len, head, terminated, reduced: r } => {
+                    reduced.push(r.map(|r| r.text));
+                    Owned::Over(offset, len, head.len(), terminated)
+                }
             });
         }
-        out
+        (out, reduced)
+    }
+
+    fn pieces(data: &[u8], offset: u64, max_line: usize, chunk: usize) -> Vec<Owned> {
+        read_all(data, offset, max_line, chunk).0
     }
 
     #[test]
@@ -273,7 +307,7 @@ mod tests {
     #[test]
     fn spans_add_up_to_the_bytes_read() {
         let data = b"{\"a\":1}\n\n  \nxyz";
-        let mut r = LineReader::new(Trickle { data, chunk: 5 }, 0, 1024);
+        let mut r = LineReader::new(Trickle { data, chunk: 5 }, 0, 1024, limits());
         let mut total = 0;
         while let Some(p) = r.next_piece().unwrap_or(None) {
             assert_eq!(p.offset(), total);
@@ -306,10 +340,10 @@ mod tests {
     fn an_endless_line_is_read_only_so_far_and_holes_are_stepped_over() {
         let mut inner = Endless { hole: 1 << 40, read: 0 };
         let (len, terminated) = {
-            let mut r = LineReader::new(&mut inner, 0, 1024);
+            let mut r = LineReader::new(&mut inner, 0, 1024, limits());
             let piece = r.next_piece().unwrap_or_else(|e| panic!("{e}"));
             let got = match piece {
-                Some(Piece::Oversize { len, terminated, .. }) => (len, terminated),
+                Some(Piece::Oversize { len, terminated, reduced: None, .. }) => (len, terminated),
                 other => panic!("{other:?}"),
             };
             assert_eq!(r.next_piece().ok().flatten().map(|p| p.offset()), None, "the reader ends after the bound");
@@ -318,5 +352,41 @@ mod tests {
         assert!(!terminated);
         assert!(inner.read <= MAX_SCAN_BYTES + (2 << 20), "read {} bytes", inner.read);
         assert!(len >= (1 << 40) + MAX_SCAN_BYTES, "the hole counts in the line's length: {len}");
+    }
+
+    #[test]
+    fn over_long_lines_that_are_json_come_with_their_reduction_wherever_reads_end() {
+        let long = format!("{{\"type\":\"A\",\"timestamp\":\"t\",\"pad\":\"{}\"}}", "x".repeat(150_000));
+        let broken = format!("{{\"type\":\"B\",\"pad\":\"{}\"", "y".repeat(150_000));
+        let data = format!("{long}\n{broken}\nok\n{long}");
+        let mut seen = None;
+        for chunk in [1000, 4096, 65_536, 1 << 20] {
+            let (pieces, reduced) = read_all(data.as_bytes(), 0, 100_000, chunk);
+            assert_eq!(pieces.len(), 4, "chunk {chunk}");
+            assert_eq!(pieces[2], Owned::Line(long.len() as u64 + broken.len() as u64 + 2, b"ok".to_vec(), true));
+            let text = reduced[0].clone().unwrap_or_else(|| panic!("chunk {chunk}: no reduction"));
+            assert!(text.contains("\"cortex_buffer:truncated\":{\"bytes\":150000,"), "{}", &text[..200]);
+            assert_eq!(reduced[1], None, "not JSON");
+            assert_eq!(reduced[2].as_ref(), Some(&text), "the unterminated tail ends at the end of the file");
+            assert_eq!(*seen.get_or_insert_with(|| text.clone()), text, "the same whatever the reads");
+        }
+    }
+
+    #[test]
+    fn a_line_with_bytes_stepped_over_has_no_reduction() {
+        use crate::push::{Held, Stream};
+        let line = format!("{{\"type\":\"A\",\"timestamp\":\"t\",\"pad\":\"{}\"}}\n", "x".repeat(5000));
+        let whole = Held { bytes: line.as_bytes()[..3000].to_vec(), len: 3000 };
+        let cut = Held { bytes: line.as_bytes()[..OVERSIZE_HEAD_BYTES].to_vec(), len: 3000 };
+        let rest = &line.as_bytes()[3000..];
+        let reduced = |held: &Held| {
+            let mut r = LineReader::new(Stream::new(held, rest), 0, 2048, limits());
+            match r.next_piece() {
+                Ok(Some(Piece::Oversize { reduced, terminated: true, .. })) => reduced.is_some(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(reduced(&whole));
+        assert!(!reduced(&cut), "the hole stands for bytes not kept: unknown");
     }
 }
