@@ -221,13 +221,18 @@ mod tests {
                 .as_bytes(),
         );
         body.extend_from_slice(b"{\"type\":\"E\",\"timestamp\":\"t\",\"x\":1e400}\n");
+        // Longer than max_line_bytes: an event all the same (it is valid JSON); the next one,
+        // cut, is corrupt.
         body.extend_from_slice(
             format!("{{\"type\":\"L\",\"timestamp\":\"t\",\"x\":\"{}\"}}\n", "y".repeat(20_000)).as_bytes(),
+        );
+        body.extend_from_slice(
+            format!("{{\"type\":\"M\",\"timestamp\":\"t\",\"x\":\"{}\n", "z".repeat(20_000)).as_bytes(),
         );
         body.extend_from_slice("\u{feff}{\"type\":\"BOM\",\"timestamp\":\"t\"}\u{a0}\n".as_bytes());
         body.extend_from_slice(b"{\"type\":\"T\",\"timestamp\":\"t\",\"x\":\"\xff\"}\n");
         root.put(SPIKE, &body);
-        assert_eq!(index(&root, SPIKE), "7/2");
+        assert_eq!(index(&root, SPIKE), "8/2");
         assert_eq!(
             one(&format!(
                 "SELECT string_agg(type || ':' || (payload IS NULL)::text || ':' || coalesce(payload_problem, '-'), ',' ORDER BY byte_offset)
@@ -235,7 +240,7 @@ mod tests {
                 root.path(SPIKE)
             )),
             "A:false:-,N:true:jsonb cannot store \\u0000,S:true:jsonb cannot store a lone surrogate escape,\
-             D:true:nested deeper than jsonb is trusted with (1000 levels),E:false:-,BOM:false:-"
+             D:true:nested deeper than jsonb is trusted with (1000 levels),E:false:-,L:false:-,BOM:false:-"
                 .to_owned()
                 + ",T:false:invalid UTF-8 replaced by U+FFFD"
         );
@@ -245,7 +250,7 @@ mod tests {
                    JOIN cortex_buffer.session_file f USING (file_id) WHERE f.path = '{}'",
                 root.path(SPIKE)
             )),
-            "2:not valid JSON,7:line of 20035 "
+            "2:not valid JSON,8:line of 20033 "
         );
         // The invalid UTF-8 preview is readable text.
         assert!(one("SELECT preview FROM cortex_buffer.corrupt_line WHERE line_no = 2").contains('\u{fffd}'));

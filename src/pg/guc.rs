@@ -167,8 +167,8 @@ pub fn define() {
     );
     GucRegistry::define_int_guc(
         c"cortex_buffer.max_line_bytes",
-        c"Longest session-file line the indexer judges; longer lines are recorded as corrupt.",
-        c"Bounds the indexer's memory: a longer line is skipped without being held.",
+        c"Longest session-file line the indexer holds; a longer line is summarised as it streams past.",
+        c"Bounds the indexer's memory: a longer line is never held; if it is valid JSON and an event it is stored with its long strings cut, else recorded as corrupt.",
         &MAX_LINE_BYTES,
         1024,
         256 << 20,

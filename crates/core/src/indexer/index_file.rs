@@ -2,6 +2,12 @@
 //! event and corrupt-line rows to a sink. Pure apart from reading: the sink is the SQL side (or
 //! a vector in tests), so every rule here is tested without a server.
 //!
+//! A line longer than `max_line_bytes` that is valid JSON is judged by its reduction (the line
+//! reader's [`Reduced`]: the same document with long strings and oversized containers cut), so
+//! a long tool result is an event like any other and costs the file none of its trust; its
+//! payload is the reduced text, and `payload_problem` says what was cut. One that is not JSON,
+//! or not an event, or too large to summarise, is a corrupt line as before.
+//!
 //! The unterminated tail is not consumed while the file may still grow; once it has been
 //! quiet for the settle period it is judged like any line and consumed, and the state
 //! remembers it had no newline (more bytes later mean the combined line must be judged afresh,
@@ -17,7 +23,7 @@ use super::lines::{HoleSkip, LineReader, Piece};
 use super::normalize::{columns, uuid_bytes, Columns};
 use crate::json::jsonb_write::working_memory;
 use crate::json::parse::js_trim;
-use crate::json::reduce::Limits;
+use crate::json::reduce::{Limits, Reduced};
 
 /// An `event` row.
 #[derive(Debug)]
@@ -132,8 +138,8 @@ pub fn index_file<R: Read + HoleSkip, S: Sink>(
 ) -> Result<Progress, IndexError<S::Error>> {
     let judge_rules = Dialect::rules(rules.dialect);
     let dir_job = uuid_bytes(rules.job_dir);
-    let mut lines =
-        LineReader::new(reader, progress.offset, rules.max_line_bytes, Limits::for_line_memory(rules.max_line_memory));
+    let limits = Limits::for_line_memory(rules.max_line_memory);
+    let mut lines = LineReader::new(reader, progress.offset, rules.max_line_bytes, limits);
     progress.tail_pending = false;
     let first = progress.offset;
     while progress.offset.saturating_sub(first) < rules.max_bytes {
@@ -147,19 +153,35 @@ pub fn index_file<R: Read + HoleSkip, S: Sink>(
         let span = piece.span();
         let terminated = piece.terminated();
         match piece {
-            Piece::Oversize { len, head, .. } => {
-                progress.integrity.not_an_event();
-                sink.corrupt(CorruptRow {
-                    offset,
-                    line_no,
-                    preview: preview(&decode(&head)),
-                    reason: format!(
-                        "line of {len} bytes is longer than cortex_buffer.max_line_bytes ({})",
-                        rules.max_line_bytes
-                    ),
-                })
-                .map_err(IndexError::Sink)?;
-                progress.corrupt_added += 1;
+            Piece::Oversize { len, head, reduced, .. } => {
+                // Valid JSON that is an event: an event, whatever its length.
+                let event = reduced.as_ref().and_then(|r| match judge(&r.text, judge_rules) {
+                    Verdict::Event(parsed) => Some((r, parsed)),
+                    _ => None,
+                });
+                if let Some((r, parsed)) = event {
+                    let cols = columns(&parsed, rules.dialect);
+                    progress.integrity.event(&cols, dir_job);
+                    let note = reduction_note(len, rules.max_line_bytes, r, &limits);
+                    emit(sink, rules, offset, line_no, &r.text, &parsed, cols, r.lossy, note)?;
+                    progress.events_added += 1;
+                } else {
+                    // Not JSON, not an event, too large to summarise, or not read whole: corrupt,
+                    // with one reason for all (a valid line that is not an event reads the same
+                    // whether the reader saw it whole or, pushed in pieces, only its length).
+                    progress.integrity.not_an_event();
+                    sink.corrupt(CorruptRow {
+                        offset,
+                        line_no,
+                        preview: preview(&decode(&head)),
+                        reason: format!(
+                            "line of {len} bytes is longer than cortex_buffer.max_line_bytes ({})",
+                            rules.max_line_bytes
+                        ),
+                    })
+                    .map_err(IndexError::Sink)?;
+                    progress.corrupt_added += 1;
+                }
             }
             Piece::Line { bytes, .. } => {
                 let text = decode(bytes);
@@ -169,7 +191,7 @@ pub fn index_file<R: Read + HoleSkip, S: Sink>(
                         let cols = columns(&parsed, rules.dialect);
                         progress.integrity.event(&cols, dir_job);
                         let lossy = matches!(text, Cow::Owned(_));
-                        emit(sink, rules, offset, line_no, js_trim(&text), &parsed, cols, lossy)?;
+                        emit(sink, rules, offset, line_no, js_trim(&text), &parsed, cols, lossy, None)?;
                         progress.events_added += 1;
                     }
                     Verdict::NotAnEvent(reason) => {
@@ -202,7 +224,7 @@ pub fn index_file<R: Read + HoleSkip, S: Sink>(
                             if let Verdict::Event(parsed) = judge(rest, judge_rules) {
                                 let cols = columns(&parsed, rules.dialect);
                                 let at = u64::try_from(at).unwrap_or(0);
-                                emit(sink, rules, offset + at, line_no, js_trim(rest), &parsed, cols, false)?;
+                                emit(sink, rules, offset + at, line_no, js_trim(rest), &parsed, cols, false, None)?;
                                 progress.events_added += 1;
                             }
                         }
@@ -217,8 +239,30 @@ pub fn index_file<R: Read + HoleSkip, S: Sink>(
     Ok(progress)
 }
 
+/// What `payload_problem` says of an over-long line's reduced payload, when something was cut
+/// (`None` when the reduction is the whole line, compacted).
+pub fn reduction_note(len: u64, max_line_bytes: usize, reduced: &Reduced, limits: &Limits) -> Option<String> {
+    let mut cuts = Vec::new();
+    if reduced.cut_values {
+        cuts.push(format!("strings longer than {} bytes were truncated", limits.max_string));
+    }
+    if reduced.cut_containers {
+        cuts.push(format!(
+            "containers that did not fit in {} kB were replaced by their length",
+            limits.max_memory / 2 / 1024
+        ));
+    }
+    (!cuts.is_empty()).then(|| {
+        format!(
+            "line of {len} bytes is longer than cortex_buffer.max_line_bytes ({max_line_bytes}): {}",
+            cuts.join(", ")
+        )
+    })
+}
+
 /// Hands one event row to the sink: its columns, and its payload unless `jsonb` cannot store
-/// it or it would take more memory than allowed.
+/// it or it would take more memory than allowed. `note` says first how the payload differs from
+/// the line (a reduction).
 #[allow(clippy::too_many_arguments)]
 fn emit<S: Sink>(
     sink: &mut S,
@@ -229,6 +273,7 @@ fn emit<S: Sink>(
     parsed: &crate::json::parse::Parsed<'_>,
     cols: Columns,
     lossy: bool,
+    note: Option<String>,
 ) -> Result<(), IndexError<S::Error>> {
     let (store, problem) = payload_problem(
         parsed.jsonb_problem.map(|p| p.describe()),
@@ -237,6 +282,11 @@ fn emit<S: Sink>(
         rules.max_line_memory,
         lossy,
     );
+    let problem = match (note, problem) {
+        (Some(note), Some(p)) => Some(Cow::Owned(format!("{note}; {p}"))),
+        (Some(note), None) => Some(Cow::Owned(note)),
+        (None, p) => p,
+    };
     let payload = store.then_some(Cow::Borrowed(trimmed));
     sink.event(EventRow { offset, line_no, columns: cols, payload, payload_problem: problem, tokens: parsed.tokens })
         .map_err(IndexError::Sink)
@@ -444,22 +494,112 @@ pub mod tests {
         assert_eq!((p.integrity.corrupt_lines, p.integrity.crash_cut_lines), (1, 1));
     }
 
-    #[test]
-    fn over_long_lines_are_corrupt_and_do_not_stop_the_file() {
-        let long = format!("{{\"type\":\"A\",\"timestamp\":\"t\",\"pad\":\"{}\"}}", "x".repeat(5000));
-        let data = format!("{long}\n{E0}\n");
+    /// Indexes `data` under a line cap of `max_line_bytes` (settled, cortex-spike).
+    fn run_capped(data: &[u8], max_line_bytes: usize, settled: bool) -> (Progress, Collect) {
         let mut sink = Collect::default();
         let rules = FileRules {
             dialect: Some(Dialect::CortexSpike),
             job_dir: "j",
-            max_line_bytes: 1000,
+            max_line_bytes,
             max_line_memory: 64 << 20,
-            settled: true,
+            settled,
             max_bytes: u64::MAX,
         };
-        let p = index_file(data.as_bytes(), Progress::default(), &rules, &mut sink).unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!((sink.corrupt.len(), sink.events.len(), p.lines), (1, 1, 2));
-        assert!(sink.corrupt[0].reason.contains("longer than"));
-        assert_eq!(sink.corrupt[0].preview.chars().count(), 200);
+        let p = index_file(data, Progress::default(), &rules, &mut sink).unwrap_or_else(|e| panic!("{e:?}"));
+        (p, sink)
+    }
+
+    #[test]
+    fn over_long_lines_that_are_not_events_are_corrupt_and_do_not_stop_the_file() {
+        let broken = format!("{{\"type\":\"A\",\"timestamp\":\"t\",\"pad\":\"{}\"", "x".repeat(5000));
+        let array = format!("[{{\"type\":\"A\",\"timestamp\":\"t\",\"pad\":\"{}\"}}]", "x".repeat(5000));
+        let data = format!("{broken}\n{E0}\n{array}\n");
+        let (p, sink) = run_capped(data.as_bytes(), 1000, true);
+        assert_eq!((sink.corrupt.len(), sink.events.len(), p.lines), (2, 1, 3));
+        for (c, line) in sink.corrupt.iter().zip([&broken, &array]) {
+            assert_eq!(
+                c.reason,
+                format!("line of {} bytes is longer than cortex_buffer.max_line_bytes (1000)", line.len())
+            );
+            assert_eq!(c.preview.chars().count(), 200);
+        }
+        assert_eq!((p.integrity.valid_lines, p.integrity.corrupt_lines), (1, 2));
+    }
+
+    /// A cortex-spike tool result whose output is `bytes` long.
+    fn tool_result(bytes: usize) -> String {
+        let output = "total 42\\n-rw-r--r-- 1 agent agent 1024 notes.md\\n".repeat(bytes / 50 + 1);
+        format!(
+            "{{\"type\":\"TOOL_RESULT\",\"timestamp\":\"2026-01-01T00:00:02Z\",\"seq\":2,\"invocation_id\":\"call-7\",\
+             \"tool_name\":\"read_file\",\"success\":true,\"result_summary\":\"{output}\",\"prompt_tokens\":11}}"
+        )
+    }
+
+    #[test]
+    fn an_over_long_line_that_is_an_event_is_indexed_reduced_and_costs_no_trust() {
+        let big = tool_result(1_500_000);
+        let data = format!("{E0}\n{big}\n{E1}\n");
+        let (p, sink) = run_capped(data.as_bytes(), 1 << 20, true);
+        let (without, _) = run_capped(format!("{E0}\n{E1}\n").as_bytes(), 1 << 20, true);
+        assert!(sink.corrupt.is_empty(), "{:?}", sink.corrupt);
+        assert_eq!((p.lines, p.offset, sink.events.len()), (3, data.len() as u64, 3));
+        assert_eq!((p.integrity.valid_lines, p.integrity.corrupt_lines), (3, 0));
+        assert_eq!(p.integrity.report(0.0, false), without.integrity.report(0.0, false));
+        let (offset, line_no, cols, payload, problem) = &sink.events[1];
+        assert_eq!((*offset, *line_no), (E0.len() as u64 + 1, 2));
+        assert_eq!(cols.event_type.as_deref(), Some("TOOL_RESULT"));
+        assert_eq!(cols.invocation_id.as_deref(), Some("call-7"));
+        assert_eq!(cols.tool_name.as_deref(), Some("read_file"));
+        assert_eq!(cols.success, Some(true));
+        let payload = payload.as_deref().unwrap_or_else(|| panic!("no payload"));
+        assert!(payload.len() < 4096, "{} bytes", payload.len());
+        let parsed = crate::json::parse::parse(payload).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(parsed.get("prompt_tokens").and_then(|v| v.as_i64()), Some(11));
+        let sentinel = parsed.get("result_summary").and_then(|v| v.get("cortex_buffer:truncated"));
+        assert!(sentinel.and_then(|s| s.get("head")).is_some(), "{payload}");
+        assert_eq!(
+            problem.as_deref(),
+            Some(
+                format!(
+                    "line of {} bytes is longer than cortex_buffer.max_line_bytes (1048576): strings longer than \
+                     65536 bytes were truncated",
+                    big.len()
+                )
+                .as_str()
+            )
+        );
+        assert_eq!(sink.events[2].3.as_deref(), Some(E1), "the next line is read as usual");
+    }
+
+    #[test]
+    fn an_over_long_event_with_nothing_to_cut_is_stored_whole() {
+        let long = format!("{{\"type\":\"A\", \"timestamp\":\"t\", \"pad\":\"{}\"}}", "x".repeat(5000));
+        let (p, sink) = run_capped(format!("{long}\n").as_bytes(), 1000, true);
+        assert_eq!((p.integrity.valid_lines, sink.corrupt.len()), (1, 0));
+        assert_eq!(sink.events[0].3.as_deref(), Some(long.replace(", ", ",").as_str()), "compact, else the same");
+        assert_eq!(sink.events[0].4, None);
+        // Invalid UTF-8 is replaced as in any line, and said.
+        let mut bytes =
+            format!("{{\"type\":\"A\",\"timestamp\":\"t\",\"pad\":\"#{}\"}}\n", "x".repeat(5000)).into_bytes();
+        if let Some(at) = bytes.iter().position(|b| *b == b'#') {
+            bytes[at] = 0xff;
+        }
+        let lossy = format!("{{\"type\":\"A\",\"timestamp\":\"t\",\"pad\":\"\u{fffd}{}\"}}", "x".repeat(5000));
+        let (_, sink) = run_capped(&bytes, 1000, true);
+        assert_eq!(sink.events[0].3.as_deref(), Some(lossy.as_str()));
+        assert_eq!(sink.events[0].4.as_deref(), Some(LOSSY_UTF8));
+    }
+
+    #[test]
+    fn an_over_long_unterminated_tail_waits_for_the_settle_period() {
+        let big = tool_result(200_000);
+        let data = format!("{E0}\n{big}");
+        let (p, sink) = run_capped(data.as_bytes(), 100_000, false);
+        assert_eq!((p.lines, p.tail_pending, sink.events.len(), sink.corrupt.len()), (1, true, 1, 0));
+        let (p, sink) = run_capped(data.as_bytes(), 100_000, true);
+        assert_eq!((p.lines, p.tail_pending, p.tail_unterminated, sink.events.len()), (2, false, true, 2));
+        // Cut short, it does not parse: corrupt, as any unparseable over-long line.
+        let (p, sink) = run_capped(&data.as_bytes()[..data.len() - 10], 100_000, true);
+        assert_eq!((p.integrity.corrupt_lines, sink.events.len()), (1, 1));
     }
 }

@@ -277,3 +277,28 @@ fn the_dialect_waits_for_a_first_object_as_detection_reads_one() {
         "past the detection prefix without an object: the name decides"
     );
 }
+
+/// A known difference from the tailer: an over-long line that is an event is one when the
+/// server reads it whole (in one chunk, or held whole, up to `keep_whole`), but the server does
+/// not keep the middle of a longer line between pushes (only its first bytes and its length),
+/// so a line that long spanning pushes is unknown, and corrupt as every over-long line was.
+/// Keeping the reducer's state with the held tail would close the gap (json::reduce).
+#[test]
+fn an_over_long_event_spanning_pushes_past_what_is_held_is_corrupt() {
+    let big = format!("{{\"type\":\"TOOL_RESULT\",\"timestamp\":\"t\",\"out\":\"{}\"}}", "x".repeat(300_000));
+    let data = format!("{E}\n{big}\n{E}\n");
+    let max_line = 2048;
+    let want = tailed(data.as_bytes(), max_line);
+    assert_eq!((want.1.events.len(), want.1.corrupt.len()), (3, 0));
+    let mut whole = Server::default();
+    whole.push(0, data.as_bytes(), true, max_line);
+    same(&(whole.progress, whole.sink), &want, "one push");
+    let mut pieces = Server::default();
+    let step = 100_000;
+    for (i, chunk) in data.as_bytes().chunks(step).enumerate() {
+        let last = (i + 1) * step >= data.len();
+        pieces.push((i * step) as u64, chunk, last, max_line);
+    }
+    assert_eq!((pieces.sink.events.len(), pieces.sink.corrupt.len()), (2, 1));
+    assert_eq!(pieces.progress.offset, data.len() as u64);
+}
