@@ -120,9 +120,9 @@ pub enum Unreduced {
     Unknown { at: u64 },
 }
 
-/// Whether JSON text holds something a reducer cut: its sentinel key, or a key it cut. A text
-/// that merely mentions the name inside a string counts too (it cannot be told apart cheaply);
-/// callers use this to distrust a value, which is the safe side.
+/// Whether JSON text holds something a reducer cut: its sentinel key, or a key it cut (both
+/// written `"cortex_buffer:truncated…`). Any string that starts with that name counts too (it
+/// cannot be told apart without parsing); callers use this to distrust a value, the safe side.
 pub fn holds_truncation(text: &str) -> bool {
     const NEEDLE: &[u8] = b"\"cortex_buffer:truncated";
     memchr::memmem::find(text.as_bytes(), NEEDLE).is_some()

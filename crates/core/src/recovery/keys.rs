@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::json::canonical_text::{canonical_text, write_canonical_text};
 use crate::json::parse::Value;
+use crate::json::reduce::holds_truncation;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -47,6 +48,16 @@ pub fn input_hash(v: Value<'_>) -> String {
         chunk.clear();
     });
     hex(&hasher.finalize())
+}
+
+/// [`input_hash`] of a tool input read from an indexed payload, or `None` when the payload says
+/// less than the file did there: the line was longer than `max_line_bytes` and its reduction cut
+/// something inside the input (`json::reduce`'s sentinel or a key it cut). Hashing the cut text
+/// would give a key the agent never computed; unknown, the call goes to `verify`
+/// (`VerifyReason::InputUnknown`). A real input that holds the text `"cortex_buffer:truncated`
+/// goes to `verify` too: the safe side, at the cost of a question the plan need not have asked.
+pub fn stored_input_hash(v: Value<'_>) -> Option<String> {
+    (!holds_truncation(v.text)).then(|| input_hash(v))
 }
 
 /// The key of a call whose dialect gives it no id: where its start line is, relative to the job
@@ -244,6 +255,19 @@ mod tests {
         assert_eq!(hash_of("[-0]"), "d0bca111f8628137adc4c16f123496dcdd1d590d06cb5d9acd68b39fe656fb97");
         // hash '1e400' (Infinity is written null)
         assert_eq!(hash_of("1e400"), NULL_INPUT_HASH);
+    }
+
+    #[test]
+    fn an_input_an_over_long_line_had_cut_has_no_hash() {
+        let hash = |text: &str| stored_input_hash(parse(text).unwrap_or_else(|e| panic!("{text}: {e:?}")).root);
+        assert_eq!(hash(r#"{"b":1,"a":"s"}"#), Some(sha256_hex(br#"{"a":"s","b":1}"#)));
+        assert_eq!(hash(r#"{"path":"a","content":{"cortex_buffer:truncated":{"bytes":70000,"head":"x"}}}"#), None);
+        assert_eq!(hash(r#"[{"cortex_buffer:truncated":{"bytes":9}}]"#), None);
+        assert_eq!(hash(r#"{"cortex_buffer:truncated(70000 bytes):kkk":1}"#), None);
+        // A real input that holds the name at the start of a string: distrusted too (the safe
+        // side); further inside a string it is just text.
+        assert_eq!(hash(r#"{"note":"cortex_buffer:truncated"}"#), None);
+        assert!(hash(r#"{"note":"see cortex_buffer:truncated"}"#).is_some());
     }
 
     #[test]

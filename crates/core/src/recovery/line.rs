@@ -10,7 +10,11 @@
 use crate::indexer::dialect::Dialect;
 use crate::json::parse::{parse, Kind, Value};
 
-use super::keys::{canonical_of, capped, input_hash, NULL_INPUT_HASH};
+use std::borrow::Cow;
+
+use crate::json::reduce::TRUNCATED_KEY;
+
+use super::keys::{canonical_of, capped, stored_input_hash, NULL_INPUT_HASH};
 
 /// Event types that mark a checkpoint written (the spike's and the shipped schema's spelling).
 pub const MARKER_TYPES: [&str; 2] = ["CHECKPOINT_WRITTEN", "CHECKPOINT"];
@@ -58,7 +62,8 @@ pub struct Start {
     pub id: Option<String>,
     pub tool_name: Option<String>,
     /// SHA-256 of the input's canonical JSON (of `null` for a call without one); `None` when
-    /// the line's input cannot be read (the index holds no payload for it).
+    /// the line's input cannot be read (the index holds no payload for it, or only a reduction
+    /// of an over-long line that cut the input: `keys::stored_input_hash`).
     pub input_hash: Option<String>,
     pub input: Option<Capped>,
 }
@@ -110,8 +115,22 @@ fn string(v: Option<Value<'_>>) -> Option<String> {
     v.and_then(|v| v.as_str()).map(|s| s.into_owned())
 }
 
-/// A value as text for a plan: strings as they read, anything else as canonical JSON.
+/// What an over-long line's reduction left of a value it cut (`json::reduce`): the head of a
+/// string (empty for a number or a container), or `None` when `v` is no such sentinel.
+fn cut_head(v: Value<'_>) -> Option<String> {
+    if v.kind != Kind::Object {
+        return None;
+    }
+    let sentinel = v.get(TRUNCATED_KEY)?;
+    Some(sentinel.get("head").and_then(|h| h.as_str()).map(Cow::into_owned).unwrap_or_default())
+}
+
+/// A value as text for a plan: strings as they read, anything else as canonical JSON; a value
+/// an over-long line's reduction cut, as its head, marked truncated.
 fn as_text(v: Value<'_>, max_bytes: usize) -> Capped {
+    if let Some(head) = cut_head(v) {
+        return Capped { truncated: true, ..Capped::new(&head, max_bytes) };
+    }
     match v.kind {
         Kind::String => Capped::new(&v.as_str().unwrap_or_default(), max_bytes),
         _ if v.text.len() > max_bytes.saturating_mul(4).saturating_add(1024) => {
@@ -129,12 +148,20 @@ fn tool_result_text(content: Value<'_>, max_bytes: usize) -> Capped {
         return as_text(content, max_bytes);
     }
     let mut out = String::new();
+    let mut cut = false;
     for block in content.items() {
         if !out.is_empty() {
             out.push('\n');
         }
         let [kind, text] = block.pick(["type", "text"]);
-        match (string(kind).as_deref(), text.and_then(|t| t.as_str())) {
+        let text = text.and_then(|t| {
+            t.as_str().or_else(|| {
+                let head = cut_head(t)?;
+                cut = true;
+                Some(Cow::Owned(head))
+            })
+        });
+        match (string(kind).as_deref(), text) {
             (Some("text"), Some(t)) => out.push_str(&t),
             (Some(other), _) => {
                 out.push('[');
@@ -147,7 +174,8 @@ fn tool_result_text(content: Value<'_>, max_bytes: usize) -> Capped {
             break;
         }
     }
-    Capped::new(&out, max_bytes)
+    let capped = Capped::new(&out, max_bytes);
+    Capped { truncated: capped.truncated || cut, ..capped }
 }
 
 /// What `row` (an event of a file of `dialect`) tells recovery. `max_bytes` caps results and
@@ -176,12 +204,21 @@ pub fn facts(dialect: Dialect, row: &Row<'_>, max_bytes: usize) -> Facts {
                                 data.map_or([None; 3], |d| d.pick(["input_hash", "input_summary", "input"]));
                             let input_text =
                                 summary.filter(|s| s.kind == Kind::String).or(input).map(|v| as_text(v, max_bytes));
-                            let hash = string(h).or_else(|| input.map(input_hash));
-                            (hash.or_else(|| root.map(|_| NULL_INPUT_HASH.to_owned())), input_text)
+                            let hash = match (h, input) {
+                                // Written by the agent, unless the reduction cut it.
+                                (Some(h), _) if h.kind == Kind::String => string(Some(h)),
+                                (Some(h), _) if cut_head(h).is_some() => None,
+                                (_, Some(input)) => stored_input_hash(input),
+                                (_, None) => root.map(|_| NULL_INPUT_HASH.to_owned()),
+                            };
+                            (hash, input_text)
                         }
                         _ => {
                             let input = data.and_then(|d| d.get("toolInput"));
-                            let hash = input.map(input_hash).or_else(|| root.map(|_| NULL_INPUT_HASH.to_owned()));
+                            let hash = match input {
+                                Some(input) => stored_input_hash(input),
+                                None => root.map(|_| NULL_INPUT_HASH.to_owned()),
+                            };
                             (hash, input.map(|v| as_text(v, max_bytes)))
                         }
                     };
@@ -223,7 +260,7 @@ pub fn facts(dialect: Dialect, row: &Row<'_>, max_bytes: usize) -> Facts {
                     Some("tool_use") if event_type == "assistant" => starts.push(Start {
                         id: string(id),
                         tool_name: string(name),
-                        input_hash: Some(input.map_or_else(|| NULL_INPUT_HASH.to_owned(), input_hash)),
+                        input_hash: input.map_or_else(|| Some(NULL_INPUT_HASH.to_owned()), stored_input_hash),
                         input: input.map(|v| as_text(v, max_bytes)),
                     }),
                     Some("tool_result") if event_type == "user" => finishes.push(Finish {
@@ -318,6 +355,73 @@ mod tests {
         assert_eq!(f.len(), 2);
         assert_eq!(f[1].success, Some(false));
         assert_eq!(f[1].result.as_ref().map(|c| c.text.as_str()), Some("no\n[image]"));
+    }
+
+    #[test]
+    fn cut_inputs_have_no_hash_and_cut_results_show_their_head() {
+        let cut = r#"{"cortex_buffer:truncated":{"bytes":70000,"head":"first lines"}}"#;
+        let spike = |data: &str| {
+            let r = row("TOOL_START", &format!(r#"{{"type":"TOOL_START"{data}}}"#)).payload.map(str::to_owned);
+            let r = Row { payload: r.as_deref(), ..row("TOOL_START", "") };
+            match facts(Dialect::CortexSpike, &r, 100) {
+                Facts::Starts(s) => s[0].input_hash.clone(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(spike(&format!(r#","input":{{"path":"a","body":{cut}}}"#)), None);
+        assert_eq!(spike(&format!(r#","input_hash":"ab","input":{{"body":{cut}}}"#)), Some("ab".into()));
+        assert_eq!(spike(&format!(r#","input_hash":{cut}"#)), None);
+        assert_eq!(spike(""), Some(NULL_INPUT_HASH.into()), "no input: null's hash, as before");
+        let plane = format!(r#"{{"type":"TOOL_CALL","data":{{"toolName":"write","toolInput":{{"text":{cut}}}}}}}"#);
+        let Facts::Starts(s) = facts(Dialect::CortexPlane, &row("TOOL_CALL", &plane), 100) else { panic!() };
+        assert_eq!(s[0].input_hash, None);
+        let result = format!(r#"{{"type":"TOOL_RESULT","data":{{"toolName":"read","output":{cut}}}}}"#);
+        let Facts::Finishes(f) = facts(Dialect::CortexPlane, &row("TOOL_RESULT", &result), 100) else { panic!() };
+        assert_eq!(f[0].result, Some(Capped { text: "first lines".into(), truncated: true }));
+    }
+
+    /// A Claude Code transcript whose tool call and tool result are each 1.5 MB, through the
+    /// indexer and back: both are events, the usage is kept, the call's input is unknown (it
+    /// will be verified, not skipped) and the result shows its head.
+    #[test]
+    fn claude_code_lines_too_long_to_hold_still_tell_recovery_what_it_needs() {
+        use crate::indexer::index_file::tests::Collect;
+        use crate::indexer::index_file::{index_file, FileRules, Progress};
+        let big = "0123456789abcdef".repeat(100_000);
+        let assistant = format!(
+            r#"{{"type":"assistant","timestamp":"2026-01-01T00:00:00Z","requestId":"req_1","message":{{"usage":{{"input_tokens":12,"output_tokens":34}},"content":[{{"type":"tool_use","id":"toolu_1","name":"Write","input":{{"file_path":"a.txt","content":"{big}"}}}}]}}}}"#
+        );
+        let user = format!(
+            r#"{{"type":"user","timestamp":"2026-01-01T00:00:01Z","message":{{"content":[{{"type":"tool_result","tool_use_id":"toolu_1","content":[{{"type":"text","text":"{big}"}}]}}]}}}}"#
+        );
+        let data = format!("{assistant}\n{user}\n");
+        let rules = FileRules {
+            dialect: Some(Dialect::ClaudeCode),
+            job_dir: "j",
+            max_line_bytes: 1 << 20,
+            max_line_memory: 64 << 20,
+            settled: true,
+            max_bytes: u64::MAX,
+        };
+        let mut sink = Collect::default();
+        let p = index_file(data.as_bytes(), Progress::default(), &rules, &mut sink).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!((p.integrity.valid_lines, p.integrity.corrupt_lines, sink.events.len()), (2, 0, 2));
+        let (_, _, cols, payload, _) = &sink.events[0];
+        assert_eq!(
+            (cols.input_tokens, cols.output_tokens, cols.request_id.as_deref()),
+            (Some(12), Some(34), Some("req_1"))
+        );
+        let r = Row { event_type: Some("assistant"), payload: payload.as_deref(), ..Row::default() };
+        let Facts::Starts(s) = facts(Dialect::ClaudeCode, &r, 100) else { panic!("not a start") };
+        assert_eq!(
+            (s[0].id.as_deref(), s[0].tool_name.as_deref(), s[0].input_hash.as_deref()),
+            (Some("toolu_1"), Some("Write"), None)
+        );
+        let (_, _, _, payload, _) = &sink.events[1];
+        let r = Row { event_type: Some("user"), payload: payload.as_deref(), ..Row::default() };
+        let Facts::Finishes(f) = facts(Dialect::ClaudeCode, &r, 100) else { panic!("not a finish") };
+        assert_eq!(f[0].id.as_deref(), Some("toolu_1"));
+        assert_eq!(f[0].result, Some(Capped { text: big[..100].to_owned(), truncated: true }));
     }
 
     #[test]
