@@ -115,12 +115,15 @@ fn hostile_files_are_recorded_or_skipped_and_the_worker_carries_on() {
         "SELECT string_agg(e.line_no || ':' || e.type || ':' || coalesce(e.payload_problem, 'stored'), ',' ORDER BY e.line_no)
            FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id) WHERE f.path LIKE '%/{JOB}/session-001.jsonl'"
     ));
-    assert_eq!(events, "1:TOOL_RESULT:stored,5:DEEP:nested deeper than jsonb is trusted with (1000 levels),7:UTF8:invalid UTF-8 replaced by U+FFFD,8:TOOL_RESULT:stored");
+    // The 3 MB line is valid JSON and an event: stored with its string cut (never held whole).
+    assert_eq!(events, "1:TOOL_RESULT:stored,5:DEEP:nested deeper than jsonb is trusted with (1000 levels),\
+                        6:HUGE:line of 3145766 bytes is longer than cortex_buffer.max_line_bytes (1048576): strings longer than 65536 bytes were truncated,\
+                        7:UTF8:invalid UTF-8 replaced by U+FFFD,8:TOOL_RESULT:stored");
     let corrupt = c.psql(&format!(
         "SELECT string_agg(c.line_no || ':' || split_part(c.reason, ' ', 1), ',' ORDER BY c.line_no)
            FROM cortex_buffer.corrupt_line c JOIN cortex_buffer.session_file f USING (file_id) WHERE f.path LIKE '%/{JOB}/session-001.jsonl'"
     ));
-    assert_eq!(corrupt, "2:not,3:not,4:not,6:line");
+    assert_eq!(corrupt, "2:not,3:not,4:not");
 
     // Skipped entries were logged (once each), not indexed.
     for needle in ["fifo.jsonl", "null.jsonl", "escape.jsonl", "locked"] {
