@@ -298,8 +298,9 @@ impl Reducer {
         }
     }
 
-    /// Whether the line is already known to have no reduction (invalid or unknown; a line too
-    /// large to summarise is still validated to the end).
+    /// Whether the line is already known to have no reduction: invalid, unknown, or nested
+    /// deeper than its nesting bits may follow (a line merely too large to summarise is still
+    /// validated to the end, and known only at [`finish`](Reducer::finish)).
     pub fn failed(&self) -> bool {
         self.failed.is_some()
     }
