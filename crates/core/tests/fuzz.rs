@@ -493,6 +493,19 @@ fn check_reducer((bytes, chunk, tight): &ReducerInput) -> Result<(), String> {
     if r.finish() != whole {
         return Err("the reduction depends on how the line is cut into pieces".into());
     }
+    // Saved as bytes and read back after every piece (push ingestion's pieces, one call each).
+    let mut saved = Reducer::new(limits);
+    for piece in bytes.chunks((*chunk).max(1)) {
+        saved.feed(piece);
+        let state = saved.to_bytes();
+        saved = Reducer::from_bytes(&state).ok_or("a saved state does not read back")?;
+        if saved.to_bytes() != state {
+            return Err("a state read back writes other bytes".into());
+        }
+    }
+    if saved.finish() != whole {
+        return Err("the reduction depends on the reducer being saved between pieces".into());
+    }
     let text = String::from_utf8_lossy(bytes);
     let reference = rf::json_parse(rf::js_trim(&text));
     match (&reference, &whole) {

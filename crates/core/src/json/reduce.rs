@@ -35,10 +35,12 @@
 //!
 //! Resuming: a reducer is plain owned data (`Clone`), O(`max_memory`), and holds nothing of the
 //! input but a character cut between two pieces; a caller that sees a line in several passes
-//! could keep it between them. The line reader does not: it reduces a line in the one pass that
-//! reads it whole. Bytes it steps over without reading ([`Reducer::skip`]: a sparse file's hole,
-//! or what push ingestion did not keep of a line that spans pushes) make the line
-//! [`Unreduced::Unknown`]: a hole reads as zeros, which no JSON text holds.
+//! keeps it between them, in memory or as bytes ([`Reducer::to_bytes`], [`Reducer::from_bytes`]:
+//! for push ingestion, whose pieces of a line arrive in separate transactions). The line reader
+//! does not: it reduces a line in the one pass that reads it whole. Bytes it steps over without
+//! reading ([`Reducer::skip`]: a sparse file's hole, or what push ingestion did not keep of a
+//! line that spans pushes) make the line [`Unreduced::Unknown`]: a hole reads as zeros, which no
+//! JSON text holds.
 
 use super::parse::is_js_space;
 use super::quote::next_escape;
@@ -76,6 +78,21 @@ impl Limits {
         let max_memory = max_memory.max(1024);
         let max_string = max_string.clamp(8, max_memory / 4);
         Limits { max_string, head: head.min(max_string), max_memory }
+    }
+
+    /// The output's share of the memory: half.
+    fn out_budget(self) -> usize {
+        self.max_memory / 2
+    }
+
+    /// The open containers' frames' share: a quarter, in frames.
+    fn frames_budget(self) -> usize {
+        self.max_memory / 4 / FRAME_BYTES
+    }
+
+    /// The nesting bits' share: a quarter, in words.
+    fn objects_budget(self) -> usize {
+        self.max_memory / 4 / 8
     }
 
     /// The limits for a line under `cortex_buffer.max_line_memory`: 1/64 of it
@@ -118,6 +135,56 @@ pub enum Unreduced {
     TooLarge,
     /// Bytes of it were stepped over unread, at `at`.
     Unknown { at: u64 },
+}
+
+/// Why a line is not JSON: each `what` of [`Unreduced::Invalid`], named so that a reducer's
+/// saved state ([`Reducer::to_bytes`]) can say which one it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Problem {
+    UnexpectedEnd,
+    TextAfterValue,
+    UnexpectedCharacter,
+    ExpectedKey,
+    ExpectedColon,
+    ExpectedCommaOrClose,
+    ControlCharacter,
+    BadEscape,
+    BadHexEscape,
+    BadNumber,
+    BadLiteral,
+}
+
+impl Problem {
+    /// Every problem. A saved state names one by its place here: append only.
+    const ALL: [Problem; 11] = [
+        Problem::UnexpectedEnd,
+        Problem::TextAfterValue,
+        Problem::UnexpectedCharacter,
+        Problem::ExpectedKey,
+        Problem::ExpectedColon,
+        Problem::ExpectedCommaOrClose,
+        Problem::ControlCharacter,
+        Problem::BadEscape,
+        Problem::BadHexEscape,
+        Problem::BadNumber,
+        Problem::BadLiteral,
+    ];
+
+    fn what(self) -> &'static str {
+        match self {
+            Problem::UnexpectedEnd => "unexpected end",
+            Problem::TextAfterValue => "unexpected text after the value",
+            Problem::UnexpectedCharacter => "unexpected character",
+            Problem::ExpectedKey => "expected a key",
+            Problem::ExpectedColon => "expected ':'",
+            Problem::ExpectedCommaOrClose => "expected ',' or a closing bracket",
+            Problem::ControlCharacter => "control character in string",
+            Problem::BadEscape => "bad escape",
+            Problem::BadHexEscape => "bad \\u escape",
+            Problem::BadNumber => "bad number",
+            Problem::BadLiteral => "bad literal",
+        }
+    }
 }
 
 /// Whether JSON text holds something a reducer cut: its sentinel key, or a key it cut (both
@@ -321,11 +388,11 @@ impl Reducer {
         }
         match self.scalar {
             Some(Scalar::Num(n)) if n.complete() => self.end_number(),
-            Some(_) => return Err(Unreduced::Invalid { at: self.read, what: "unexpected end" }),
+            Some(_) => return Err(Unreduced::Invalid { at: self.read, what: Problem::UnexpectedEnd.what() }),
             None => {}
         }
         if self.expect != Expect::Trail {
-            return Err(Unreduced::Invalid { at: self.read, what: "unexpected end" });
+            return Err(Unreduced::Invalid { at: self.read, what: Problem::UnexpectedEnd.what() });
         }
         if self.too_large {
             return Err(Unreduced::TooLarge);
@@ -350,8 +417,9 @@ impl Reducer {
         self.read = self.read.saturating_add(text.len() as u64);
     }
 
-    fn fail(&mut self, i: usize, what: &'static str) {
-        self.failed.get_or_insert(Unreduced::Invalid { at: self.read.saturating_add(i as u64), what });
+    fn fail(&mut self, i: usize, problem: Problem) {
+        let at = self.read.saturating_add(i as u64);
+        self.failed.get_or_insert(Unreduced::Invalid { at, what: problem.what() });
     }
 
     /// Reads from `text[i..]` (a character boundary); returns where to go on.
@@ -369,7 +437,7 @@ impl Reducer {
             return match text.get(i..).and_then(|t| t.chars().next()) {
                 Some(ch) if is_js_space(ch) => i + ch.len_utf8(),
                 _ if self.expect == Expect::Trail => {
-                    self.fail(i, "unexpected text after the value");
+                    self.fail(i, Problem::TextAfterValue);
                     b.len()
                 }
                 _ => {
@@ -401,19 +469,19 @@ impl Reducer {
                     self.scalar = Some(Scalar::Lit { word, matched: 0 });
                     return i;
                 }
-                _ => self.fail(i, "unexpected character"),
+                _ => self.fail(i, Problem::UnexpectedCharacter),
             },
             Expect::KeyOrClose | Expect::Key => match c {
                 b'"' => self.begin_string(true),
                 b'}' if self.expect == Expect::KeyOrClose => self.close(i),
-                _ => self.fail(i, "expected a key"),
+                _ => self.fail(i, Problem::ExpectedKey),
             },
             Expect::Colon => {
                 if c == b':' {
                     self.write(b":");
                     self.expect = Expect::Value;
                 } else {
-                    self.fail(i, "expected ':'");
+                    self.fail(i, Problem::ExpectedColon);
                 }
             }
             Expect::CommaOrClose => {
@@ -425,7 +493,7 @@ impl Reducer {
                     }
                     b'}' if object => self.close(i),
                     b']' if !object => self.close(i),
-                    _ => self.fail(i, "expected ',' or a closing bracket"),
+                    _ => self.fail(i, Problem::ExpectedCommaOrClose),
                 }
             }
             Expect::Lead | Expect::Trail => {}
@@ -464,7 +532,7 @@ impl Reducer {
                         escape_now(self, Escape::Backslash);
                     }
                     _ => {
-                        self.fail(i + k, "control character in string");
+                        self.fail(i + k, Problem::ControlCharacter);
                         return b.len();
                     }
                 }
@@ -475,7 +543,7 @@ impl Reducer {
                     b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => escape_now(self, Escape::None),
                     b'u' => escape_now(self, Escape::Hex(0)),
                     _ => {
-                        self.fail(i, "bad escape");
+                        self.fail(i, Problem::BadEscape);
                         return b.len();
                     }
                 }
@@ -484,7 +552,7 @@ impl Reducer {
             }
             Escape::Hex(n) => {
                 if !c.is_ascii_hexdigit() {
-                    self.fail(i, "bad \\u escape");
+                    self.fail(i, Problem::BadHexEscape);
                     return b.len();
                 }
                 escape_now(self, if n >= 3 { Escape::None } else { Escape::Hex(n + 1) });
@@ -532,7 +600,7 @@ impl Reducer {
             if n.complete() {
                 self.end_number();
             } else {
-                self.fail(j, "bad number");
+                self.fail(j, Problem::BadNumber);
             }
         } else {
             self.scalar = Some(Scalar::Num(n));
@@ -553,7 +621,7 @@ impl Reducer {
         let mut j = i;
         while let (Some(&want), Some(&c)) = (word.get(matched), b.get(j)) {
             if c != want {
-                self.fail(j, "bad literal");
+                self.fail(j, Problem::BadLiteral);
                 return b.len();
             }
             matched += 1;
@@ -583,7 +651,7 @@ impl Reducer {
         }
         let max = self.limits.max_string as u64;
         // One byte past the limit is enough to know it is cut.
-        let room = usize::try_from((max + 1).saturating_sub(before)).unwrap_or(usize::MAX);
+        let room = usize::try_from(max.saturating_add(1).saturating_sub(before)).unwrap_or(usize::MAX);
         self.write(bytes.get(..room.min(bytes.len())).unwrap_or(bytes));
         if self.scalar_len > max && self.writing() {
             self.cut_scalar();
@@ -646,7 +714,11 @@ impl Reducer {
     }
 
     fn innermost_is_object(&self) -> bool {
-        let level = self.depth.saturating_sub(1);
+        self.is_object(self.depth.saturating_sub(1))
+    }
+
+    /// Whether the container at `level` (0: the root) is an object.
+    fn is_object(&self, level: usize) -> bool {
         self.objects.get(level / 64).is_some_and(|w| w & (1u64 << (level % 64)) != 0)
     }
 
@@ -660,7 +732,7 @@ impl Reducer {
         if !self.writing() {
             return false;
         }
-        let (len, cap, budget) = (self.out.len(), self.out.capacity(), self.limits.max_memory / 2);
+        let (len, cap, budget) = (self.out.len(), self.out.capacity(), self.limits.out_budget());
         if len.saturating_add(n) > budget {
             self.overflow();
             return false;
@@ -678,7 +750,7 @@ impl Reducer {
         if len < cap {
             return true;
         }
-        let budget = self.limits.max_memory / 4 / FRAME_BYTES;
+        let budget = self.limits.frames_budget();
         if len >= budget {
             self.overflow();
             return false;
@@ -692,7 +764,7 @@ impl Reducer {
     fn grow_objects(&mut self) -> bool {
         let (len, cap) = (self.objects.len(), self.objects.capacity());
         if len == cap {
-            let budget = self.limits.max_memory / 4 / 8;
+            let budget = self.limits.objects_budget();
             if len >= budget {
                 self.give_up();
                 self.failed.get_or_insert(Unreduced::TooLarge);
@@ -792,6 +864,8 @@ fn hex4(b: &[u8]) -> Option<u16> {
     }
     Some(v)
 }
+
+mod state;
 
 #[cfg(test)]
 mod tests;

@@ -102,6 +102,28 @@ impl Utf8Stream {
         self.replaced
     }
 
+    /// The start of a character the last piece cut (at most three bytes): with
+    /// [`replaced`](Utf8Stream::replaced), all a stream holds, for a saved state to keep.
+    pub(crate) fn pending(&self) -> &[u8] {
+        self.pending.get(..self.pending_len).unwrap_or_default()
+    }
+
+    /// The stream that holds `pending` (as [`pending`](Utf8Stream::pending) gave it) and has
+    /// `replaced`; `None` when `pending` is not the start of one character cut short, which no
+    /// stream holds (the decoding of the next piece relies on it).
+    pub(crate) fn resumed(pending: &[u8], replaced: bool) -> Option<Utf8Stream> {
+        let cut_short = match std::str::from_utf8(pending) {
+            Ok(text) => text.is_empty(),
+            Err(e) => e.valid_up_to() == 0 && e.error_len().is_none(),
+        };
+        if !cut_short || pending.len() > 3 {
+            return None;
+        }
+        let mut held = [0; 4];
+        held.get_mut(..pending.len())?.copy_from_slice(pending);
+        Some(Utf8Stream { pending: held, pending_len: pending.len(), replaced })
+    }
+
     fn condemn(&mut self, out: &mut impl FnMut(&str)) {
         self.pending_len = 0;
         self.replaced = true;
@@ -121,6 +143,38 @@ mod tests {
         }
         s.finish(&mut |t| text.push_str(t));
         (text, s.replaced())
+    }
+
+    /// A stream rebuilt from what it holds, at every cut, decodes the rest as the original would;
+    /// nothing but the start of one character cut short is taken for a held character.
+    #[test]
+    fn a_resumed_stream_goes_on_as_the_original() {
+        let samples: &[&[u8]] =
+            &[b"plain", "é日😀".as_bytes(), b"\xf0\x90\x80x", b"a\xc3", b"\xff\xe0\xa0", b"\xed\xa0\x80"];
+        for whole in samples {
+            for at in 0..=whole.len() {
+                let mut s = Utf8Stream::new();
+                let mut text = String::new();
+                s.push(&whole[..at], &mut |t| text.push_str(t));
+                let mut r =
+                    Utf8Stream::resumed(s.pending(), s.replaced()).unwrap_or_else(|| panic!("{whole:?} at {at}"));
+                r.push(&whole[at..], &mut |t| text.push_str(t));
+                r.finish(&mut |t| text.push_str(t));
+                assert_eq!(
+                    (text.as_str(), r.replaced()),
+                    (&*String::from_utf8_lossy(whole), std::str::from_utf8(whole).is_err())
+                );
+            }
+        }
+        for held in
+            [b"\xf0\x90\x80\x80".as_slice(), b"a", b"\x80", b"\xc3a", b"\xff", b"\xe0\x80", b"\xf0\x90\x80\x80\x80"]
+        {
+            assert!(Utf8Stream::resumed(held, false).is_none(), "{held:?}");
+        }
+        assert_eq!(
+            Utf8Stream::resumed(b"\xf0\x90\x80", true).map(|s| (s.pending().len(), s.replaced())),
+            Some((3, true))
+        );
     }
 
     /// Every split of every sample, and random bytes cut at random places, decode as the whole

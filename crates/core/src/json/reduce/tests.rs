@@ -7,6 +7,8 @@ use crate::indexer::judge::decode;
 use crate::json::canonical_text::canonical_text;
 use crate::json::parse::{js_trim, parse, Kind};
 
+mod state;
+
 /// Limits under which nothing is ever cut.
 fn roomy() -> Limits {
     Limits::new(usize::MAX, HEAD_BYTES, usize::MAX)
@@ -419,6 +421,11 @@ fn containers_that_do_not_fit_are_collapsed_to_their_length() {
 /// A line of `len` bytes, made on the fly in 64 KiB pieces: an event whose result is one string
 /// of text with escapes.
 fn feed_huge_line(r: &mut Reducer, len: usize, limits: Limits) -> usize {
+    feed_huge_line_between(r, len, limits, &mut |_| {})
+}
+
+/// `feed_huge_line`, calling `between` after each piece.
+fn feed_huge_line_between(r: &mut Reducer, len: usize, limits: Limits, between: &mut dyn FnMut(&mut Reducer)) -> usize {
     let open = b"{\"type\":\"TOOL_RESULT\",\"timestamp\":\"2026-01-01T00:00:00Z\",\"data\":{\"output\":\"";
     let close = b"\",\"usage\":{\"output_tokens\":7}}}";
     let unit = b"drwxr-xr-x  2 agent agent 4096 Jan  1 00:00 a directory with a \\\"quoted\\\" name \\u00e9\\n";
@@ -432,6 +439,7 @@ fn feed_huge_line(r: &mut Reducer, len: usize, limits: Limits) -> usize {
     while sent + piece.len() + close.len() <= len {
         r.feed(&piece);
         sent += piece.len();
+        between(r);
         peak = peak.max(r.held_bytes());
         assert!(r.held_bytes() <= limits.max_memory);
     }
