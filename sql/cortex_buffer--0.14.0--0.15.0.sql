@@ -10,6 +10,9 @@
 --     pushed, and recovery_plan places the checkpoint by its time.
 --   * the checkpoint trigger compares the CRCs before the documents: cortex_buffer.job's is
 --     replaced here; run install_checkpoint_trigger() again for a bound table's.
+--   * over-long lines that are events are events (their payload a bounded reduction); a pushed
+--     one streams across pushes: pushed_file.held_reduction keeps its reducer's state. A line
+--     held by 0.14.0 (no state) is judged as 0.14.0 judged it.
 --   * session_file_name_idx: session_recovery(uuid) finds a transcript by its session id through
 --     an index, not by reading the catalogue (the catch-up's and sub-agents' lookups now go
 --     through session_file_job_dir_idx, which exists).
@@ -19,6 +22,12 @@
 
 ALTER TABLE cortex_buffer.pushed_file ADD COLUMN flushed_size bigint CHECK (flushed_size OPERATOR(pg_catalog.>=) 0);
 COMMENT ON COLUMN cortex_buffer.pushed_file.flushed_size IS 'The size the pod last flushed the file to (await_pushed returned true): its writer''s own word that the file was that long. A checkpoint''s high-water mark taken while the server had exactly that many bytes is the file''s own; otherwise only a lower bound (a shipper may be behind).';
+
+ALTER TABLE cortex_buffer.pushed_file ADD COLUMN held_reduction bytea;
+COMMENT ON COLUMN cortex_buffer.pushed_file.held_reduction IS 'When the held tail is a line longer than max_line_bytes: the state of the reducer that has seen every byte of it (bounded by its share of max_line_memory, however long the line), which the next push goes on from; the line is judged from its reduction when it ends, as the tailer judges it.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.held IS 'The bytes after indexed_offset the server holds: the unterminated tail, whole up to the line cap, else its first 1024 bytes (and held_reduction).';
+COMMENT ON TABLE cortex_buffer.corrupt_line IS
+'One row per session-file line that is not an event: unparseable (the truncated tail among them), valid JSON that does not qualify, or longer than cortex_buffer.max_line_bytes and not an event whose reduction fits (a longer line that is an event is an event, its payload the reduction).';
 
 CREATE INDEX session_file_name_idx ON cortex_buffer.session_file (pg_catalog."right"(path, 43));
 COMMENT ON INDEX cortex_buffer.session_file_name_idx IS 'Finds a Claude Code transcript by its session id (<project>/<id>.jsonl: the last 43 characters of its path).';

@@ -504,9 +504,25 @@ fn long_line(x: &Ctx) -> String {
     f.write_all((ev(&j, 1) + "\n").as_bytes()).expect("write");
     let len = f.metadata().expect("stat").len() as i64;
     drop(f);
+    // The workers' peak resident memory (the largest, kB) before and after: the line streams
+    // past, never held.
+    let peak = || {
+        x.c.worker_pids()
+            .into_iter()
+            .filter_map(|pid| fs::read_to_string(format!("/proc/{pid}/status")).ok())
+            .filter_map(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_owned))
+            .filter_map(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()))
+            .max()
+            .unwrap_or(0)
+    };
+    let peak_before = peak();
     let t = Instant::now();
     let r = x.wait_row(&rel, Duration::from_secs(60), |r| r.offset == len);
     assert!(r.consistent(), "{r:?}");
+    let peak_after = peak();
+    // Less than a tenth of the line, and of max_line_memory (64 MiB): the bytes were never held.
+    let grew_mb = peak_after.saturating_sub(peak_before) as f64 / 1024.0;
+    assert!(grew_mb < (mb as f64 / 10.0).max(4.0), "the worker's peak grew by {grew_mb:.1} MB over a {mb} MB line");
     // Valid JSON and an event: an event, its string cut to a head (the line is never held).
     assert_eq!((r.valid, r.corrupt, r.total), (3, 0, 3), "{r:?}");
     let events = x.event_list(&rel);
@@ -517,7 +533,12 @@ fn long_line(x: &Ctx) -> String {
         "{events}"
     );
     assert_eq!(x.corrupt_list(&rel), "");
-    format!("{mb} MB line: an event with its string cut, 3 events, indexed in {:.1} s", t.elapsed().as_secs_f64())
+    format!(
+        "{mb} MB line: an event with its string cut, 3 events, indexed in {:.1} s; the workers' peak RSS {:.1} -> {:.1} MB",
+        t.elapsed().as_secs_f64(),
+        peak_before as f64 / 1024.0,
+        peak_after as f64 / 1024.0
+    )
 }
 
 fn deep_nesting(x: &Ctx) -> String {

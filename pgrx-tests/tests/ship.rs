@@ -518,7 +518,8 @@ fn a_shipper_pushes_one_call_per_file_to_a_server_without_the_batch_function() {
 
 /// Sends `sig` (STOP, CONT) to a running shipper.
 fn signal(child: &Child, sig: &str) {
-    let ok = Command::new("kill").args([&format!("-{sig}"), &child.id().to_string()]).status().is_ok_and(|s| s.success());
+    let ok =
+        Command::new("kill").args([&format!("-{sig}"), &child.id().to_string()]).status().is_ok_and(|s| s.success());
     assert!(ok, "kill -{sig} {}", child.id());
 }
 
@@ -547,7 +548,13 @@ fn fail(c: &Cluster, job: &str) {
     c.psql(&format!("UPDATE cortex_buffer.job SET status = 'FAILED' WHERE id = '{job}'"));
 }
 
+/// The pod's bounded wait for its predecessor's source. A server from before confirmations
+/// (0.15.0) has none to wait for: true at once, so these tests run against it unchanged, and
+/// fail there on what it gets wrong, not on a missing function.
 fn await_sources(c: &Cluster, job: &str, timeout: &str) -> bool {
+    if c.psql("SELECT to_regprocedure('cortex_buffer.await_sources(uuid,interval)') IS NULL") == "t" {
+        return true;
+    }
     c.psql(&format!("SELECT cortex_buffer.await_sources('{job}', '{timeout}')")) == "t"
 }
 
@@ -562,8 +569,9 @@ fn a_shipper_behind_when_its_pod_dies_leaves_the_plan_stale_until_it_confirms() 
     let job = pushed_job(&c, 5151, "node-3");
     let node = tempdir("ship-behind-node3");
     let args = ["--confirm-every", "100", "--settle", "60"];
-    let mut ship = KillOnDrop(start_shipper(&c, &node, "node-3", &args));
-    let seq = node_write(&node, &job, "s1", 0, &[call("send_email", json!({"to": "a"})), result("send_email", "sent")], None);
+    let ship = KillOnDrop(start_shipper(&c, &node, "node-3", &args));
+    let seq =
+        node_write(&node, &job, "s1", 0, &[call("send_email", json!({"to": "a"})), result("send_email", "sent")], None);
     let caught_up = wait_for(Duration::from_secs(30), || {
         let p = plan_of(&c, &job);
         p["fresh"]["stale"] == json!(false) && tools_in(&p, "completed") == ["send_email"]
@@ -572,7 +580,14 @@ fn a_shipper_behind_when_its_pod_dies_leaves_the_plan_stale_until_it_confirms() 
 
     // Paused: the pod charges a card (finished), and dies before the shipper pushes it.
     signal(&ship.0, "STOP");
-    let seq = node_write(&node, &job, "s1", seq, &[call("charge_card", json!({"amount": 5})), result("charge_card", "ok")], None);
+    let seq = node_write(
+        &node,
+        &job,
+        "s1",
+        seq,
+        &[call("charge_card", json!({"amount": 5})), result("charge_card", "ok")],
+        None,
+    );
     fail(&c, &job);
     let p = plan_of(&c, &job);
     assert_eq!(p["fresh"]["stale"], json!(true), "{p}");
@@ -619,17 +634,31 @@ fn a_checkpoint_stored_while_the_shipper_is_behind_is_not_taken_past_what_was_pu
     let c = cluster("ship-mark-behind");
     let node = tempdir("ship-mark-behind-node4");
     let args = ["--confirm-every", "100", "--settle", "60"];
-    let mut ship = KillOnDrop(start_shipper(&c, &node, "node-4", &args));
+    let ship = KillOnDrop(start_shipper(&c, &node, "node-4", &args));
     for (n, flush) in [(6161u64, false), (6262, true)] {
         let job = pushed_job(&c, n, "node-4");
         let rel = format!("{job}/session-001.jsonl");
         let seq = node_write(&node, &job, "s1", 0, &[call("search", json!({"q": 1})), result("search", "r1")], None);
+        let size = std::fs::metadata(node.join(&rel)).map(|m| m.len()).unwrap_or(0);
+        let have = || {
+            c.psql(&format!(
+                "SELECT coalesce(max(f.indexed_offset + p.held_len), 0) FROM cortex_buffer.pushed_file p
+                   JOIN cortex_buffer.session_file f USING (file_id) WHERE p.job_id = '{job}'"
+            ))
+        };
+        assert!(wait_for(Duration::from_secs(30), || have() == size.to_string()).is_some(), "not pushed");
         assert!(wait_for(Duration::from_secs(30), || await_sources(&c, &job, "0")).is_some());
         if !flush {
             signal(&ship.0, "STOP");
         }
-        let seq =
-            node_write(&node, &job, "s1", seq, &[call("book_flight", json!({"to": "OSL"})), result("book_flight", "ok")], None);
+        let seq = node_write(
+            &node,
+            &job,
+            "s1",
+            seq,
+            &[call("book_flight", json!({"to": "OSL"})), result("book_flight", "ok")],
+            None,
+        );
         if flush {
             let size = std::fs::metadata(node.join(&rel)).map(|m| m.len()).unwrap_or(0);
             assert_eq!(c.psql(&format!("SELECT cortex_buffer.await_pushed('{job}', '{rel}', {size}, '20 s')")), "t");
@@ -675,7 +704,12 @@ fn a_tailed_and_a_pushed_file_of_the_same_name_never_stand_for_each_other() {
         &job,
         "s1",
         0,
-        &[call("search", json!({"q": 1})), result("search", "r1"), call("search", json!({"q": 2})), result("search", "r2")],
+        &[
+            call("search", json!({"q": 1})),
+            result("search", "r1"),
+            call("search", json!({"q": 2})),
+            result("search", "r2"),
+        ],
         None,
     );
     c.psql("SELECT count(*) FROM cortex_buffer.index_sessions()");

@@ -33,10 +33,8 @@ const LOAD_SQL: &str = concat!(load_columns!(), " WHERE pg_catalog.starts_with(p
 /// One job directory's rows (a job's catch-up, at call time): through `session_file_job_dir_idx`,
 /// so its cost follows the job's files, not the catalogue (`starts_with` cannot use the path's
 /// btree outside the C collation). The prefix still filters: pushed files share the job_dir.
-pub(crate) const LOAD_JOB_SQL: &str = concat!(
-    load_columns!(),
-    " WHERE job_dir OPERATOR(pg_catalog.=) $2 AND pg_catalog.starts_with(path, $1)"
-);
+pub(crate) const LOAD_JOB_SQL: &str =
+    concat!(load_columns!(), " WHERE job_dir OPERATOR(pg_catalog.=) $2 AND pg_catalog.starts_with(path, $1)");
 
 /// The columns discovery writes, from nine parallel arrays (`u`).
 macro_rules! discovered_rows {

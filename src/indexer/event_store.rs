@@ -426,6 +426,7 @@ fn rules_of<'f>(file: &'f FileRef, r: &ToRead, settings: &Settings, now_us: i64)
         max_line_memory: settings.max_line_memory,
         settled: now_us.saturating_sub(r.stat.mtime_us) >= settings.settle_us,
         max_bytes: file.budget,
+        resume: None,
     }
 }
 

@@ -227,7 +227,7 @@ COMMENT ON INDEX cortex_buffer.event_marker_idx IS 'Checkpoint markers and loads
 COMMENT ON INDEX cortex_buffer.event_invocation_idx IS 'Finds a tool invocation''s start and result (byte-wise collation: ids are compared, never sorted for people).';
 
 COMMENT ON TABLE cortex_buffer.corrupt_line IS
-'One row per session-file line that is not an event: unparseable (the truncated tail among them), valid JSON that does not qualify, or longer than cortex_buffer.max_line_bytes.';
+'One row per session-file line that is not an event: unparseable (the truncated tail among them), valid JSON that does not qualify, or longer than cortex_buffer.max_line_bytes and not an event whose reduction fits (a longer line that is an event is an event, its payload the reduction).';
 COMMENT ON COLUMN cortex_buffer.corrupt_line.file_id IS 'The session file.';
 COMMENT ON COLUMN cortex_buffer.corrupt_line.byte_offset IS 'Where the line starts.';
 COMMENT ON COLUMN cortex_buffer.corrupt_line.line_no IS 'Line number, from 1.';

@@ -134,6 +134,7 @@ fn file_integrity(
         max_line_memory: settings.max_line_memory,
         settled: now_us().saturating_sub(stat.mtime_us) >= settings.settle_us,
         max_bytes: u64::MAX,
+        resume: None,
     };
     // Read on this thread: every read checks for a cancel or a timeout first, and holes are
     // stepped over, so a huge sparse file costs what its data costs and stays cancellable.

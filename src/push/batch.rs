@@ -129,7 +129,7 @@ fn together(pushes: &[Push<'_>], settings: &Settings) -> Result<Vec<Outcome>, Cb
                 prefix.extend_from_slice(new);
                 match decide_dialect(&p.file_name, p.layout, &prefix, p.last) {
                     None => {
-                        f.held = Held { len: prefix.len() as u64, bytes: prefix };
+                        f.held = Held { len: prefix.len() as u64, bytes: prefix, reduction: None };
                         let action = if started[k] { "new" } else { "held" };
                         outcomes[k] = Some(Outcome { committed: 0, events: 0, corrupt: 0, action });
                         saves.push((k, f));
@@ -185,8 +185,10 @@ fn index_all(
     }
     let mut lines = 0;
     let mut items = Vec::with_capacity(reads.len());
-    for (k, f, new) in reads {
-        let (item, at_most) = stream_of(&pushes[*k], f, new, settings);
+    // Each held over-long line's reducer, read back once: the readers borrow them.
+    let resumes: Vec<_> = reads.iter().map(|(_, f, _)| f.held.resume()).collect();
+    for ((k, f, new), resume) in reads.iter().zip(&resumes) {
+        let (item, at_most) = stream_of(&pushes[*k], f, new, settings, resume.as_ref());
         lines += at_most;
         items.push(item);
     }

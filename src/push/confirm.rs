@@ -184,11 +184,20 @@ fn await_sources(job_id: Option<Uuid>, timeout: default!(Option<pgrx::datum::Int
 }
 
 /// The text a stale plan gives for a pushed file whose source has not confirmed it.
-pub fn unconfirmed_detail(file: &str, source: &str, confirmed_us: Option<i64>, superseded_us: Option<i64>, have: i64) -> String {
+pub fn unconfirmed_detail(
+    file: &str,
+    source: &str,
+    confirmed_us: Option<i64>,
+    superseded_us: Option<i64>,
+    have: i64,
+) -> String {
     let when = |us: Option<i64>| us.map_or_else(|| "never".to_owned(), format_timestamp);
     let since = match superseded_us {
         Some(_) => format!("after the previous attempt was superseded ({})", when(superseded_us)),
-        None => "after the previous attempt was superseded (nothing dates it: the job row has no started_at or updated_at)".to_owned(),
+        None => {
+            "after the previous attempt was superseded (nothing dates it: the job row has no started_at or updated_at)"
+                .to_owned()
+        }
     };
     format!(
         "{file} is pushed by {source}, which has not confirmed it {since}; last confirmation: {}. The server holds {have} bytes of it; a node that died while its shipper was behind holds more. SELECT cortex_buffer.await_sources(job_id) waits for the confirmation",

@@ -184,6 +184,103 @@ mod tests {
         assert_eq!(val(&format!("SELECT held_len FROM cortex_buffer.pushed_file WHERE relpath = '{name}'")), "0");
     }
 
+    /// A line longer than max_line_bytes that is an event streams across pushes: the server
+    /// keeps its first bytes and its reducer's state (bounded by its share of max_line_memory), never the line, and indexes
+    /// at its end the event the tailer indexes from the same bytes; the push path and
+    /// index_sessions() of the same file give the same rows.
+    #[pg_test]
+    fn an_over_long_event_streams_across_pushes_as_its_reduction() {
+        setup();
+        run("SET cortex_buffer.max_line_bytes = 4096");
+        let name = rel("session-003.jsonl");
+        let big =
+            line(1, "TOOL_RESULT", &format!(r#","invocation_id":"i1","result_summary":"{}""#, "ë".repeat(150_000)));
+        let data =
+            format!("{}\n{big}\n{}\n", line(0, "TOOL_START", r#","invocation_id":"i1""#), line(2, "LLM_REQUEST", ""));
+        let bytes = data.as_bytes();
+        let mut at = 0;
+        let mut states = Vec::new();
+        while at < bytes.len() {
+            let to = (at + 7_000).min(bytes.len());
+            push(&name, at, &bytes[at..to], "8:8:z", false);
+            states.push(val(&format!(
+                "SELECT coalesce(octet_length(held_reduction), 0) FROM cortex_buffer.pushed_file WHERE relpath = '{name}'"
+            )));
+            at = to;
+        }
+        // While the line streamed, its state was kept, and stayed small; once it ended, none.
+        let sizes: Vec<i64> = states.iter().map(|s| s.parse().unwrap_or(-1)).collect();
+        assert!(sizes.iter().any(|n| *n > 0), "{sizes:?}");
+        assert!(sizes.iter().all(|n| (0..64 * 1024).contains(n)), "{sizes:?}");
+        assert_eq!(sizes.last(), Some(&0));
+        let path = format!("push:/{name}");
+        assert_eq!(
+            val(&format!(
+                "SELECT concat_ws(' ', total_lines, valid_lines, corrupt_lines, trusted) FROM cortex_buffer.session_file WHERE path = '{path}'"
+            )),
+            "3 3 0 t",
+            "three events, nothing corrupt, the file trusted"
+        );
+        assert_eq!(
+            val(&format!(
+                "SELECT e.payload_problem FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id)
+                  WHERE f.path = '{path}' AND e.type = 'TOOL_RESULT'"
+            )),
+            format!(
+                "line of {} bytes is longer than cortex_buffer.max_line_bytes (4096): strings longer than 65536 bytes were truncated",
+                big.len()
+            )
+        );
+        // The tailer, on the same bytes.
+        let root = TempRoot::new("push-oversized");
+        root.put(&format!("{JOB}/session-003.jsonl"), bytes);
+        run(&format!("SELECT count(*) FROM cortex_buffer.index_sessions('{}')", root.0.display()));
+        let tailed = format!("{}/{JOB}/session-003.jsonl", root.0.display());
+        assert_eq!(rows_of(&path), rows_of(&tailed));
+        run("RESET cortex_buffer.max_line_bytes");
+    }
+
+    /// A call whose input an over-long line's reduction cut is keyed from the line itself when
+    /// the file holds it whole within max_line_memory (a tailed file), and verified
+    /// (`input_unknown`) when it does not (a pushed file: the server kept only the reduction).
+    #[pg_test]
+    fn a_cut_input_is_hashed_from_the_file_when_it_can_be_and_verified_when_not() {
+        setup();
+        run("SET cortex_buffer.max_line_bytes = 4096");
+        let tailed_job = "0193a8b2-7c41-7d2e-9f00-00000000f0aa";
+        for job in [JOB, tailed_job] {
+            run(&format!(
+                "INSERT INTO cortex_buffer.job (id, agent_id, status, started_at) VALUES ('{job}', gen_random_uuid(), 'RUNNING', now() - interval '1 minute')"
+            ));
+        }
+        let input = format!(r#"{{"path":"/tmp/a.txt","content":"{}"}}"#, "z".repeat(100_000));
+        let call = |job: &str| {
+            format!(
+                r#"{{"version":"1.0","timestamp":"2026-02-23T14:30:00.000Z","jobId":"{job}","sessionId":"s","agentId":"a","type":"TOOL_CALL","data":{{"type":"tool_use","toolName":"write_file","toolInput":{input}}},"sequence":0}}"#
+            ) + "\n"
+        };
+        let want = val(&format!(
+            "SELECT encode(sha256(convert_to(cortex_buffer.canonical_json('{input}'::jsonb), 'UTF8')), 'hex')"
+        ));
+        // Tailed: read back from the file.
+        let root = TempRoot::new("push-cut-input");
+        root.put(&format!("{tailed_job}/session-001.jsonl"), call(tailed_job));
+        run(&format!("SELECT count(*) FROM cortex_buffer.index_sessions('{}')", root.0.display()));
+        let plan =
+            |job: &str, path: &str| one(&format!("SELECT cortex_buffer.recovery_plan('{job}') #>> '{{{path}}}'"));
+        assert_eq!(plan(tailed_job, "in_flight,0,tool_name"), "write_file");
+        assert_eq!(plan(tailed_job, "in_flight,0,input_hash"), want);
+        // Pushed: only the reduction is on the server.
+        let name = rel("session-001.jsonl");
+        let line = call(JOB);
+        push(&name, 0, line.as_bytes(), "9:9:w", true);
+        run("SELECT cortex_buffer.confirm_pushed('node-a')");
+        assert_eq!(plan(JOB, "verify,0,tool_name"), "write_file");
+        assert_eq!(plan(JOB, "verify,0,reason"), "input_unknown");
+        assert_eq!(plan(JOB, "in_flight"), "[]");
+        run("RESET cortex_buffer.max_line_bytes");
+    }
+
     #[pg_test]
     fn a_new_identity_under_the_same_relpath_is_a_new_file_and_erases_nothing() {
         setup();

@@ -42,6 +42,7 @@ CREATE TABLE cortex_buffer.pushed_file (
     pushed_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
     pushes          bigint NOT NULL DEFAULT 0,
     flushed_size    bigint CHECK (flushed_size OPERATOR(pg_catalog.>=) 0),
+    held_reduction  bytea,
     UNIQUE (job_id, relpath, n)
 )
 -- Every push updates its file's row; no updated column is indexed: keep the updates HOT.
@@ -73,11 +74,12 @@ COMMENT ON COLUMN cortex_buffer.pushed_file.first_source IS 'The source that pus
 COMMENT ON COLUMN cortex_buffer.pushed_file.source IS 'The source that pushed it last.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.dialect_decided IS 'The dialect is decided (a complete line that is an object came, or 256 KiB without one, or the end of the file); until then every byte is held.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.head IS 'The file''s first bytes (up to 1024): a chunk that repeats them differently is a rewrite, not a replay.';
-COMMENT ON COLUMN cortex_buffer.pushed_file.held IS 'The bytes after indexed_offset the server holds: the unterminated tail, whole up to the line cap, else its first 1024 bytes.';
+COMMENT ON COLUMN cortex_buffer.pushed_file.held IS 'The bytes after indexed_offset the server holds: the unterminated tail, whole up to the line cap, else its first 1024 bytes (and held_reduction).';
 COMMENT ON COLUMN cortex_buffer.pushed_file.held_len IS 'How many bytes after indexed_offset the server has: the next chunk may start anywhere up to indexed_offset + held_len.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.reported_size IS 'The file''s size as the shipper last reported it; more than indexed_offset + held_len means bytes not pushed yet.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.reported_at IS 'When the shipper last reported the size (the server''s clock).';
 COMMENT ON COLUMN cortex_buffer.pushed_file.flushed_size IS 'The size the pod last flushed the file to (await_pushed returned true): its writer''s own word that the file was that long. A checkpoint''s high-water mark taken while the server had exactly that many bytes is the file''s own; otherwise only a lower bound (a shipper may be behind).';
+COMMENT ON COLUMN cortex_buffer.pushed_file.held_reduction IS 'When the held tail is a line longer than max_line_bytes: the state of the reducer that has seen every byte of it (bounded by its share of max_line_memory, however long the line), which the next push goes on from; the line is judged from its reduction when it ends, as the tailer judges it.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.pushed_at IS 'When the last push arrived.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.pushes IS 'Pushes received, replays included.';
 COMMENT ON INDEX cortex_buffer.pushed_file_identity_idx IS 'Finds the file a push continues.';

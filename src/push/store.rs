@@ -20,6 +20,7 @@ use cortex_buffer_core::indexer::dialect::{session_ordinal, Dialect};
 use cortex_buffer_core::indexer::discovery::Layout;
 use cortex_buffer_core::indexer::index_file::{FileRules, Progress};
 use cortex_buffer_core::indexer::index_plan::IndexState;
+use cortex_buffer_core::indexer::lines::Resume;
 use cortex_buffer_core::int::count_i64;
 use cortex_buffer_core::push::{
     decide_dialect, grow_head, held_after, identity_number, keep_whole, place, recorded_path, Held, Placement, Stream,
@@ -76,7 +77,7 @@ const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
 /// locked, with what a claim of its `session_file` row reads (one statement for both).
 pub(super) fn lock_select(job: &str, relpath: &str, identity: &str) -> String {
     format!(
-        "SELECT p.file_id, p.dialect_decided, f.dialect, p.head, p.held, p.held_len, {}
+        "SELECT p.file_id, p.dialect_decided, f.dialect, p.head, p.held, p.held_len, p.held_reduction, {}
            FROM cortex_buffer.pushed_file p
            JOIN cortex_buffer.session_file f ON f.file_id OPERATOR(pg_catalog.=) p.file_id
           WHERE p.job_id OPERATOR(pg_catalog.=) {job} AND p.relpath OPERATOR(pg_catalog.=) {relpath}
@@ -144,6 +145,7 @@ pub(super) fn pushed_from(
         held: Held {
             bytes: r.get::<Vec<u8>>(first + 4).map_err(spi)?.unwrap_or_default(),
             len: count(r.get::<i64>(first + 5).map_err(spi)?),
+            reduction: r.get::<Vec<u8>>(first + 6).map_err(spi)?,
         },
         claimed: file_row::claimed_from(r, ordinals)?,
     })
@@ -332,7 +334,7 @@ pub fn apply(p: &Push<'_>, settings: &Settings) -> Result<Outcome, CbError> {
                 None => {
                     // Held whole until the dialect is known (at most the detection prefix and a
                     // chunk): nothing is judged under rules that could change.
-                    f.held = Held { len: prefix.len() as u64, bytes: prefix };
+                    f.held = Held { len: prefix.len() as u64, bytes: prefix, reduction: None };
                     save(client, p, &f)?;
                     let action = if started { "new" } else { "held" };
                     return Ok(Outcome { committed: 0, events: 0, corrupt: 0, action });
@@ -372,7 +374,8 @@ pub fn apply(p: &Push<'_>, settings: &Settings) -> Result<Outcome, CbError> {
 fn index(p: &Push<'_>, f: &Pushed, new: &[u8], settings: &Settings) -> Result<Option<(Progress, Held)>, CbError> {
     let done = subtransaction(|| {
         Spi::connect_mut(|client| {
-            let (item, lines) = stream_of(p, f, new, settings);
+            let resume = f.held.resume();
+            let (item, lines) = stream_of(p, f, new, settings, resume.as_ref());
             let progress = event_store::index_streams(client, vec![item], settings, lines)?
                 .pop()
                 .ok_or_else(|| CbError::internal("a pushed chunk was not indexed"))?;
@@ -399,17 +402,19 @@ fn index(p: &Push<'_>, f: &Pushed, new: &[u8], settings: &Settings) -> Result<Op
 }
 
 /// What the tailer's reader and judge take for a push's held tail and new bytes (the stream,
-/// where the file stands, its rules), and how many lines that is at most.
+/// where the file stands, its rules), and how many lines that is at most. `resume`: the held
+/// over-long line's reducer ([`Held::resume`]), which the new bytes continue.
 pub(super) fn stream_of<'a>(
     p: &'a Push<'_>,
     f: &'a Pushed,
     new: &'a [u8],
     settings: &Settings,
+    resume: Option<&'a Resume>,
 ) -> (StreamItem<'a, Stream<'a>>, usize) {
     let old = &f.claimed.state;
     let item = StreamItem {
         file_id: f.file_id,
-        reader: Stream::new(&f.held, new),
+        reader: if resume.is_some() { Stream::after_held(new) } else { Stream::new(&f.held, new) },
         progress: Progress {
             offset: old.offset,
             lines: old.lines,
@@ -424,6 +429,7 @@ pub(super) fn stream_of<'a>(
             max_line_memory: settings.max_line_memory,
             settled: p.last,
             max_bytes: u64::MAX,
+            resume,
         },
     };
     // Every line ends with a newline, but for the last one (judged when final).
@@ -441,8 +447,13 @@ pub(super) fn concluded(
     settings: &Settings,
 ) -> (Finish, Record, Held) {
     let old = &f.claimed.state;
-    let held =
-        held_after(&f.held, new, progress.offset.saturating_sub(old.offset), keep_whole(settings.max_line_bytes));
+    let held = held_after(
+        &f.held,
+        new,
+        progress.offset.saturating_sub(old.offset),
+        keep_whole(settings.max_line_bytes),
+        progress.pending_reduction.clone(),
+    );
     let report = progress.integrity.report(settings.max_corruption_ratio, false);
     let state = IndexState {
         offset: progress.offset,
@@ -497,6 +508,8 @@ pub(super) struct Record {
     head: Option<Vec<u8>>,
     held: Vec<u8>,
     held_len: i64,
+    /// The held over-long line's reducer state.
+    reduction: Option<Vec<u8>>,
     reported: Option<i64>,
     size: i64,
     dialect: Option<String>,
@@ -511,6 +524,7 @@ impl Record {
             head: f.head_changed.then(|| f.head.clone()),
             held: held.bytes.clone(),
             held_len: count_i64(held.len),
+            reduction: held.reduction.clone(),
             reported: p.file_size.map(count_i64),
             size: count_i64(p.file_size.unwrap_or(0).max(committed.saturating_add(held.len))),
             dialect: f.dialect.map(|d| d.label().to_owned()),
@@ -525,6 +539,7 @@ impl Record {
             records.iter().map(|r| r.head.clone()).collect::<Vec<Option<Vec<u8>>>>().into(),
             records.iter().map(|r| r.held.clone()).collect::<Vec<Vec<u8>>>().into(),
             records.iter().map(|r| r.held_len).collect::<Vec<i64>>().into(),
+            records.iter().map(|r| r.reduction.clone()).collect::<Vec<Option<Vec<u8>>>>().into(),
             records.iter().map(|r| r.reported).collect::<Vec<Option<i64>>>().into(),
             records.iter().map(|r| r.size).collect::<Vec<i64>>().into(),
             records.iter().map(|r| r.dialect.clone()).collect::<Vec<Option<String>>>().into(),
@@ -532,12 +547,13 @@ impl Record {
     }
 }
 
-const RECORD_COLUMNS: [(&str, &str); 8] = [
+const RECORD_COLUMNS: [(&str, &str); 9] = [
     ("push_source", "text"),
     ("push_decided", "bool"),
     ("push_head", "bytea"),
     ("push_held", "bytea"),
     ("push_held_len", "int8"),
+    ("push_reduction", "bytea"),
     ("push_reported", "int8"),
     ("push_size", "int8"),
     ("push_dialect", "text"),
@@ -547,7 +563,7 @@ const RECORD_COLUMNS: [(&str, &str); 8] = [
 const RECORD_WITH: &str = "p AS (
     UPDATE cortex_buffer.pushed_file p
        SET source = u.push_source, dialect_decided = u.push_decided, head = coalesce(u.push_head, p.head),
-           held = u.push_held, held_len = u.push_held_len, reported_size = coalesce(u.push_reported, p.reported_size),
+           held = u.push_held, held_len = u.push_held_len, held_reduction = u.push_reduction, reported_size = coalesce(u.push_reported, p.reported_size),
            reported_at = CASE WHEN u.push_reported IS NULL THEN p.reported_at ELSE pg_catalog.now() END,
            pushed_at = pg_catalog.now(), pushes = p.pushes OPERATOR(pg_catalog.+) 1
       FROM u WHERE p.file_id OPERATOR(pg_catalog.=) u.id)";
@@ -626,7 +642,7 @@ mod tests {
     #[test]
     fn the_save_of_many_unnests_one_array_per_recorded_column() {
         let sql = save_many_sql();
-        assert!(sql.contains("pg_catalog.unnest($9::pg_catalog.text[])") && !sql.contains("$10"));
+        assert!(sql.contains("pg_catalog.unnest($10::pg_catalog.text[])") && !sql.contains("$11"));
         assert!(sql.contains("AS u(id, push_source, push_decided,"));
         assert!(sql.contains("UPDATE cortex_buffer.pushed_file p"));
     }

@@ -190,21 +190,26 @@ pub fn raw_line(f: &SessionFile, offset: i64, max: usize) -> Option<String> {
     }
     use std::os::unix::fs::FileExt;
     let file = Target::try_of(&f.path)?.open(&f.path).ok()?;
-    let mut buf = vec![0u8; max.saturating_add(1)];
-    let mut got = 0usize;
+    // Read a block at a time (the cap can be max_line_memory, far more than most lines), and
+    // stop once the line's end is in.
+    const BLOCK: usize = 64 << 10;
+    let limit = max.saturating_add(1);
+    let mut buf: Vec<u8> = Vec::new();
     let at = u64::try_from(offset).ok()?;
-    while got < buf.len() {
+    let end = loop {
+        let got = buf.len();
+        if got >= limit {
+            return None;
+        }
+        buf.resize(got + BLOCK.min(limit - got), 0);
         let n = file.read_at(buf.get_mut(got..)?, at + got as u64).ok()?;
+        buf.truncate(got + n);
         if n == 0 {
-            break;
+            return None;
         }
-        // Stop reading once the line's end is in.
-        let end = memchr::memchr(b'\n', buf.get(got..got + n)?);
-        got += n;
-        if end.is_some() {
-            break;
+        if let Some(p) = memchr::memchr(b'\n', buf.get(got..)?) {
+            break got + p;
         }
-    }
-    let end = memchr::memchr(b'\n', buf.get(..got)?)?;
+    };
     Some(String::from_utf8_lossy(buf.get(..end)?).into_owned())
 }

@@ -21,6 +21,7 @@ use crate::pg::xact::with_fresh_snapshot;
 use cortex_buffer_core::checkpoint::identity::format_uuid;
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::indexer::dialect::Dialect;
+use cortex_buffer_core::json::reduce::holds_truncation;
 use cortex_buffer_core::recovery::choose::{
     choose, read_whole, widen_reads, AnchorKind, Choice, Expectation, Mode, PushedReport, ReadFrom, Reason, SessionFile,
 };
@@ -70,8 +71,10 @@ fn phase1(job: Uuid) -> Result<Phase1, CbError> {
     }
 }
 
-/// Reads the chosen sessions into a pairer (a line whose payload the index could not store is
-/// read from the file, so its input is hashed as written).
+/// Reads the chosen sessions into a pairer. A line whose payload the index could not store is
+/// read from the file, so its input is hashed as written; so is an over-long line whose stored
+/// payload is its reduction, with a value cut, when the file still holds it whole within
+/// `max_line_memory` (a pushed file does not: its input stays unknown, and the call is verified).
 fn read_events(
     client: &SpiClient<'_>,
     files: &[SessionFile],
@@ -84,14 +87,20 @@ fn read_events(
         .collect();
     let max = guc::recovery_value_bytes();
     let max_line = guc::max_line_bytes();
+    let max_memory = usize::try_from(guc::max_line_memory()).unwrap_or(usize::MAX);
     let mut pairing = Pairing::new(sessions, max, segment_only);
     for read in reads {
         let Some(file) = files.get(read.session) else { continue };
         pairing.begin(read.session, read.baseline);
         index::for_each_event(client, file.file_id, read.from_offset, Payload::For(&PAIRING_TYPES), |row| {
-            let unstored =
-                row.payload.is_none() && row.event_type.as_deref().is_some_and(|t| PAIRING_TYPES.contains(&t));
-            let raw = if unstored { anchors::raw_line(file, row.byte_offset, max_line) } else { None };
+            let pairs = row.event_type.as_deref().is_some_and(|t| PAIRING_TYPES.contains(&t));
+            let raw = match &row.payload {
+                None if pairs => anchors::raw_line(file, row.byte_offset, max_line),
+                Some(reduced) if pairs && holds_truncation(reduced) => {
+                    anchors::raw_line(file, row.byte_offset, max_memory)
+                }
+                _ => None,
+            };
             let mut view = row.view(read.session);
             if let Some(line) = raw.as_deref().filter(|l| same_line(l, row.event_type.as_deref())) {
                 view.payload = Some(line);

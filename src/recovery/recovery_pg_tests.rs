@@ -847,7 +847,9 @@ mod tests {
                 Some("session_file_name_idx")
             } else if sql.contains("job_dir OPERATOR(pg_catalog.=) $") {
                 Some("session_file_job_dir_idx")
-            } else if sql.contains("job_id OPERATOR(pg_catalog.=) $1") && sql.contains("FROM cortex_buffer.session_file") {
+            } else if sql.contains("job_id OPERATOR(pg_catalog.=) $1")
+                && sql.contains("FROM cortex_buffer.session_file")
+            {
                 Some("session_file_job_order_idx")
             } else {
                 None

@@ -208,9 +208,12 @@ mod tests {
     /// it (re-queued). A PENDING job that never ran has no such pod: its old file goes.
     #[pg_test]
     fn jobs_that_will_run_again_keep_the_buffer_their_next_pod_reads() {
-        let scheduled = new_job_with("cortex_buffer.job", "SCHEDULED", "attempt, updated_at", "1, now() - interval '8 days'");
-        let requeued = new_job_with("cortex_buffer.job", "PENDING", "attempt, updated_at", "2, now() - interval '8 days'");
-        let never_ran = new_job_with("cortex_buffer.job", "PENDING", "attempt, updated_at", "0, now() - interval '8 days'");
+        let scheduled =
+            new_job_with("cortex_buffer.job", "SCHEDULED", "attempt, updated_at", "1, now() - interval '8 days'");
+        let requeued =
+            new_job_with("cortex_buffer.job", "PENDING", "attempt, updated_at", "2, now() - interval '8 days'");
+        let never_ran =
+            new_job_with("cortex_buffer.job", "PENDING", "attempt, updated_at", "0, now() - interval '8 days'");
         let jobs = [&scheduled, &requeued, &never_ran];
         for job in jobs {
             std::fs::create_dir_all(format!("{SESSIONS}/{job}")).unwrap_or_else(|e| panic!("{e}"));

@@ -606,6 +606,7 @@ mod tests {
             max_line_memory: 64 << 20,
             settled: true,
             max_bytes: u64::MAX,
+            resume: None,
         }
     }
 

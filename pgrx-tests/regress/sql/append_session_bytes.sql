@@ -31,7 +31,7 @@ SELECT * FROM cortex_buffer.append_session_bytes('regress-node', '0193a8b2-0000-
     convert_to('{"version":"1.0","timestamp":"2026-03-01T10:00:00.000Z","jobId":"0193a8b2-0000-7000-8000-00000000e001","sequence":0,"type":"SESSION_START","data":{}}' || E'\n', 'UTF8'),
     '2050:99:feedf00d');
 SELECT f.path, p.n, p.identity, f.valid_lines, f.indexed_offset, f.dialect
-  FROM cortex_buffer.pushed_file p JOIN cortex_buffer.session_file f USING (file_id) ORDER BY p.n;
+  FROM cortex_buffer.pushed_file p JOIN cortex_buffer.session_file f USING (file_id) ORDER BY p.n, f.path COLLATE "C";
 SELECT e.line_no, e.type, e.tool_name, e.seq FROM cortex_buffer.job_events('0193a8b2-0000-7000-8000-00000000e001') e;
 -- The agent's flush before a checkpoint: the server has 515 bytes of the first file's relpath
 -- (the latest file under it is the second, of 153).

@@ -220,6 +220,10 @@ SELECT relpath, file_identity, committed_offset, held_bytes, head_len
 -- docs/api.md ### `await_pushed`
 SELECT cortex_buffer.await_pushed('d0c5a000-0000-4000-8000-0000000000f1',
     'd0c5a000-0000-4000-8000-0000000000f1/session-001.jsonl', 150, '1 second') AS pushed;
+-- docs/api.md ### `confirm_pushed`
+SELECT cortex_buffer.confirm_pushed('node-7') IS NOT NULL AS confirmed;
+-- docs/api.md ### `await_sources`
+SELECT cortex_buffer.await_sources('d0c5a000-0000-4000-8000-0000000000f1', '1 second') AS confirmed;
 -- docs/api.md ### `recovery_plan`
 SELECT p->>'plan_version' AS version, p->>'action' AS action, p->'checkpoint'->>'resume_step' AS resume_step,
        p->>'mode' AS mode, p->>'reason' AS reason, p->'marker'->>'kind' AS marker, p->'notes' AS notes

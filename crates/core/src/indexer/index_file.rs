@@ -19,7 +19,7 @@ use std::io::Read;
 use super::dialect::Dialect;
 use super::integrity::Integrity;
 use super::judge::{decode, judge, preview, Rules, Verdict};
-use super::lines::{HoleSkip, LineReader, Piece};
+use super::lines::{HoleSkip, LineReader, Piece, Resume};
 use super::normalize::{columns, uuid_bytes, Columns};
 use crate::json::jsonb_write::working_memory;
 use crate::json::parse::js_trim;
@@ -105,6 +105,9 @@ pub struct Progress {
     pub tail_pending: bool,
     pub events_added: u64,
     pub corrupt_added: u64,
+    /// The tail is pending and is an over-long line: its reducer's state, for the next call to
+    /// go on with ([`super::lines::Resume`]; push ingestion keeps it with the held tail).
+    pub pending_reduction: Option<Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -127,6 +130,9 @@ pub struct FileRules<'a> {
     /// The most bytes to take from the file this time (its share of a worker's pass); the rest
     /// waits for the next pass. `u64::MAX`: all of it.
     pub max_bytes: u64,
+    /// The reader continues an over-long line begun at `progress.offset`, read in an earlier
+    /// call (push ingestion): its state. `None`: the reader starts at a line's start.
+    pub resume: Option<&'a Resume>,
 }
 
 /// Indexes what `reader` (positioned at `progress.offset`) holds.
@@ -139,13 +145,20 @@ pub fn index_file<R: Read + HoleSkip, S: Sink>(
     let judge_rules = Dialect::rules(rules.dialect);
     let dir_job = uuid_bytes(rules.job_dir);
     let limits = Limits::for_line_memory(rules.max_line_memory);
-    let mut lines = LineReader::new(reader, progress.offset, rules.max_line_bytes, limits);
+    let mut lines = match rules.resume {
+        Some(r) => LineReader::resuming(reader, progress.offset, r.clone(), rules.max_line_bytes, limits),
+        None => LineReader::new(reader, progress.offset, rules.max_line_bytes, limits),
+    };
     progress.tail_pending = false;
+    progress.pending_reduction = None;
     let first = progress.offset;
     while progress.offset.saturating_sub(first) < rules.max_bytes {
         let Some(piece) = lines.next_piece().map_err(IndexError::Read)? else { break };
         if !piece.terminated() && !rules.settled {
             progress.tail_pending = true;
+            if let Piece::Oversize { pending, .. } = piece {
+                progress.pending_reduction = pending;
+            }
             break;
         }
         let line_no = progress.lines + 1;
@@ -356,6 +369,7 @@ pub mod tests {
             max_line_memory: 64 << 20,
             settled,
             max_bytes: u64::MAX,
+            resume: None,
         };
         let start = usize::try_from(from.offset).unwrap_or(0);
         let p = match index_file(&data[start..], from, &rules, &mut sink) {
@@ -440,6 +454,7 @@ pub mod tests {
             max_line_memory: 1 << 20,
             settled: true,
             max_bytes: u64::MAX,
+            resume: None,
         };
         let p = index_file(data.as_bytes(), Progress::default(), &rules, &mut sink).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!((p.integrity.valid_lines, sink.events.len(), sink.corrupt.len()), (2, 2, 0));
@@ -504,6 +519,7 @@ pub mod tests {
             max_line_memory: 64 << 20,
             settled,
             max_bytes: u64::MAX,
+            resume: None,
         };
         let p = index_file(data, Progress::default(), &rules, &mut sink).unwrap_or_else(|e| panic!("{e:?}"));
         (p, sink)

@@ -49,7 +49,26 @@ pub enum Piece<'a> {
     /// A line longer than the cap: its length and first bytes, and its reduction when it is
     /// valid JSON that could be summarised and was read to its end (a newline, or the end of the
     /// file; not a scan cut short by [`MAX_SCAN_BYTES`] or bytes stepped over in a hole).
-    Oversize { offset: u64, len: u64, head: Vec<u8>, terminated: bool, reduced: Option<Reduced> },
+    /// `pending`, for one the end of the input left unterminated: its reducer's state
+    /// ([`Reducer::to_bytes`]), to go on with when more of the line comes ([`Resume`]).
+    Oversize {
+        offset: u64,
+        len: u64,
+        head: Vec<u8>,
+        terminated: bool,
+        reduced: Option<Reduced>,
+        pending: Option<Vec<u8>>,
+    },
+}
+
+/// An over-long line whose beginning an earlier call read, to go on with: push ingestion keeps a
+/// line's first bytes and its reducer between pushes, never the line itself. `len` bytes of it
+/// were read; the reducer saw every one.
+#[derive(Debug, Clone)]
+pub struct Resume {
+    pub len: u64,
+    pub head: Vec<u8>,
+    pub reducer: Reducer,
 }
 
 impl Piece<'_> {
@@ -86,6 +105,8 @@ pub struct LineReader<R> {
     /// What an over-long line's reduction may keep.
     reduce: Limits,
     eof: bool,
+    /// The over-long line the input continues, read in an earlier call.
+    resume: Option<Resume>,
 }
 
 impl<R: Read + HoleSkip> LineReader<R> {
@@ -95,7 +116,25 @@ impl<R: Read + HoleSkip> LineReader<R> {
         let max_line = max_line.max(1);
         // Starts small; grows (up to the cap) only for long lines.
         let capacity = max_line.saturating_add(1).min(64 * 1024);
-        LineReader { inner, buf: vec![0; capacity], start: 0, end: 0, offset, max_line, reduce, eof: false }
+        LineReader {
+            inner,
+            buf: vec![0; capacity],
+            start: 0,
+            end: 0,
+            offset,
+            max_line,
+            reduce,
+            eof: false,
+            resume: None,
+        }
+    }
+
+    /// Reads `inner`, which continues over-long line `resume` (begun at file offset `offset`):
+    /// its first piece is that line, from `resume`'s state on.
+    pub fn resuming(inner: R, offset: u64, resume: Resume, max_line: usize, reduce: Limits) -> LineReader<R> {
+        let mut r = LineReader::new(inner, offset, max_line, reduce);
+        r.resume = Some(resume);
+        r
     }
 
     /// Moves unread bytes to the front and reads more; false at end of file.
@@ -136,6 +175,9 @@ impl<R: Read + HoleSkip> LineReader<R> {
 
     /// The next piece, or `None` at the end of the file.
     pub fn next_piece(&mut self) -> io::Result<Option<Piece<'_>>> {
+        if let Some(resume) = self.resume.take() {
+            return self.oversize_from(resume).map(Some);
+        }
         let mut searched = 0;
         loop {
             let pending = self.end - self.start;
@@ -171,10 +213,16 @@ impl<R: Read + HoleSkip> LineReader<R> {
     /// through a reducer as they pass. Holes are stepped over (the reduction is then unknown);
     /// past [`MAX_SCAN_BYTES`] of data the scan stops and the reader ends.
     fn oversize(&mut self) -> io::Result<Piece<'static>> {
-        let offset = self.offset;
         let head = self.buf[self.start..self.end.min(self.start + OVERSIZE_HEAD_BYTES)].to_vec();
-        let mut reducer = Reducer::new(self.reduce);
-        let (mut len, mut scanned): (u64, u64) = (0, 0);
+        self.oversize_from(Resume { len: 0, head, reducer: Reducer::new(self.reduce) })
+    }
+
+    /// [`oversize`](Self::oversize), for a line of which `resume.len` bytes were read before
+    /// (the pending bytes, if any, continue it).
+    fn oversize_from(&mut self, resume: Resume) -> io::Result<Piece<'static>> {
+        let offset = self.offset;
+        let Resume { len: before, head, mut reducer } = resume;
+        let (mut len, mut scanned): (u64, u64) = (before, 0);
         loop {
             let pending = &self.buf[self.start..self.end];
             if let Some(p) = memchr::memchr(b'\n', pending) {
@@ -183,7 +231,7 @@ impl<R: Read + HoleSkip> LineReader<R> {
                 self.start += p + 1;
                 self.offset += len + 1;
                 let reduced = reducer.finish().ok();
-                return Ok(Piece::Oversize { offset, len, head, terminated: true, reduced });
+                return Ok(Piece::Oversize { offset, len, head, terminated: true, reduced, pending: None });
             }
             reducer.feed(pending);
             let n = pending.len() as u64;
@@ -194,7 +242,7 @@ impl<R: Read + HoleSkip> LineReader<R> {
                 self.eof = true;
                 self.offset += len;
                 // Not read to its end: nothing is known of what it is.
-                return Ok(Piece::Oversize { offset, len, head, terminated: false, reduced: None });
+                return Ok(Piece::Oversize { offset, len, head, terminated: false, reduced: None, pending: None });
             }
             // The buffer is spent: a hole here holds no newline, so it is part of the line.
             let hole = self.inner.skip_hole()?;
@@ -202,9 +250,11 @@ impl<R: Read + HoleSkip> LineReader<R> {
             len += hole;
             if !self.fill()? {
                 self.offset += len;
-                // The end of the file ends the line (judged once the file has settled).
+                // The end of the file ends the line (judged once the file has settled); or more
+                // of it comes later (a push), and the reducer goes on from here.
+                let pending = Some(reducer.to_bytes());
                 let reduced = reducer.finish().ok();
-                return Ok(Piece::Oversize { offset, len, head, terminated: false, reduced });
+                return Ok(Piece::Oversize { offset, len, head, terminated: false, reduced, pending });
             }
         }
     }
@@ -248,7 +298,7 @@ mod tests {
         while let Some(p) = r.next_piece().unwrap_or_else(|e| panic!("{e}")) {
             out.push(match p {
                 Piece::Line { offset, bytes, terminated } => Owned::Line(offset, bytes.to_vec(), terminated),
-                Piece::Oversize { offset, len, head, terminated, reduced: r } => {
+                Piece::Oversize { offset, len, head, terminated, reduced: r, .. } => {
                     reduced.push(r.map(|r| r.text));
                     Owned::Over(offset, len, head.len(), terminated)
                 }
@@ -376,8 +426,8 @@ mod tests {
     fn a_line_with_bytes_stepped_over_has_no_reduction() {
         use crate::push::{Held, Stream};
         let line = format!("{{\"type\":\"A\",\"timestamp\":\"t\",\"pad\":\"{}\"}}\n", "x".repeat(5000));
-        let whole = Held { bytes: line.as_bytes()[..3000].to_vec(), len: 3000 };
-        let cut = Held { bytes: line.as_bytes()[..OVERSIZE_HEAD_BYTES].to_vec(), len: 3000 };
+        let whole = Held { bytes: line.as_bytes()[..3000].to_vec(), len: 3000, reduction: None };
+        let cut = Held { bytes: line.as_bytes()[..OVERSIZE_HEAD_BYTES].to_vec(), len: 3000, reduction: None };
         let rest = &line.as_bytes()[3000..];
         let reduced = |held: &Held| {
             let mut r = LineReader::new(Stream::new(held, rest), 0, 2048, limits());

@@ -15,7 +15,7 @@ use std::io::{self, Read};
 
 use crate::indexer::dialect::{detect, first_object, Dialect, DETECTION_PREFIX_BYTES};
 use crate::indexer::discovery::{classify, is_uuid, Layout};
-use crate::indexer::lines::{HoleSkip, OVERSIZE_HEAD_BYTES};
+use crate::indexer::lines::{HoleSkip, Resume, OVERSIZE_HEAD_BYTES};
 
 /// How many leading bytes of a pushed file the server keeps, to tell a rewritten file from a
 /// replay: the tailer's fingerprint length.
@@ -68,16 +68,35 @@ pub fn grow_head(head: &mut Vec<u8>, at: u64, new: &[u8]) {
 /// while they fit in `keep` bytes; beyond that only their first [`OVERSIZE_HEAD_BYTES`] (a line
 /// that long is reported by its length and first bytes, whatever the rest holds), with `len`
 /// counting them all.
+///
+/// An over-long line is not kept, but it still streams across pushes: `reduction` is the state
+/// of the reducer that saw every byte of it so far ([`crate::json::reduce::Reducer::to_bytes`],
+/// bounded by the reduction's share of `max_line_memory` for a line of any length),
+/// and the next push goes on from it ([`Held::resume`]). When the line ends (its newline, or
+/// `final`) it is judged from its reduction, exactly as the tailer judges a line it read whole.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Held {
     pub bytes: Vec<u8>,
     pub len: u64,
+    /// For an over-long line (`truncated`): its reducer's state. `None` there (a row from before
+    /// this was kept, or a state that could not be read back) leaves the line unknown, judged
+    /// corrupt at its end.
+    pub reduction: Option<Vec<u8>>,
 }
 
 impl Held {
     /// Whether only the first bytes are kept.
     pub fn truncated(&self) -> bool {
         (self.bytes.len() as u64) < self.len
+    }
+
+    /// The over-long line this tail is, to go on with, when its reducer's state reads back.
+    pub fn resume(&self) -> Option<Resume> {
+        if !self.truncated() {
+            return None;
+        }
+        let reducer = crate::json::reduce::Reducer::from_bytes(self.reduction.as_deref()?)?;
+        Some(Resume { len: self.len, head: self.bytes.clone(), reducer })
     }
 }
 
@@ -100,6 +119,11 @@ pub struct Stream<'a> {
 impl<'a> Stream<'a> {
     pub fn new(held: &'a Held, new: &'a [u8]) -> Stream<'a> {
         Stream { held: &held.bytes, hole: held.len.saturating_sub(held.bytes.len() as u64), new }
+    }
+
+    /// The new bytes alone: for a held over-long line the reader resumes ([`Held::resume`]).
+    pub fn after_held(new: &'a [u8]) -> Stream<'a> {
+        Stream { held: &[], hole: 0, new }
     }
 }
 
@@ -139,19 +163,24 @@ impl HoleSkip for Stream<'_> {
 /// What the server holds after a push: the stream (`held`, then `new`) was consumed up to
 /// `consumed` bytes (the committed offset moved that far, always to the end of a line, since
 /// indexing stops only at an unterminated tail); what is left is held, whole while it fits in
-/// `keep` bytes ([`keep_whole`]).
-pub fn held_after(held: &Held, new: &[u8], consumed: u64, keep: usize) -> Held {
-    if consumed >= held.len {
+/// `keep` bytes ([`keep_whole`]). `reduction` is the indexing's state of the over-long line the
+/// tail is, when it is one (`Progress::pending_reduction`): kept with it.
+pub fn held_after(held: &Held, new: &[u8], consumed: u64, keep: usize, reduction: Option<Vec<u8>>) -> Held {
+    let mut after = if consumed >= held.len {
         let from = usize::try_from(consumed - held.len).unwrap_or(usize::MAX).min(new.len());
-        return kept(new.get(from..).unwrap_or_default(), &[], keep);
-    }
-    if held.truncated() {
+        kept(new.get(from..).unwrap_or_default(), &[], keep)
+    } else if held.truncated() {
         // An over-long line with no end yet (nothing of it can have been consumed): its first
         // bytes stay, and it grows.
-        return Held { bytes: held.bytes.clone(), len: held.len - consumed + new.len() as u64 };
+        Held { bytes: held.bytes.clone(), len: held.len - consumed + new.len() as u64, reduction: None }
+    } else {
+        let from = usize::try_from(consumed).unwrap_or(usize::MAX).min(held.bytes.len());
+        kept(held.bytes.get(from..).unwrap_or_default(), new, keep)
+    };
+    if after.truncated() {
+        after.reduction = reduction;
     }
-    let from = usize::try_from(consumed).unwrap_or(usize::MAX).min(held.bytes.len());
-    kept(held.bytes.get(from..).unwrap_or_default(), new, keep)
+    after
 }
 
 /// `a` then `b`, held: whole up to `keep` bytes, else their first [`OVERSIZE_HEAD_BYTES`].
@@ -161,12 +190,12 @@ fn kept(a: &[u8], b: &[u8], keep: usize) -> Held {
         let mut bytes = Vec::with_capacity(len);
         bytes.extend_from_slice(a);
         bytes.extend_from_slice(b);
-        return Held { bytes, len: len as u64 };
+        return Held { bytes, len: len as u64, reduction: None };
     }
     let mut bytes = a.get(..OVERSIZE_HEAD_BYTES.min(a.len())).unwrap_or_default().to_vec();
     let more = OVERSIZE_HEAD_BYTES.saturating_sub(bytes.len()).min(b.len());
     bytes.extend_from_slice(b.get(..more).unwrap_or_default());
-    Held { bytes, len: len as u64 }
+    Held { bytes, len: len as u64, reduction: None }
 }
 
 /// A pushed file's path below its node's sessions directory, checked: relative, plain

@@ -16,6 +16,7 @@ fn rules(settled: bool, max_line_bytes: usize) -> FileRules<'static> {
         max_line_memory: 64 << 20,
         settled,
         max_bytes: u64::MAX,
+        resume: None,
     }
 }
 
@@ -52,9 +53,13 @@ impl Server {
         let have = self.have();
         grow_head(&mut self.head, have, new);
         let from = self.progress.offset;
-        let p = index_file(Stream::new(&self.held, new), self.progress.clone(), &rules(last, max_line), &mut self.sink)
-            .unwrap_or_else(|e| panic!("{e:?}"));
-        self.held = held_after(&self.held, new, p.offset - from, keep_whole(max_line));
+        // A held over-long line goes on from its reducer's state; anything else from its bytes.
+        let resume = self.held.resume();
+        let reader = if resume.is_some() { Stream::after_held(new) } else { Stream::new(&self.held, new) };
+        let mut rules = rules(last, max_line);
+        rules.resume = resume.as_ref();
+        let p = index_file(reader, self.progress.clone(), &rules, &mut self.sink).unwrap_or_else(|e| panic!("{e:?}"));
+        self.held = held_after(&self.held, new, p.offset - from, keep_whole(max_line), p.pending_reduction.clone());
         self.progress = p;
         placement
     }
@@ -206,19 +211,22 @@ fn an_over_long_line_is_held_by_its_first_bytes_and_reported_as_the_tailer_repor
 
 #[test]
 fn held_tails_are_kept_whole_up_to_the_limit_then_by_their_first_bytes() {
-    let h = held_after(&Held::default(), b"abc\ndef", 4, 10);
-    assert_eq!(h, Held { bytes: b"def".to_vec(), len: 3 });
-    let h = held_after(&h, b"ghij", 0, 10);
-    assert_eq!(h, Held { bytes: b"defghij".to_vec(), len: 7 });
+    let h = held_after(&Held::default(), b"abc\ndef", 4, 10, None);
+    assert_eq!(h, Held { bytes: b"def".to_vec(), len: 3, reduction: None });
+    let h = held_after(&h, b"ghij", 0, 10, None);
+    assert_eq!(h, Held { bytes: b"defghij".to_vec(), len: 7, reduction: None });
     let big = vec![b'q'; 5000];
-    let h = held_after(&h, &big, 0, 4096);
+    let h = held_after(&h, &big, 0, 4096, Some(b"state".to_vec()));
     assert_eq!((h.bytes.len(), h.len, h.truncated()), (OVERSIZE_HEAD_BYTES, 5007, true));
     assert_eq!(&h.bytes[..7], b"defghij");
-    let h = held_after(&h, b"more", 0, 4096);
-    assert_eq!((h.bytes.len(), h.len), (OVERSIZE_HEAD_BYTES, 5011));
-    // The line ends: everything held is consumed, what follows its end is held.
-    let h = held_after(&h, b"zz\nnext", 5011 + 3, 4096);
-    assert_eq!(h, Held { bytes: b"next".to_vec(), len: 4 });
+    // An over-long line keeps its reducer's state, the latest one.
+    assert_eq!(h.reduction.as_deref(), Some(&b"state"[..]));
+    let h = held_after(&h, b"more", 0, 4096, Some(b"later".to_vec()));
+    assert_eq!((h.bytes.len(), h.len, h.reduction.as_deref()), (OVERSIZE_HEAD_BYTES, 5011, Some(&b"later"[..])));
+    // The line ends: everything held is consumed, what follows its end is held (no state: it
+    // is short).
+    let h = held_after(&h, b"zz\nnext", 5011 + 3, 4096, Some(b"stale".to_vec()));
+    assert_eq!(h, Held { bytes: b"next".to_vec(), len: 4, reduction: None });
 }
 
 #[test]
@@ -278,13 +286,12 @@ fn the_dialect_waits_for_a_first_object_as_detection_reads_one() {
     );
 }
 
-/// A known difference from the tailer: an over-long line that is an event is one when the
-/// server reads it whole (in one chunk, or held whole, up to `keep_whole`), but the server does
-/// not keep the middle of a longer line between pushes (only its first bytes and its length),
-/// so a line that long spanning pushes is unknown, and corrupt as every over-long line was.
-/// Keeping the reducer's state with the held tail would close the gap (json::reduce).
+/// An over-long line that is an event is one however it arrives: whole in one chunk, or
+/// spanning pushes past what the server holds of it (its first bytes, its length and its
+/// reducer's state stream from push to push), the same event the tailer indexes. A held state
+/// that cannot be read back leaves the line unknown: corrupt at its end, never a guess.
 #[test]
-fn an_over_long_event_spanning_pushes_past_what_is_held_is_corrupt() {
+fn an_over_long_event_spanning_pushes_is_the_event_the_tailer_indexes() {
     let big = format!("{{\"type\":\"TOOL_RESULT\",\"timestamp\":\"t\",\"out\":\"{}\"}}", "x".repeat(300_000));
     let data = format!("{E}\n{big}\n{E}\n");
     let max_line = 2048;
@@ -293,12 +300,27 @@ fn an_over_long_event_spanning_pushes_past_what_is_held_is_corrupt() {
     let mut whole = Server::default();
     whole.push(0, data.as_bytes(), true, max_line);
     same(&(whole.progress, whole.sink), &want, "one push");
-    let mut pieces = Server::default();
-    let step = 100_000;
-    for (i, chunk) in data.as_bytes().chunks(step).enumerate() {
-        let last = (i + 1) * step >= data.len();
-        pieces.push((i * step) as u64, chunk, last, max_line);
+    for step in [1000, 4097, 100_000] {
+        let mut pieces = Server::default();
+        for (i, chunk) in data.as_bytes().chunks(step).enumerate() {
+            let last = (i + 1) * step >= data.len();
+            pieces.push((i * step) as u64, chunk, last, max_line);
+            assert!(
+                pieces.held.reduction.as_ref().map_or(0, Vec::len) <= 1 << 20,
+                "the state stays within its share of max_line_memory"
+            );
+        }
+        same(&(pieces.progress, pieces.sink), &want, &format!("pushes of {step} bytes"));
     }
-    assert_eq!((pieces.sink.events.len(), pieces.sink.corrupt.len()), (2, 1));
-    assert_eq!(pieces.progress.offset, data.len() as u64);
+    // A state that does not read back: the line is unknown, and corrupt.
+    let mut damaged = Server::default();
+    for (i, chunk) in data.as_bytes().chunks(100_000).enumerate() {
+        if let Some(r) = damaged.held.reduction.as_mut() {
+            r.truncate(r.len() / 2);
+        }
+        let last = (i + 1) * 100_000 >= data.len();
+        damaged.push((i * 100_000) as u64, chunk, last, max_line);
+    }
+    assert_eq!((damaged.sink.events.len(), damaged.sink.corrupt.len()), (2, 1));
+    assert_eq!(damaged.progress.offset, data.len() as u64);
 }

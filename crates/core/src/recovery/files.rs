@@ -96,7 +96,12 @@ impl PushedReport {
 /// the attempt ended (`updated_at`, which the control plane bumps on every update); a crash
 /// record (`record_crash`, the reaper) is written once it ended. The latest of those that
 /// apply. `None`: nothing dates it, and no confirmation can be shown to come after it.
-pub fn superseded_at(status: &str, started_us: Option<i64>, updated_us: Option<i64>, last_crash_us: Option<i64>) -> Option<i64> {
+pub fn superseded_at(
+    status: &str,
+    started_us: Option<i64>,
+    updated_us: Option<i64>,
+    last_crash_us: Option<i64>,
+) -> Option<i64> {
     let row = match status {
         "RUNNING" | "WAITING_FOR_APPROVAL" => started_us.or(updated_us),
         _ => updated_us,

@@ -402,6 +402,7 @@ mod tests {
             max_line_memory: 64 << 20,
             settled: true,
             max_bytes: u64::MAX,
+            resume: None,
         };
         let mut sink = Collect::default();
         let p = index_file(data.as_bytes(), Progress::default(), &rules, &mut sink).unwrap_or_else(|e| panic!("{e:?}"));
