@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use pgrx::datum::TimestampWithTimeZone;
 use pgrx::prelude::*;
 
-use crate::pg::spi_util::spi;
+use crate::pg::spi_util::{prepared_read, spi};
+
+const TEXT: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TEXTOID);
 use crate::pg::time::{timestamptz, unix_us};
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::indexer::dialect::Dialect;
@@ -181,8 +183,13 @@ const GONE_SQL: &str = "
 /// Reads every row under `root_prefix` (only `job_dir`'s, when given: see [`LOAD_JOB_SQL`]).
 pub fn load(root_prefix: &str, job_dir: Option<&str>) -> Result<BTreeMap<String, Known>, CbError> {
     Spi::connect(|client| {
+        // A job's load runs on every lookup's catch-up: prepared once per session, not planned
+        // per call.
         let table = match job_dir {
-            Some(dir) => client.select(LOAD_JOB_SQL, None, &[root_prefix.into(), dir.into()]),
+            Some(dir) => {
+                let stmt = prepared_read(client, "catalog.load_job", || LOAD_JOB_SQL.to_owned(), &[TEXT, TEXT])?;
+                client.select(&*stmt, None, &[root_prefix.into(), dir.into()])
+            }
             None => client.select(LOAD_SQL, None, &[root_prefix.into()]),
         }
         .map_err(spi)?;

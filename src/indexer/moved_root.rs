@@ -22,7 +22,10 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::pg::privilege::as_definer;
-use crate::pg::spi_util::spi;
+use crate::pg::spi_util::{prepared_read, spi};
+
+const INT8: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::INT8OID);
+const TEXT: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TEXTOID);
 use crate::pg::xact::{guarded, subtransaction, TxnFailure};
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_watch::volume::Volume;
@@ -140,18 +143,27 @@ pub(crate) fn job_candidates_sql() -> String {
 /// The next [`BATCH`] live rows by file id after `after`, not under `prefix` (of `scope`),
 /// read without locks; those whose file is found under the root, each new path once.
 fn candidates(prefix: &str, scope: Scope<'_>, after: i64, volume: &Volume) -> Result<Batch, CbError> {
-    let (select, dir) = match scope {
-        Scope::All => (CANDIDATES_SQL.to_owned(), None),
-        Scope::JobDir(d) => (job_candidates_sql(), Some(d.to_owned())),
+    let dir = match scope {
+        Scope::All => None,
+        Scope::JobDir(d) => Some(d.to_owned()),
     };
     let mut args = vec![after.into(), prefix.to_owned().into(), BATCH.into()];
-    if let Some(d) = dir {
+    if let Some(d) = dir.clone() {
         args.push(d.into());
     }
     let mut batch = Batch { after, ..Batch::default() };
     let mut targets = HashSet::new();
     Spi::connect(|c| {
-        for r in c.select(&select, None, &args).map_err(spi)? {
+        // The job's form runs on every lookup's catch-up: prepared once per session.
+        let rows = match dir {
+            Some(_) => {
+                let stmt =
+                    prepared_read(c, "moved_root.job_candidates", job_candidates_sql, &[INT8, TEXT, INT8, TEXT])?;
+                c.select(&*stmt, None, &args)
+            }
+            None => c.select(CANDIDATES_SQL, None, &args),
+        };
+        for r in rows.map_err(spi)? {
             batch.seen += 1;
             let Some(id) = r.get::<i64>(1).map_err(spi)? else { continue };
             batch.after = batch.after.max(id);

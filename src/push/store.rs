@@ -13,7 +13,7 @@ use crate::indexer::event_store;
 use crate::indexer::event_store::StreamItem;
 use crate::indexer::file_row::{self, AlsoRecordMany, Claimed, Finish};
 use crate::indexer::settings::Settings;
-use crate::pg::spi_util::{prepared, spi};
+use crate::pg::spi_util::{prepared, prepared_read, spi};
 use crate::pg::xact::subtransaction;
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::indexer::dialect::{session_ordinal, Dialect};
@@ -601,22 +601,21 @@ fn save_many_sql() -> String {
     )
 }
 
+const REPORTS_SQL: &str = "
+    SELECT p.file_id, p.source, p.reported_size, p.reported_at, p.held_len, p.head, k.confirmed_at
+      FROM cortex_buffer.pushed_file p
+      LEFT JOIN cortex_buffer.push_confirmation k ON k.source OPERATOR(pg_catalog.=) p.source
+     WHERE p.job_id OPERATOR(pg_catalog.=) $1";
+
 /// The shipper's last report of each of the job's pushed files, by file id, with the first bytes
 /// the server keeps of it (at most `HEAD_BYTES`: what recognises the file's bytes), as the
 /// definer role.
 pub fn reports(job: Uuid) -> Result<std::collections::HashMap<i64, (PushedReport, Vec<u8>)>, CbError> {
     crate::pg::privilege::as_definer(|| {
         Spi::connect(|client| {
-            let rows = client
-                .select(
-                    "SELECT p.file_id, p.source, p.reported_size, p.reported_at, p.held_len, p.head, k.confirmed_at
-                       FROM cortex_buffer.pushed_file p
-                       LEFT JOIN cortex_buffer.push_confirmation k ON k.source OPERATOR(pg_catalog.=) p.source
-                      WHERE p.job_id OPERATOR(pg_catalog.=) $1",
-                    None,
-                    &[job.into()],
-                )
-                .map_err(spi)?;
+            // On every plan: prepared once per session.
+            let stmt = prepared_read(client, "push.reports", || REPORTS_SQL.to_owned(), &[UUID])?;
+            let rows = client.select(&*stmt, None, &[job.into()]).map_err(spi)?;
             let mut out = std::collections::HashMap::new();
             for r in rows {
                 let id = r.get::<i64>(1).map_err(spi)?.unwrap_or(0);
