@@ -71,7 +71,8 @@ AS 'MODULE_PATHNAME', 'confirm_pushed_wrapper';
 -- detoasts both): cortex_buffer.job's here; a bound table's with install_checkpoint_trigger().
 CREATE OR REPLACE TRIGGER checkpoint_marked AFTER UPDATE OF checkpoint ON cortex_buffer.job
     FOR EACH ROW WHEN (NEW.checkpoint IS NOT NULL AND (OLD.checkpoint IS NULL
-        OR OLD.checkpoint_crc IS DISTINCT FROM NEW.checkpoint_crc
+        OR (OLD.checkpoint_crc IS NULL) OPERATOR(pg_catalog.<>) (NEW.checkpoint_crc IS NULL)
+        OR OLD.checkpoint_crc OPERATOR(pg_catalog.<>) NEW.checkpoint_crc
         OR NOT NEW.checkpoint OPERATOR(pg_catalog.=) OLD.checkpoint))
     EXECUTE FUNCTION cortex_buffer.checkpoint_marked();
 COMMENT ON TRIGGER checkpoint_marked ON cortex_buffer.job IS

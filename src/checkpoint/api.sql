@@ -19,7 +19,8 @@ COMMENT ON FUNCTION cortex_buffer.call_idempotency_key(uuid, jsonb, integer, tex
 -- detoasts both (src/job/binding.rs, CHECKPOINT_TRIGGER_WHEN, is the same condition).
 CREATE TRIGGER checkpoint_marked AFTER UPDATE OF checkpoint ON cortex_buffer.job
     FOR EACH ROW WHEN (NEW.checkpoint IS NOT NULL AND (OLD.checkpoint IS NULL
-        OR OLD.checkpoint_crc IS DISTINCT FROM NEW.checkpoint_crc
+        OR (OLD.checkpoint_crc IS NULL) OPERATOR(pg_catalog.<>) (NEW.checkpoint_crc IS NULL)
+        OR OLD.checkpoint_crc OPERATOR(pg_catalog.<>) NEW.checkpoint_crc
         OR NOT NEW.checkpoint OPERATOR(pg_catalog.=) OLD.checkpoint))
     EXECUTE FUNCTION cortex_buffer.checkpoint_marked();
 COMMENT ON FUNCTION cortex_buffer.checkpoint_marked() IS

@@ -25,7 +25,8 @@ pub const CHECKPOINT_TRIGGER: &str = "cortex_buffer_checkpoint_marked";
 /// CRC did not change (the control plane updated the checkpoint and not its CRC, or stored the
 /// same document again). `cortex_buffer.job`'s trigger has the same condition (api.sql).
 pub const CHECKPOINT_TRIGGER_WHEN: &str = "NEW.checkpoint IS NOT NULL AND (OLD.checkpoint IS NULL \
-     OR OLD.checkpoint_crc IS DISTINCT FROM NEW.checkpoint_crc \
+     OR (OLD.checkpoint_crc IS NULL) OPERATOR(pg_catalog.<>) (NEW.checkpoint_crc IS NULL) \
+     OR OLD.checkpoint_crc OPERATOR(pg_catalog.<>) NEW.checkpoint_crc \
      OR NOT NEW.checkpoint OPERATOR(pg_catalog.=) OLD.checkpoint)";
 
 /// Whether a prepared statement only reads, or writes or locks rows.

@@ -451,7 +451,8 @@ fn record_flushed(file_id: i64, size: i64) -> Result<(), CbError> {
         Spi::connect_mut(|c| {
             c.update(
                 "UPDATE cortex_buffer.pushed_file SET flushed_size = $2
-                  WHERE file_id OPERATOR(pg_catalog.=) $1 AND flushed_size IS DISTINCT FROM $2",
+                  WHERE file_id OPERATOR(pg_catalog.=) $1
+                    AND (flushed_size IS NULL OR flushed_size OPERATOR(pg_catalog.<>) $2)",
                 None,
                 &[file_id.into(), size.into()],
             )
