@@ -21,7 +21,7 @@ use crate::pg::OrRaise;
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::indexer::timestamp::format_timestamp;
 use cortex_buffer_core::push::check_source;
-use cortex_buffer_core::recovery::files::superseded_at;
+use cortex_buffer_core::recovery::files::{confirmation_covers, superseded_at};
 
 const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
 
@@ -127,8 +127,7 @@ pub fn unconfirmed_sources(job: Uuid, after_us: Option<i64>) -> Result<Vec<(Stri
             for r in c.select(&*stmt, None, &[job.into()]).map_err(spi)? {
                 let source = r.get::<String>(1).map_err(spi)?.unwrap_or_default();
                 let at = unix_us(r.get(2).map_err(spi)?);
-                let confirmed = matches!((at, after_us), (Some(c), Some(s)) if c >= s);
-                if !confirmed {
+                if !confirmation_covers(at, after_us) {
                     out.push((source, at));
                 }
             }

@@ -83,11 +83,14 @@ impl PushedReport {
     /// proves nothing; a confirmation before the supersession does not cover what the pod
     /// wrote after it (a pod writes between heartbeats, too).
     pub fn confirmed_after(&self, superseded_us: Option<i64>) -> bool {
-        match (self.confirmed_at_us, superseded_us) {
-            (Some(c), Some(s)) => c >= s,
-            _ => false,
-        }
+        confirmation_covers(self.confirmed_at_us, superseded_us)
     }
+}
+
+/// Whether a source's confirmation at `confirmed_us` covers what a writer superseded at
+/// `superseded_us` wrote: it came at or after the supersession (neither missing).
+pub fn confirmation_covers(confirmed_us: Option<i64>, superseded_us: Option<i64>) -> bool {
+    matches!((confirmed_us, superseded_us), (Some(c), Some(s)) if c >= s)
 }
 
 /// When the job's previous attempt was superseded, as far as the job row and the crash records
