@@ -646,13 +646,13 @@ impl Reducer {
             return;
         }
         if !self.scalar_cuttable {
-            self.write(bytes);
+            self.write_run(bytes);
             return;
         }
         let max = self.limits.max_string as u64;
         // One byte past the limit is enough to know it is cut.
         let room = usize::try_from(max.saturating_add(1).saturating_sub(before)).unwrap_or(usize::MAX);
-        self.write(bytes.get(..room.min(bytes.len())).unwrap_or(bytes));
+        self.write_run(bytes.get(..room.min(bytes.len())).unwrap_or(bytes));
         if self.scalar_len > max && self.writing() {
             self.cut_scalar();
         }
@@ -782,6 +782,28 @@ impl Reducer {
         }
     }
 
+    /// Writes a run of a scalar's text as if byte by byte: what fits, then the overflow at the
+    /// budget's edge. The run's length depends on how the line was cut into pieces, so the
+    /// overflow must not: its choice of container depends on the output's length when it
+    /// happens, which is then always the budget (a fuzz finding: a run written whole
+    /// overflowed short of the budget and collapsed another container than the same bytes
+    /// written in pieces).
+    fn write_run(&mut self, bytes: &[u8]) {
+        if !self.writing() {
+            return;
+        }
+        let fit = self.limits.out_budget().saturating_sub(self.out.len());
+        match bytes.get(..fit) {
+            Some(head) if head.len() < bytes.len() => {
+                self.write(head);
+                if self.writing() {
+                    self.overflow();
+                }
+            }
+            _ => self.write(bytes),
+        }
+    }
+
     fn insert(&mut self, at: usize, bytes: &[u8]) {
         if self.room(bytes.len()) {
             self.out.extend_from_slice(bytes);
@@ -833,7 +855,10 @@ fn head_end(body: &[u8], limit: usize) -> usize {
                 let unit = body.get(i + 2..i + 6).and_then(hex4);
                 let low = body.get(i + 6..i + 8) == Some(b"\\u".as_slice())
                     && body.get(i + 8..i + 12).and_then(hex4).is_some_and(|u| (0xDC00..=0xDFFF).contains(&u));
-                if unit.is_some_and(|u| (0xD800..=0xDBFF).contains(&u)) && low {
+                let high = unit.is_some_and(|u| (0xD800..=0xDBFF).contains(&u));
+                if high && (low || body.len() < i + 12) {
+                    // A pair, or a high half whose follower the cut body no longer shows:
+                    // kept whole or not at all.
                     12
                 } else {
                     6

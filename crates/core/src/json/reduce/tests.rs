@@ -498,3 +498,64 @@ fn limits_follow_the_line_memory() {
         assert!(crate::json::jsonb_write::working_memory(len, tokens) <= mem, "{mem}");
     }
 }
+
+/// A long run of a scalar's text that crosses the output's budget collapses the same container
+/// whether it arrives whole or in pieces (a fuzz finding: written whole, it overflowed short of
+/// the budget and collapsed the outer container instead of the inner one).
+#[test]
+fn a_run_that_crosses_the_budget_collapses_the_same_container_however_it_is_cut() {
+    let limits = tight();
+    // The inner object's share of the output at the overflow moves across the quarter that
+    // decides which container is collapsed; the long string at its end crosses the budget.
+    let mut collapsed_inner = 0;
+    for (outer_len, inner_len, odd) in (150..200).flat_map(|o| (30..70).flat_map(move |i| [(o, i, ""), (o, i, "a")])) {
+        let outer: String = (0..outer_len).map(|i| format!("{},", i % 10)).collect();
+        let inner: String = (0..inner_len).map(|i| format!("{},", i % 10)).collect();
+        let line = format!(
+            "{{\"type\":\"x\",\"data\":{{\"q\":[{outer}0],\"p\":\"{odd}\",\"r\":{{\"n\":[{inner}0],\"s\":-1e-16383}}}}}}"
+        );
+        let whole = reduce(line.as_bytes(), limits);
+        let ones: Vec<usize> = (1..line.len()).collect();
+        assert_eq!(reduce_cut(line.as_bytes(), &ones, limits), whole, "{line} in one-byte pieces");
+        if whole.as_ref().is_ok_and(|r| member(&r.text, &["data", "r", TRUNCATED_KEY]).is_some()) {
+            collapsed_inner += 1;
+        }
+    }
+    assert!(collapsed_inner > 0, "some case collapses the inner object");
+}
+
+/// The fuzz finding itself (crates/core/fuzz-corpus/found/reducer-20261126-0.hex), under the
+/// tight limits it was found with, in every piece size the fuzzer draws.
+#[test]
+fn the_fuzz_finding_reduces_the_same_in_any_pieces() {
+    let line: &[u8] = b"{\"type\":\"0 A \\uAAaa\",\"timestamp\":\"2026-02-23T14:30:22.123Z\",\"uuid\":\"u\",\"data\":{\"job_id\":-0,\"message\":\"a\",\"4294967294\":\"\xf0\x90\x80\x80_ a\\u0000\",\"0\":\"a\\u0000 A_\",\"\\ua00a\" : 0.000001,\"agent_id\":{\"version\" : 1e400,\"\\\"\":1e9999999999999999999999,\"\\u0000\" : -1e400,\"\xf0\x90\x80\x80_ aaAa-A-aa aA_- _A0-a0\\\"\\\"\":-1e-16383}}}";
+    let whole = reduce(line, tight());
+    assert!(whole.is_ok(), "{whole:?}");
+    for piece in 1..64 {
+        let cuts: Vec<usize> = (piece..line.len()).step_by(piece).collect();
+        assert_eq!(agree(line, &cuts, tight()), whole, "pieces of {piece}");
+    }
+}
+
+/// A cut that falls inside a surrogate pair's low half leaves no lone high half in the head.
+#[test]
+fn a_head_never_ends_in_a_high_half_whose_low_half_was_cut_off() {
+    for lead in 0..16 {
+        let limits = Limits::new(16, 16, 4096);
+        let body = format!("{}{}", "a".repeat(lead), "\\ud83d\\ude00".repeat(4));
+        let line = format!("[\"{body}\"]");
+        let r = agree(line.as_bytes(), &[], limits).unwrap_or_else(|e| panic!("{e:?}"));
+        let head = member(&r.text, &["0", TRUNCATED_KEY, "head"]).map(|h| h.text.trim_matches('"').to_owned());
+        let head = head.or_else(|| {
+            parse(&r.text)
+                .ok()
+                .and_then(|p| p.root.items().next())
+                .and_then(|s| s.get(TRUNCATED_KEY))
+                .and_then(|s| s.get("head"))
+                .map(|h| h.text.trim_matches('"').to_owned())
+        });
+        let head = head.unwrap_or_else(|| panic!("{}", r.text));
+        let lone = parse(&format!("\"{head}\"")).ok().and_then(|p| p.jsonb_problem).is_some();
+        assert!(!lone && body.starts_with(&head), "lead {lead}: {head:?}");
+    }
+}
