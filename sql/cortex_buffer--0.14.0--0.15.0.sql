@@ -298,3 +298,16 @@ SELECT cortex_buffer.copy_table_grants(i.inhparent::pg_catalog.regclass, i.inhre
   FROM pg_catalog.pg_inherits i
  WHERE i.inhparent OPERATOR(pg_catalog.=) ANY (ARRAY['cortex_buffer.event'::pg_catalog.regclass,
                                                    'cortex_buffer.corrupt_line'::pg_catalog.regclass]);
+
+-- A document large enough to compress is compressed once, into this table, and the job row
+-- copies the compressed value (src/checkpoint/store.rs). With lz4 where the server was built
+-- with it: pglz, PostgreSQL's default, costs about as much as everything else a write does (see
+-- bench/checkpoint.sh). A value keeps the method it was compressed with wherever it is copied.
+DO $lz4$
+BEGIN
+    IF 'lz4' OPERATOR(pg_catalog.=) ANY (SELECT pg_catalog.unnest(s.enumvals) FROM pg_catalog.pg_settings s
+                                          WHERE s.name OPERATOR(pg_catalog.=) 'default_toast_compression') THEN
+        ALTER TABLE cortex_buffer.checkpoint_history ALTER COLUMN doc SET COMPRESSION lz4;
+    END IF;
+END
+$lz4$;

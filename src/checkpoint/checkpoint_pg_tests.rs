@@ -88,6 +88,19 @@ mod tests {
                 one(&format!("SELECT string_agg(step_index::text, ',' ORDER BY history_id) FROM cortex_buffer.checkpoint_history WHERE job_id = '{job}'")),
                 "2,3,4"
             );
+            // Compressed once, into history (lz4 where the server has it), and copied as is.
+            let method = one(
+                "SELECT CASE WHEN 'lz4' = ANY (enumvals) THEN 'lz4' ELSE 'pglz' END FROM pg_settings WHERE name = 'default_toast_compression'",
+            );
+            assert_eq!(
+                one(&format!("SELECT pg_column_compression(checkpoint) FROM {table} WHERE id = '{job}'")),
+                method,
+                "{table}"
+            );
+            assert_eq!(
+                one(&format!("SELECT string_agg(DISTINCT pg_column_compression(doc), ',') FROM cortex_buffer.checkpoint_history WHERE job_id = '{job}'")),
+                method
+            );
             // Falling back works the same for large documents.
             run(&format!("UPDATE {table} SET checkpoint_crc = checkpoint_crc # 1 WHERE id = '{job}'"));
             assert_eq!(

@@ -13,6 +13,18 @@ CREATE TABLE cortex_buffer.checkpoint_history (
 );
 ALTER SEQUENCE cortex_buffer.checkpoint_history_seq OWNED BY cortex_buffer.checkpoint_history.history_id;
 CREATE INDEX checkpoint_history_job_idx ON cortex_buffer.checkpoint_history (job_id, history_id DESC);
+-- A document large enough to compress is compressed once, into this table, and the job row
+-- copies the compressed value (src/checkpoint/store.rs). With lz4 where the server was built
+-- with it: pglz, PostgreSQL's default, costs about as much as everything else a write does (see
+-- bench/checkpoint.sh). A value keeps the method it was compressed with wherever it is copied.
+DO $lz4$
+BEGIN
+    IF 'lz4' OPERATOR(pg_catalog.=) ANY (SELECT pg_catalog.unnest(s.enumvals) FROM pg_catalog.pg_settings s
+                                          WHERE s.name OPERATOR(pg_catalog.=) 'default_toast_compression') THEN
+        ALTER TABLE cortex_buffer.checkpoint_history ALTER COLUMN doc SET COMPRESSION lz4;
+    END IF;
+END
+$lz4$;
 -- Checkpoints are data: pg_dump keeps them (and the sequence, so restored ids do not collide).
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.checkpoint_history', '');
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.checkpoint_history_seq', '');

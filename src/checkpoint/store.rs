@@ -63,7 +63,9 @@ fn update_job_sql(b: &Binding) -> String {
 /// Documents at least this large (binary jsonb bytes) are TOAST-compressed when stored. For them
 /// the history row is inserted first and the job row then takes its value from it: Postgres
 /// copies the already-compressed chunks instead of compressing the document a second time,
-/// which saves far more than the extra work costs (see bench/checkpoint.sh).
+/// which saves far more than the extra work costs (see bench/checkpoint.sh). History's `doc`
+/// compresses with lz4 where the server has it (src/checkpoint/schema.sql), and the copy keeps
+/// that method in the job row.
 const SHARE_COMPRESSED_FROM_BYTES: usize = 2048;
 
 /// Appends history and trims it, returning the new row's id; run as the definer role (the
