@@ -346,7 +346,8 @@ SELECT line FROM (
   UNION ALL
   SELECT 'column ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
          || ' notnull=' || a.attnotnull || ' default=' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
-         || ' identity=' || a.attidentity::text || ' comment=' || coalesce(col_description(c.oid, a.attnum), '')
+         || ' identity=' || a.attidentity::text || ' storage=' || a.attstorage::text
+         || ' compression=' || a.attcompression::text || ' comment=' || coalesce(col_description(c.oid, a.attnum), '')
     FROM pg_class c
     JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
     LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
