@@ -87,6 +87,19 @@ COMMENT ON FUNCTION cortex_buffer.confirm_pushed(text, interval) IS
 COMMENT ON FUNCTION cortex_buffer.await_sources(uuid, interval) IS
 'The pod''s bounded wait before it plans: waits (at most timeout) until every source that pushed the job''s files has confirmed them (confirm_pushed) after the job''s previous attempt was superseded; true once they all have (or the job has no pushed file), false when the time ran out (recovery_plan then says stale, remote_unconfirmed). Checks the job token like every per-job function. Granted to cortex_buffer_agent and cortex_buffer_control_plane.';
 
+-- A document large enough to compress is compressed once, into this table, and the job row
+-- copies the compressed value (src/checkpoint/store.rs). With lz4 where the server was built
+-- with it: pglz, PostgreSQL's default, costs about as much as everything else a write does (see
+-- bench/checkpoint.sh). A value keeps the method it was compressed with wherever it is copied.
+DO $lz4$
+BEGIN
+    IF 'lz4' OPERATOR(pg_catalog.=) ANY (SELECT pg_catalog.unnest(s.enumvals) FROM pg_catalog.pg_settings s
+                                          WHERE s.name OPERATOR(pg_catalog.=) 'default_toast_compression') THEN
+        ALTER TABLE cortex_buffer.checkpoint_history ALTER COLUMN doc SET COMPRESSION lz4;
+    END IF;
+END
+$lz4$;
+
 -- Who may do what (README: Privileges): every grant and revoke of the extension's objects is
 -- here. Runs last in a fresh install; the upgrade scripts set the same.
 --
@@ -298,16 +311,3 @@ SELECT cortex_buffer.copy_table_grants(i.inhparent::pg_catalog.regclass, i.inhre
   FROM pg_catalog.pg_inherits i
  WHERE i.inhparent OPERATOR(pg_catalog.=) ANY (ARRAY['cortex_buffer.event'::pg_catalog.regclass,
                                                    'cortex_buffer.corrupt_line'::pg_catalog.regclass]);
-
--- A document large enough to compress is compressed once, into this table, and the job row
--- copies the compressed value (src/checkpoint/store.rs). With lz4 where the server was built
--- with it: pglz, PostgreSQL's default, costs about as much as everything else a write does (see
--- bench/checkpoint.sh). A value keeps the method it was compressed with wherever it is copied.
-DO $lz4$
-BEGIN
-    IF 'lz4' OPERATOR(pg_catalog.=) ANY (SELECT pg_catalog.unnest(s.enumvals) FROM pg_catalog.pg_settings s
-                                          WHERE s.name OPERATOR(pg_catalog.=) 'default_toast_compression') THEN
-        ALTER TABLE cortex_buffer.checkpoint_history ALTER COLUMN doc SET COMPRESSION lz4;
-    END IF;
-END
-$lz4$;
