@@ -10,7 +10,8 @@
 #       corpus replayed against jsonb_in (a cluster) and JSON.parse (Node)
 #   R5  the hostile-file catalogue
 #   R6  isolation specs (pg_isolation_regress)
-#   R7  privileges: roles without grants, path escapes, the definer switch, the three roles
+#   R7  privileges: roles without grants, path escapes, the definer switch, the three roles;
+#       tenants: session ids, refusals and retention against names another tenant chose
 #   R8  SIGKILLs of a pod deciding skip, verify or run (the client example's module) against a
 #       ledger of side effects, tearing lines of 64 KiB and more, while the control plane
 #       stores checkpoints with its own UPDATE
@@ -102,6 +103,7 @@ run_row() {
 }
 
 e2e() { (cd pgrx-tests && cargo test --features reliability --test "$@" -- --nocapture --test-threads=1); }
+r7() { e2e privileges && e2e tenants; }
 
 for row in "${rows[@]}"; do
     case "${row}" in
@@ -111,7 +113,7 @@ for row in "${rows[@]}"; do
         R4) run_row R4 "fuzzing and the corpus against jsonb_in and JSON.parse" bash scripts/fuzz.sh ;;
         R5) run_row R5 "the hostile-file catalogue" e2e hostile_catalogue ;;
         R6) run_row R6 "isolation specs" bash scripts/isolation.sh ;;
-        R7) run_row R7 "privileges" e2e privileges ;;
+        R7) run_row R7 "privileges, and tenants against each other" r7 ;;
         R8) run_row R8 "SIGKILLs of a pod deciding and running calls" e2e recovery_kills ;;
     esac
 done
@@ -126,7 +128,7 @@ proves = {
     "R4": "no input panics; the jsonb writer equals jsonb_in; the parser agrees with JSON.parse",
     "R5": "no file stops the worker or holds back the other files",
     "R6": "the concurrency guarantees hold in fixed interleavings",
-    "R7": "every role can do its job and nothing more",
+    "R7": "every role can do its job and nothing more; no tenant reaches another through names it chooses",
     "R8": "no call runs twice under different keys or is lost when pods are SIGKILLed mid-write",
 }
 figures = {}

@@ -55,7 +55,7 @@ pub struct Cluster {
     pub sessions: PathBuf,
     pub log: PathBuf,
     pub port: u16,
-    bin: PathBuf,
+    pub bin: PathBuf,
 }
 
 impl Cluster {

@@ -93,32 +93,39 @@ pub fn act_on_file<R>(path: &str, f: impl FnOnce() -> Result<R, CbError>) -> Res
     act(Uuid::from_bytes(dir_job), f)
 }
 
-/// The file of session `id` (`find` looks it up in the index), for a call about it: a fleet
-/// role gets whatever the index holds; anyone else reads the index as the agent-call role, and
-/// a file outside the directory of the job its token names is, for it, not there (`missing`),
-/// so the answer says nothing about other jobs' sessions. The call on the file is then checked
-/// by `act_on_file`.
-pub fn session_file(
-    find: impl FnOnce() -> Result<String, CbError>,
-    missing: impl FnOnce() -> CbError,
-) -> Result<String, CbError> {
+/// Runs a lookup that starts from something other than a job id (a session id, a reservation):
+/// a fleet role as itself, unscoped (`f(None)`); anyone else only with a genuine token of its
+/// job's current attempt, as the agent-call role, scoped to that job (`f(Some(job))`: what lies
+/// outside it is, for this session, not there). A session with no token, or one that is not a
+/// token, is refused before anything is looked up, with an error that names no job: the answer
+/// is the same whatever it asked about.
+pub fn in_own_job<R>(f: impl FnOnce(Option<[u8; 16]>) -> Result<R, CbError>) -> Result<R, CbError> {
     if fleet_caller() {
-        return find();
+        return f(None);
     }
-    let path = as_agent_call(find)?;
-    match (job_of_path(&path), token::named_job(&guc::job_token())) {
-        (Some(dir), Some(own)) if dir == own => Ok(path),
-        (_, None) => Ok(path), // no token: act_on_file refuses it, saying what is missing
-        _ => Err(missing()),
-    }
+    let presented = guc::job_token();
+    let Some(job) = token::named_job(&presented).filter(|_| token_attempt(&presented).is_some()) else {
+        return Err(token::unscoped_refusal(&presented));
+    };
+    act(Uuid::from_bytes(job), || f(Some(job)))
+}
+
+/// The prefix of the paths of `job`'s files, as the index holds them (`<sessions root>/<job id>/`).
+pub fn job_dir_prefix(job: [u8; 16]) -> String {
+    format!("{}/{}/", sessions_root().display(), format_uuid(&job))
+}
+
+/// `sessions_dir` as the index's paths begin: resolved, as the indexer resolves it.
+fn sessions_root() -> std::path::PathBuf {
+    cortex_buffer_watch::scan::resolve_root(&guc::sessions_dir())
+        .map(|v| v.path().to_path_buf())
+        .unwrap_or_else(|_| guc::sessions_dir().into())
 }
 
 /// The job whose directory holds `path`: its first component below `sessions_dir`, when that
 /// is a job id and no component is `.` or `..`.
 fn job_of_path(path: &str) -> Option<[u8; 16]> {
-    let root = cortex_buffer_watch::scan::resolve_root(&guc::sessions_dir())
-        .map(|v| v.path().to_path_buf())
-        .unwrap_or_else(|_| guc::sessions_dir().into());
+    let root = sessions_root();
     let rel = Path::new(path).strip_prefix(&root).ok()?;
     let mut parts = rel.components();
     let first = match parts.next()? {

@@ -24,6 +24,7 @@ fn pg_code(state: SqlState) -> PgSqlErrorCode {
         SqlState::NumericValueOutOfRange => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
         SqlState::UndefinedObject => PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
         SqlState::ConfigurationLimitExceeded => PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+        SqlState::CardinalityViolation => PgSqlErrorCode::ERRCODE_CARDINALITY_VIOLATION,
         SqlState::DataCorrupted => PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
         SqlState::Internal => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
     }

@@ -1,91 +1,60 @@
 //! The per-source rate limit of push ingestion (`cortex_buffer.push_rate_limit`): bytes per
 //! one-second window, counted in shared memory so that every backend a source's shipper
-//! connects through counts against the same budget. A fixed table of buckets, each source
-//! hashed to one (two sources that share a bucket share its budget: with 256 buckets, rare, and
-//! it only ever makes the limit stricter). Without the library in `shared_preload_libraries`
-//! there is no shared memory and no limit.
+//! connects through counts against the same budget. The table and its rules are pure
+//! (`cortex_buffer_core::push::rate`: an entry per source pushing in the current second, never
+//! one shared with another source); this module keeps it under a lightweight lock. Without the
+//! library in `shared_preload_libraries` there is no shared memory and no limit.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pgrx::prelude::*;
 use pgrx::shmem::*;
-use pgrx::{pg_shmem_init, PgAtomic};
+use pgrx::{pg_shmem_init, PgLwLock};
 
 use cortex_buffer_core::error::{CbError, SqlState};
+pub use cortex_buffer_core::push::rate::CALL_BYTES;
+use cortex_buffer_core::push::rate::{self as rules, Charge, Slot, SLOTS};
 
-const BUCKETS: usize = 256;
-
-/// What one call counts for at least (so that the limit bounds calls too).
-pub const CALL_BYTES: u64 = 512;
-
-#[derive(Default)]
+#[derive(Clone, Copy)]
 #[repr(C)]
-struct Bucket {
-    /// The one-second window counted (Unix seconds).
-    window: AtomicI64,
-    /// Bytes counted in it.
-    bytes: AtomicU64,
+pub struct Table {
+    slots: [Slot; SLOTS],
 }
 
-#[repr(C)]
-pub struct Buckets {
-    buckets: [Bucket; BUCKETS],
-}
-
-impl Default for Buckets {
-    fn default() -> Buckets {
-        Buckets { buckets: std::array::from_fn(|_| Bucket::default()) }
+impl Default for Table {
+    fn default() -> Table {
+        Table { slots: [Slot::default(); SLOTS] }
     }
 }
 
-// SAFETY: only atomics, valid at any address and in any process.
-unsafe impl PGRXSharedMemory for Buckets {}
+// SAFETY: plain integers and bytes, valid at any address and in any process.
+unsafe impl PGRXSharedMemory for Table {}
 
-static BUCKETS_SHM: PgAtomic<Buckets> = unsafe { PgAtomic::new(c"cortex_buffer_push_rates") };
+static TABLE: PgLwLock<Table> = unsafe { PgLwLock::new(c"cortex_buffer_push_rates") };
 static ATTACHED: AtomicBool = AtomicBool::new(false);
 
-/// Requests the buckets; only valid while `shared_preload_libraries` is being processed.
+/// Requests the table; only valid while `shared_preload_libraries` is being processed.
 pub fn init() {
-    pg_shmem_init!(BUCKETS_SHM);
+    pg_shmem_init!(TABLE);
     ATTACHED.store(true, Ordering::Relaxed);
 }
 
-fn bucket_of(source: &str) -> Option<&'static Bucket> {
-    if !ATTACHED.load(Ordering::Relaxed) {
-        return None;
-    }
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in source.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    BUCKETS_SHM.get().buckets.get(usize::try_from(h % BUCKETS as u64).unwrap_or(0))
-}
-
 /// Counts `bytes` against `source`'s budget for the current second, or refuses them (53400)
-/// when they would pass `limit` bytes per second. A chunk larger than the whole budget passes
-/// when the window is empty, so a limit below the chunk size slows a source down but never
-/// stops it.
+/// when they would pass `limit` bytes per second.
 pub fn charge(source: &str, bytes: u64, limit: u64, now_s: i64) -> Result<(), CbError> {
-    if limit == 0 {
+    if limit == 0 || !ATTACHED.load(Ordering::Relaxed) {
         return Ok(());
     }
-    // A call costs at least this much, however short its chunk: empty pushes are not free.
-    let bytes = bytes.max(CALL_BYTES);
-    let Some(bucket) = bucket_of(source) else { return Ok(()) };
-    let window = bucket.window.load(Ordering::Acquire);
-    if window != now_s && bucket.window.compare_exchange(window, now_s, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-        bucket.bytes.store(0, Ordering::Release);
-    }
-    let before = bucket.bytes.fetch_add(bytes, Ordering::AcqRel);
-    if before > 0 && before.saturating_add(bytes) > limit {
-        bucket.bytes.fetch_sub(bytes, Ordering::AcqRel);
-        return Err(CbError::new(
+    let verdict = rules::charge(&mut TABLE.exclusive().slots, source, bytes, limit, now_s);
+    match verdict {
+        // Full: more sources pushed in this second than the table holds around this one's
+        // place; it is not counted for the second rather than charged for another's bytes.
+        Charge::Counted | Charge::Full => Ok(()),
+        Charge::Over { before } => Err(CbError::new(
             SqlState::ConfigurationLimitExceeded,
             format!("push source \"{source}\" is over cortex_buffer.push_rate_limit ({} kB/s)", limit / 1024),
         )
         .with_detail(format!("{before} bytes were already pushed in this second"))
-        .with_hint("Send the chunk again after a moment (the shipper backs off by itself), or raise cortex_buffer.push_rate_limit."));
+        .with_hint("Send the chunk again after a moment (the shipper backs off by itself), or raise cortex_buffer.push_rate_limit.")),
     }
-    Ok(())
 }

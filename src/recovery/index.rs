@@ -15,6 +15,7 @@ use cortex_buffer_core::int::bits_u64;
 use cortex_buffer_core::recovery::choose::{LoadedAt, MarkerAt, Probe, Replaced, SessionFile};
 use cortex_buffer_core::recovery::keys::relative_to_job_dir;
 use cortex_buffer_core::recovery::line::{MarkerKind, Row, LOADED_TYPE, MARKER_TYPES, TOOL_TYPES};
+use cortex_buffer_core::recovery::session_id::{Match, MAX_LISTED};
 
 pub const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
 pub const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
@@ -205,17 +206,30 @@ pub fn file_at(client: &SpiClient<'_>, path: &str) -> Result<Option<(SessionFile
     rows.into_iter().next().map(|r| session_file(&r)).transpose()
 }
 
-/// The files named `<id>.jsonl`, through `session_file_name_idx` (the same expression).
-pub const TRANSCRIPT_PATH_SQL: &str = "
-    SELECT path FROM cortex_buffer.session_file
-     WHERE pg_catalog.right(path, 43) OPERATOR(pg_catalog.=) ('/' OPERATOR(pg_catalog.||) $1 OPERATOR(pg_catalog.||) '.jsonl')
-     ORDER BY gone_at IS NOT NULL, last_seen DESC LIMIT 1";
+/// The files named `<id>.jsonl` (`$1`), through `session_file_name_idx` (the same expression),
+/// below the prefix `$2` when it is not NULL (an agent's own job directory), in path order; one
+/// more than `session_id::MAX_LISTED`, so an ambiguity can say there are more.
+pub fn transcript_paths_sql() -> String {
+    format!(
+        "SELECT path, gone_at IS NOT NULL FROM cortex_buffer.session_file
+          WHERE pg_catalog.right(path, 43) OPERATOR(pg_catalog.=) ('/' OPERATOR(pg_catalog.||) $1 OPERATOR(pg_catalog.||) '.jsonl')
+            AND ($2::pg_catalog.text IS NULL OR pg_catalog.starts_with(path, $2))
+          ORDER BY path LIMIT {}",
+        MAX_LISTED + 1
+    )
+}
 
-/// The Claude Code transcript of session `id` (`<project>/<id>.jsonl`).
-pub fn transcript_path(client: &SpiClient<'_>, id: Uuid) -> Result<Option<String>, CbError> {
-    let stmt = prepared_read(client, "recovery.transcript_path", || TRANSCRIPT_PATH_SQL.to_owned(), &[TEXT])?;
-    let rows = client.select(&*stmt, Some(1), &[id.to_string().into()]).map_err(spi)?;
-    rows.into_iter().next().map(|r| r.get::<String>(1).map_err(spi)).transpose().map(Option::flatten)
+/// The files that may be the Claude Code transcript of session `id` (`<dir>/<id>.jsonl`), below
+/// `prefix` when given.
+pub fn transcript_paths(client: &SpiClient<'_>, id: Uuid, prefix: Option<&str>) -> Result<Vec<Match>, CbError> {
+    let stmt = prepared_read(client, "recovery.transcript_paths", transcript_paths_sql, &[TEXT, TEXT])?;
+    let rows = client.select(&*stmt, None, &[id.to_string().into(), prefix.into()]).map_err(spi)?;
+    let mut out = Vec::new();
+    for r in rows {
+        let Some(path) = r.get::<String>(1).map_err(spi)? else { continue };
+        out.push(Match { path, gone: r.get::<bool>(2).map_err(spi)?.unwrap_or(false) });
+    }
+    Ok(out)
 }
 
 /// One event as read: owned, so a page can be dropped before the next is read.

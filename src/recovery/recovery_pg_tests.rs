@@ -833,7 +833,8 @@ mod tests {
             // check, the transcript lookups, the pushed files' sources and the crash record.
             ("text, text", crate::indexer::catalog_store::LOAD_JOB_SQL.to_owned(), "'/s/j/', 'j'"),
             ("int8, text, int8, text", crate::indexer::moved_root::job_candidates_sql(), "0, '/s/', 1000, 'j'"),
-            ("text", TRANSCRIPT_PATH_SQL.to_owned(), "gen_random_uuid()::text"),
+            ("text, text", transcript_paths_sql(), "gen_random_uuid()::text, NULL"),
+            ("text, text", transcript_paths_sql(), "gen_random_uuid()::text, '/s/j/'"),
             ("text, text", crate::recovery::transcript::subagent_files_sql(), "'/s/p/x/subagents/', 'p'"),
             ("uuid", crate::push::confirm::JOB_SOURCES_SQL.to_owned(), "gen_random_uuid()"),
             ("uuid", crate::push::confirm::LAST_CRASH_SQL.to_owned(), "gen_random_uuid()"),

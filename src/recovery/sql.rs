@@ -42,12 +42,15 @@ fn session_recovery(path: &str) -> RawJsonb {
 /// `session_recovery` by Claude Code session id.
 #[pg_extern(volatile, strict, name = "session_recovery")]
 fn session_recovery_by_id(session_id: Uuid) -> RawJsonb {
-    let path = crate::job::authority::session_file(
-        || transcript::transcript_of(session_id),
-        || transcript::no_transcript(session_id),
-    )
-    .or_raise();
+    let path = transcript_by_id(session_id);
     jsonb_of_text(&crate::job::authority::act_on_file(&path, || plan::transcript_plan(&path)).or_raise()).or_raise()
+}
+
+/// The one transcript of session `id` this session may see: for an agent, in its own job's
+/// directory (checked again, with the call, by `act_on_file`).
+fn transcript_by_id(id: Uuid) -> String {
+    use crate::job::authority::{in_own_job, job_dir_prefix};
+    in_own_job(|scope| transcript::transcript_of(id, scope.map(job_dir_prefix).as_deref())).or_raise()
 }
 
 /// `agent_state`'s row (the names are in [`agent_state_overload`]).
@@ -103,7 +106,7 @@ agent_state_overload! {
 agent_state_overload! {
     /// `agent_state` by Claude Code session id.
     fn agent_state_by_id(session_id: Uuid) => |id| {
-        crate::job::authority::session_file(|| transcript::transcript_of(id), || transcript::no_transcript(id)).or_raise()
+        transcript_by_id(id)
     }
 }
 

@@ -27,6 +27,7 @@ use cortex_buffer_core::recovery::agent_state::{
 };
 use cortex_buffer_core::recovery::choose::SessionFile;
 use cortex_buffer_core::recovery::log_slice::{self, Check, Line};
+use cortex_buffer_core::recovery::session_id::the_one;
 use cortex_buffer_core::recovery::tail::lines_of;
 use cortex_buffer_core::recovery::timeline::{Entry, Source as TimelineSource, Timeline};
 use cortex_buffer_core::recovery::usage::{ModelTotals, Tally};
@@ -53,9 +54,12 @@ pub fn agent_state(path: &str) -> Result<Verdict, CbError> {
     }
 }
 
-/// The transcript of Claude Code session `id`.
-pub fn transcript_of(id: Uuid) -> Result<String, CbError> {
-    with_index_scans(|| Spi::connect(|c| index::transcript_path(c, id)))?.ok_or_else(|| no_transcript(id))
+/// The transcript of Claude Code session `id`: the one file of that name the index holds (below
+/// `prefix`, an agent's own job directory, when given), or `58P01`; `21000` when more than one
+/// matches (the lookup never picks one: any pod may name a file after another's session).
+pub fn transcript_of(id: Uuid, prefix: Option<&str>) -> Result<String, CbError> {
+    let matches = with_index_scans(|| Spi::connect(|c| index::transcript_paths(c, id, prefix)))?;
+    the_one(&id.to_string(), matches)?.ok_or_else(|| no_transcript(id))
 }
 
 /// A session the index does not hold (or, for an agent, holds outside its job's directory).

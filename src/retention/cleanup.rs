@@ -37,7 +37,9 @@ use super::unlink::Op;
 use super::{index_only, partitions, progress};
 use crate::pg::guc;
 use cortex_buffer_core::error::{CbError, SqlState};
-use cortex_buffer_core::retention::{dir_verdict, file_verdict, DirKind, DirVerdict, FileVerdict, Policy, Step};
+use cortex_buffer_core::retention::{
+    dir_verdict, file_verdict, DirKind, DirVerdict, FileVerdict, JobIds, Policy, Step,
+};
 use cortex_buffer_watch::remove::{self as fs_remove, Look, Survey};
 use cortex_buffer_watch::scan::resolve_root;
 use cortex_buffer_watch::volume::{Kind, Volume};
@@ -102,19 +104,25 @@ fn decide_and_do(args: Args) -> Result<Vec<Action>, CbError> {
         None => Vec::new(),
     };
     names.sort();
-    // The wrong-table check counts the jobs of the buffers (directories and the index), not the
-    // per-job rows left behind by jobs the control plane already deleted.
+    // The wrong-table check weighs the jobs of the buffers (directories and the index) that the
+    // extension's per-job rows vouch for: a buffer's name is anyone's to choose (a pusher's, or
+    // whoever can create a directory), those rows only the control plane's and its pods'.
     let mut buffer_ids: Vec<Uuid> = names.iter().filter_map(|n| n.to_str().and_then(uuid_of)).collect();
     buffer_ids.extend(index_rows::indexed_job_ids()?);
+    let mut per_job = index_rows::per_job_ids()?;
     let mut ids = buffer_ids.clone();
-    ids.extend(index_rows::per_job_ids()?);
-    for v in [&mut buffer_ids, &mut ids] {
+    ids.extend(per_job.iter().copied());
+    for v in [&mut buffer_ids, &mut ids, &mut per_job] {
         v.sort_unstable_by_key(|u| *u.as_bytes());
         v.dedup_by_key(|u| *u.as_bytes());
     }
     let jobs = jobs::lookup(&binding, &ids)?;
-    let known = buffer_ids.iter().filter(|id| jobs.contains_key(id.as_bytes())).count();
-    jobs::refuse_wrong_table(&binding, buffer_ids.len(), known, args.max_unknown_ratio)?;
+    let mut weighed = JobIds::default();
+    for id in &buffer_ids {
+        let vouched = per_job.binary_search_by_key(id.as_bytes(), |u| *u.as_bytes()).is_ok();
+        weighed.count(vouched, jobs.contains_key(id.as_bytes()));
+    }
+    jobs::refuse_wrong_table(&binding, &weighed, args.max_unknown_ratio)?;
 
     let mut run = Run {
         args,

@@ -12,7 +12,7 @@ use crate::liveness::liveness_store;
 use crate::pg::spi_util::spi;
 use crate::pg::time::unix_us;
 use cortex_buffer_core::error::{CbError, SqlState};
-use cortex_buffer_core::retention::{job_class, looks_like_wrong_table, needs_retry_decision, JobClass};
+use cortex_buffer_core::retention::{job_class, looks_like_wrong_table, needs_retry_decision, JobClass, JobIds};
 
 const UUID_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDARRAYOID);
 
@@ -105,19 +105,20 @@ pub fn lookup(b: &Binding, ids: &[pgrx::Uuid]) -> Result<Jobs, CbError> {
     Ok(out)
 }
 
-/// Refuses (55000) when most of the job ids the extension knows have no row in the bound
-/// table: the table is likely the wrong one, and every directory would look orphaned.
-pub fn refuse_wrong_table(b: &Binding, ids: usize, known: usize, max_unknown_ratio: f64) -> Result<(), CbError> {
-    let known = known as u64;
-    let unknown = (ids as u64).saturating_sub(known);
-    if looks_like_wrong_table(known, unknown, max_unknown_ratio) {
+/// Refuses (55000) when most of the job ids the control plane vouched for (see
+/// `looks_like_wrong_table`) have no row in the bound table: the table is likely the wrong
+/// one, and every directory would look orphaned.
+pub fn refuse_wrong_table(b: &Binding, ids: &JobIds, max_unknown_ratio: f64) -> Result<(), CbError> {
+    if looks_like_wrong_table(ids, max_unknown_ratio) {
+        let (total, unknown) = ids.judged();
+        let which = if ids.vouched_known.saturating_add(ids.vouched_unknown) > 0 {
+            "job ids with checkpoints, usage or other rows of the extension's"
+        } else {
+            "buffers' job ids"
+        };
         return Err(CbError::new(
             SqlState::ObjectNotInPrerequisiteState,
-            format!(
-                "{unknown} of the {} job ids in the index have no row in {}: it looks like the wrong job table",
-                known + unknown,
-                b.table
-            ),
+            format!("{unknown} of the {total} {which} have no row in {}: it looks like the wrong job table", b.table),
         )
         .with_detail(format!("More than max_unknown_ratio ({max_unknown_ratio}) of them are unknown; nothing was deleted."))
         .with_hint(

@@ -125,6 +125,32 @@ mod tests {
     }
 
     #[pg_test]
+    fn only_ids_the_control_plane_vouched_for_judge_the_table() {
+        let dir = |id: &str| {
+            std::fs::create_dir_all(format!("{SESSIONS}/{id}")).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(format!("{SESSIONS}/{id}/session-001.jsonl"), line(id, 0)).unwrap_or_else(|e| panic!("{e}"));
+        };
+        // One job the table knows, beside five made-up ids (a pusher's, or anyone's directories):
+        // nothing vouches for them, so they cannot trip the check.
+        let real = new_job_with("cortex_buffer.job", "RUNNING", "heartbeat_at", "now()");
+        dir(&real);
+        let made_up: Vec<String> = (0..5).map(|_| one("SELECT gen_random_uuid()::text")).collect();
+        made_up.iter().for_each(|id| dir(id));
+        let dry = "SELECT count(*)::text FROM cortex_buffer.cleanup_session_buffers(dry_run => true)";
+        assert_ne!(sqlstate_of(dry).0, "55000", "five made-up ids beside a known job halted the cleanup");
+        // Ids with rows of the extension's (crashes here) that the table lacks: the wrong table.
+        for id in &made_up {
+            run(&format!("INSERT INTO cortex_buffer.crash (job_id, attempt, reason) VALUES ('{id}', 1, 'crash')"));
+        }
+        let (state, _, _) =
+            error_of(dry).unwrap_or_else(|| panic!("five vouched-for ids unknown to the table were orphans"));
+        assert_eq!(state, "55000");
+        for id in made_up.iter().chain([&real]) {
+            let _ = std::fs::remove_dir_all(format!("{SESSIONS}/{id}"));
+        }
+    }
+
+    #[pg_test]
     fn a_dry_run_and_a_real_run_return_the_same_rows_and_the_real_one_deletes_the_index_rows_first() {
         // Jobs: one completed two days ago, one running with an old file, one pending with an
         // old and a new file.

@@ -512,32 +512,32 @@ fn no_such_reservation(id: Uuid) -> CbError {
 /// Runs `f` on a reservation with the authority of its job (see `job::authority`): an agent's
 /// session may settle or release its own job's reservations only.
 pub fn for_reservation<R>(reservation: Uuid, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
-    if crate::job::authority::fleet_caller() {
-        return f();
-    }
-    let job = pinned(|| {
-        as_definer(|| {
-            Spi::connect(|client| {
-                let rows = client
-                    .select(
-                        "SELECT job_id FROM cortex_buffer.budget_reservation WHERE reservation_id OPERATOR(pg_catalog.=) $1",
-                        Some(1),
-                        &[reservation.into()],
-                    )
-                    .map_err(spi)?;
-                match rows.into_iter().next() {
-                    Some(r) => r.get::<Uuid>(1).map_err(spi),
-                    None => Ok(None),
-                }
+    // An agent's session looks the reservation up in its own job only (a token is checked
+    // first): another job's is, for it, not there, and the error names no job.
+    crate::job::authority::in_own_job(|own| {
+        let Some(own) = own else { return f() };
+        let job = pinned(|| {
+            as_definer(|| {
+                Spi::connect(|client| {
+                    let rows = client
+                        .select(
+                            "SELECT job_id FROM cortex_buffer.budget_reservation WHERE reservation_id OPERATOR(pg_catalog.=) $1",
+                            Some(1),
+                            &[reservation.into()],
+                        )
+                        .map_err(spi)?;
+                    match rows.into_iter().next() {
+                        Some(r) => r.get::<Uuid>(1).map_err(spi),
+                        None => Ok(None),
+                    }
+                })
             })
-        })
-    })?;
-    // Another job's reservation is, for this session, not there: the error names no job.
-    let own = cortex_buffer_core::job::token::named_job(&crate::pg::guc::job_token());
-    match job {
-        Some(job) if own.is_none_or(|own| own == *job.as_bytes()) => crate::job::authority::act(job, f),
-        _ => Err(no_such_reservation(reservation)),
-    }
+        })?;
+        match job {
+            Some(job) if *job.as_bytes() == own => f(),
+            _ => Err(no_such_reservation(reservation)),
+        }
+    })
 }
 
 pub fn settle(reservation: Uuid, actual: &Usage, request_id: Option<&str>) -> Result<Totals, CbError> {

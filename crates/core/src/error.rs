@@ -42,6 +42,9 @@ pub enum SqlState {
     UndefinedObject,
     /// 53400: a configured rate limit is reached (a push source over `push_rate_limit`).
     ConfigurationLimitExceeded,
+    /// 21000: a lookup that must find one thing found several (a session id whose file name is in
+    /// more than one directory).
+    CardinalityViolation,
     /// XX001: no stored checkpoint passes its CRC.
     DataCorrupted,
     /// XX000: a bug; should never be seen.
@@ -67,6 +70,7 @@ impl SqlState {
             SqlState::NumericValueOutOfRange => "22003",
             SqlState::UndefinedObject => "42704",
             SqlState::ConfigurationLimitExceeded => "53400",
+            SqlState::CardinalityViolation => "21000",
             SqlState::DataCorrupted => "XX001",
             SqlState::Internal => "XX000",
         }
@@ -147,6 +151,7 @@ impl CbError {
             SqlState::ConfigurationLimitExceeded => {
                 "Try again in a moment, or raise the limit (docs/operations.md, Settings)."
             }
+            SqlState::CardinalityViolation => "Name the one you mean (by its path).",
             SqlState::DataCorrupted => "Fail the job: its stored state cannot be trusted.",
             SqlState::Internal => "This is a bug in cortex_buffer; please report it with the statement that raised it.",
         }

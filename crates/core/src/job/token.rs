@@ -121,6 +121,21 @@ pub fn refusal(check: Check, job: &[u8; 16]) -> Option<CbError> {
     })
 }
 
+/// The refusal of a lookup that starts from something other than a job (a session id, a
+/// reservation) for a session whose token names no job: it names no job either, so that what
+/// the session asked about (another job's session or reservation, or nothing) cannot be told
+/// from the answer.
+pub fn unscoped_refusal(presented: &str) -> CbError {
+    let denied = |message: &str| CbError::new(SqlState::InsufficientPrivilege, message.to_owned());
+    if presented.is_empty() {
+        denied("this session has no job token, so it may look up nothing but its own job's sessions and reservations")
+            .with_hint("The control plane issues the token of a job's current attempt with cortex_buffer.job_token(job_id); the pod presents it (docs/agent.md, First: present the job token).")
+    } else {
+        denied("cortex_buffer.job_token is not a job token, so this session may look up nothing")
+            .with_hint("Set cortex_buffer.job_token to the token cortex_buffer.job_token(job_id) returned for this job, as it is (cbjt1.<job id>.<attempt>.<mac>).")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +167,16 @@ mod tests {
         assert_eq!(check(&secret, "", &a, 2), Check::Missing);
         for bad in ["x", "cbjt1.a.b.c", "cbjt1.01010101-0101-0101-0101-010101010101.2", "cbjt1...."] {
             assert_eq!(check(&secret, bad, &a, 2), Check::Malformed, "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_unscoped_refusal_names_no_job() {
+        for presented in ["", "x", "cbjt1.nope"] {
+            let e = unscoped_refusal(presented);
+            assert_eq!(e.state, SqlState::InsufficientPrivilege);
+            assert!(e.hint.is_some());
+            assert!(!e.message.contains("cbjt1") && !e.message.contains('-'), "{}", e.message);
         }
     }
 

@@ -284,5 +284,6 @@ pub fn identity_number(identity: &str) -> i64 {
     i64::try_from(h >> 1).unwrap_or(i64::MAX).max(1)
 }
 
+pub mod rate;
 #[cfg(test)]
 mod tests;

@@ -18,6 +18,7 @@ pub mod pairing;
 pub mod plan;
 #[cfg(test)]
 mod property_tests;
+pub mod session_id;
 pub mod tail;
 pub mod timeline;
 pub mod usage;

@@ -176,12 +176,56 @@ pub fn gone_rows_expired(policy: &Policy, gone_us: Micros, gone_retention_us: Mi
 /// Below this many job-id directories the share of orphans says nothing about the table.
 pub const MIN_JOB_DIRS_FOR_RATIO: u64 = 4;
 
-/// Whether the bound job table looks like the wrong one: more than `max_unknown_ratio` of the
-/// job ids found in the index have no row in it.
-pub fn looks_like_wrong_table(known: u64, unknown: u64, max_unknown_ratio: f64) -> bool {
-    let total = known.saturating_add(unknown);
-    if total < MIN_JOB_DIRS_FOR_RATIO {
+/// What the wrong-table check weighs: the job ids of the buffers (directories and indexed
+/// files), counted by whether the bound table has a row of each (`known`) and whether the
+/// extension's own per-job rows (checkpoints, usage, admissions, reservations...) vouch for it.
+/// Only the control plane, or a pod with a token it issued for an existing job, writes those
+/// rows, whereas anyone who can push, or create a directory on the volume, can name a buffer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobIds {
+    pub vouched_known: u64,
+    pub vouched_unknown: u64,
+    pub other_known: u64,
+    pub other_unknown: u64,
+}
+
+impl JobIds {
+    /// Counts one buffer's job id.
+    pub fn count(&mut self, vouched: bool, known: bool) {
+        let n = match (vouched, known) {
+            (true, true) => &mut self.vouched_known,
+            (true, false) => &mut self.vouched_unknown,
+            (false, true) => &mut self.other_known,
+            (false, false) => &mut self.other_unknown,
+        };
+        *n = n.saturating_add(1);
+    }
+
+    /// The ids judged and how many of them the table lacks: the vouched ones when there are
+    /// any, else all of them.
+    pub fn judged(&self) -> (u64, u64) {
+        let vouched = self.vouched_known.saturating_add(self.vouched_unknown);
+        if vouched > 0 {
+            (vouched, self.vouched_unknown)
+        } else {
+            (self.other_known.saturating_add(self.other_unknown), self.other_unknown)
+        }
+    }
+}
+
+/// Whether the bound job table looks like the wrong one, so that every buffer would look
+/// orphaned. Judged by the ids the extension's per-job rows vouch for: more than
+/// `max_unknown_ratio` of them have no row in it. Ids nothing vouches for (a pusher's or a
+/// directory's made-up ones) weigh only when nothing is vouched for, and then only when the table
+/// knows none of the buffers at all: no one who can merely name a buffer can trip the check
+/// while a job the table knows has one. A `max_unknown_ratio` of 1 disables it.
+pub fn looks_like_wrong_table(ids: &JobIds, max_unknown_ratio: f64) -> bool {
+    let (total, unknown) = ids.judged();
+    if total < MIN_JOB_DIRS_FOR_RATIO || max_unknown_ratio >= 1.0 {
         return false;
+    }
+    if ids.vouched_known.saturating_add(ids.vouched_unknown) == 0 {
+        return ids.other_known == 0;
     }
     // Counts stay far below 2^52: exact as f64.
     (unknown as f64) > max_unknown_ratio * (total as f64)

@@ -95,14 +95,38 @@ fn gone_rows_wait_their_retention_and_failed_jobs_wait_longer() {
     assert!(gone_rows_expired(&p, p.now_us - 4 * D, D, true));
 }
 
+fn vouched(known: u64, unknown: u64) -> JobIds {
+    JobIds { vouched_known: known, vouched_unknown: unknown, ..JobIds::default() }
+}
+
 #[test]
-fn the_wrong_table_is_told_by_the_share_of_unknown_jobs() {
-    assert!(!looks_like_wrong_table(0, 3, 0.5), "too few to judge");
-    assert!(looks_like_wrong_table(1, 3, 0.5));
-    assert!(!looks_like_wrong_table(2, 2, 0.5), "half is not most");
-    assert!(!looks_like_wrong_table(100, 0, 0.0));
-    assert!(looks_like_wrong_table(99, 1, 0.0));
-    assert!(!looks_like_wrong_table(0, 10, 1.0));
+fn the_wrong_table_is_told_by_the_share_of_unknown_vouched_jobs() {
+    assert!(!looks_like_wrong_table(&vouched(0, 3), 0.5), "too few to judge");
+    assert!(looks_like_wrong_table(&vouched(1, 3), 0.5));
+    assert!(!looks_like_wrong_table(&vouched(2, 2), 0.5), "half is not most");
+    assert!(!looks_like_wrong_table(&vouched(100, 0), 0.0));
+    assert!(looks_like_wrong_table(&vouched(99, 1), 0.0));
+    assert!(!looks_like_wrong_table(&vouched(0, 10), 1.0));
+}
+
+#[test]
+fn made_up_ids_cannot_trip_the_check() {
+    // Three pushes under invented ids beside one real job, with and without per-job rows.
+    let mut ids = vouched(1, 0);
+    (0..3).for_each(|_| ids.count(false, false));
+    assert!(!looks_like_wrong_table(&ids, 0.5), "{ids:?}");
+    let mut ids = JobIds::default();
+    ids.count(false, true);
+    (0..1000).for_each(|_| ids.count(false, false));
+    assert!(!looks_like_wrong_table(&ids, 0.0), "a known buffer and nothing vouched for: {ids:?}");
+    // The wrong table: it knows no buffer, vouched for or not.
+    let mut ids = JobIds::default();
+    (0..5).for_each(|_| ids.count(false, false));
+    assert!(looks_like_wrong_table(&ids, 0.5));
+    assert!(!looks_like_wrong_table(&ids, 1.0), "1 disables it");
+    let mut ids = vouched(0, 4);
+    (0..4).for_each(|_| ids.count(false, true));
+    assert!(looks_like_wrong_table(&ids, 0.5), "vouched ids it lacks, whatever else it has: {ids:?}");
 }
 
 #[test]
