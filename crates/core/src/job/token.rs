@@ -107,7 +107,7 @@ pub fn refusal(check: Check, job: &[u8; 16]) -> Option<CbError> {
     Some(match check {
         Check::Valid => return None,
         Check::Missing => denied(format!("this session has no job token, so it may not act on job {job}"))
-            .with_hint("The control plane issues the token of a job's current attempt with cortex_buffer.job_token(job_id); the pod presents it once per session: set_config('cortex_buffer.job_token', $1, false), the token as a parameter."),
+            .with_hint("The control plane issues the token of a job's current attempt with cortex_buffer.job_token(job_id); the pod presents it as a parameter, once per connection with set_config('cortex_buffer.job_token', $1, false), or in each transaction with true behind a transaction pooler (docs/agent.md)."),
         Check::Malformed => denied(format!("cortex_buffer.job_token is not a job token, so this session may not act on job {job}"))
             .with_hint("Set cortex_buffer.job_token to the token cortex_buffer.job_token(job_id) returned for this job, as it is (cbjt1.<job id>.<attempt>.<mac>)."),
         Check::Forged => denied(format!("cortex_buffer.job_token does not verify, so this session may not act on job {job}"))
