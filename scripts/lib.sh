@@ -14,9 +14,10 @@ die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
 ensure_apt_packages() {
     # pg_cron: the docs' scheduling examples run in the golden-file tests, and the schedules for
     # real in the end-to-end suite; the exporter and Prometheus (promtool) test the monitoring
-    # examples (examples/monitoring/); PgBouncer, job tokens behind a transaction pooler.
+    # examples (examples/monitoring/); PgBouncer, job tokens behind a transaction pooler; openssl,
+    # the test CA of the shipper's TLS test.
     local wanted=("postgresql-${PG_MAJOR}" "postgresql-server-dev-${PG_MAJOR}" "postgresql-${PG_MAJOR}-cron" "postgresql-${PG_MAJOR}-partman" libclang-dev clang
-                  sudo shellcheck prometheus prometheus-postgres-exporter pgbouncer)
+                  sudo shellcheck prometheus prometheus-postgres-exporter pgbouncer openssl)
     local missing=()
     for p in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -47,7 +47,7 @@ say "end-to-end tests (pgrx-tests/)"
 ensure_node_example
 # The client example's decision rules, case by case (the end-to-end suite runs them on real plans).
 (cd examples/node && node --test)
-# The shipper the push tests run (pgrx-tests/tests/ship.rs).
+# The shipper the push tests run (pgrx-tests/tests/ship.rs, ship_tls.rs).
 cargo build -p cortex_buffer_ship
 E2E_DIR="${WORK}/e2e"
 rm -rf "${E2E_DIR}"

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::conninfo::{self, Conn};
+
 pub const HELP: &str = "\
 cortex-buffer-ship: pushes the session files of a node's agents to cortex_buffer.
 
@@ -20,7 +22,13 @@ OPTIONS (each also read from the environment variable named after it):
     --source NAME          CB_SHIP_SOURCE         this shipper's source in cortex_buffer.push_source
                                                   (default: the host name)
     --dsn CONNINFO         CB_SHIP_DSN            libpq connection string (key=value or URI); without
-                                                  it, PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE
+                                                  it, PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE.
+                                                  TLS as libpq: sslmode disable, allow, prefer (the
+                                                  default), require, verify-ca or verify-full, with
+                                                  sslrootcert=<PEM file> (or PGSSLMODE, PGSSLROOTCERT,
+                                                  ~/.postgresql/root.crt). Across a network use
+                                                  verify-full: require without a root certificate
+                                                  encrypts but cannot tell the server from an impostor
     --chunk-bytes N        CB_SHIP_CHUNK_BYTES    the most bytes per push (default 1048576; at most the
                                                   server's cortex_buffer.push_max_chunk)
     --batch N              CB_SHIP_BATCH          the most pushes sent in one round trip (default 32, at
@@ -68,7 +76,8 @@ pub enum WatchMode {
 pub struct Config {
     pub sessions_dir: String,
     pub source: String,
-    pub dsn: String,
+    /// Where and how to connect (the connection string, its TLS settings read apart).
+    pub conn: Conn,
     pub chunk_bytes: usize,
     pub batch: usize,
     pub settle: Duration,
@@ -88,7 +97,7 @@ pub struct Config {
 
 /// What the command line asks for.
 pub enum Parsed {
-    Run(Config),
+    Run(Box<Config>),
     Help,
 }
 
@@ -136,6 +145,9 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
     };
     cortex_buffer_core::push::check_source(&source).map_err(|why| format!("--source: {why}"))?;
     let dsn = get("--dsn", "CB_SHIP_DSN").unwrap_or_else(|| dsn_from_env(env));
+    let conn = conninfo::parse(&dsn, env).map_err(|why| format!("--dsn: {why}"))?;
+    // A verifying mode whose root certificates cannot be read is a bad argument, said at start.
+    crate::tls::connector(&conn).map_err(|why| format!("--dsn: {why}"))?;
     let chunk_bytes = match get("--chunk-bytes", "CB_SHIP_CHUNK_BYTES") {
         Some(v) => number::<usize>("--chunk-bytes", &v)?,
         None => 1 << 20,
@@ -186,10 +198,10 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         None => 1,
     };
     let per_file = env("CB_SHIP_PER_FILE").is_some_and(|v| v == "1");
-    Ok(Parsed::Run(Config {
+    Ok(Parsed::Run(Box::new(Config {
         sessions_dir,
         source,
-        dsn,
+        conn,
         chunk_bytes,
         batch,
         settle,
@@ -202,7 +214,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         synchronous_commit,
         repeat,
         per_file,
-    }))
+    })))
 }
 
 /// A key=value connection string from libpq's environment variables.
@@ -250,7 +262,7 @@ mod tests {
             panic!("not parsed")
         };
         assert_eq!((c.sessions_dir.as_str(), c.source.as_str(), c.batch), ("/env/dir", "node-1", 4));
-        assert_eq!(c.dsn, "host='/run/pg' user='o\\'brien'");
+        assert_eq!(c.conn.dsn, "host='/run/pg' user='o\\'brien'");
         assert_eq!((c.chunk_bytes, c.watch, c.settle), (1 << 20, WatchMode::Poll, Duration::from_secs(5)));
         assert!(!c.once);
         assert!(c.per_file && c.repeat == 1, "the benchmarks' settings come from the environment only");

@@ -5,6 +5,9 @@ use std::collections::HashMap;
 
 use postgres::{Client, NoTls, Statement};
 
+use crate::conninfo::{Conn, SslMode};
+use crate::tls::{self, Tls};
+
 /// What the server holds of one file, by (relpath, identity).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Offset {
@@ -64,8 +67,23 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// An error's text with its causes' (a TLS handshake's says why only in its source).
+fn with_causes(e: &postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
+}
+
 fn classify(e: &postgres::Error) -> Failure {
-    let Some(db) = e.as_db_error() else { return Failure::Connection(e.to_string()) };
+    let Some(db) = e.as_db_error() else { return Failure::Connection(with_causes(e)) };
     let code = db.code().code().to_owned();
     if code == "55000" {
         if let Some(expected) =
@@ -120,12 +138,21 @@ const CONFIRM_SQL: &str =
 impl Db {
     /// `batch`: send each batch with `append_session_batch` (else, or when the server has none,
     /// as one `append_session_bytes` call per file).
-    pub fn connect(dsn: &str, source: &str, synchronous_commit: bool, batch: bool) -> Result<Db, Failure> {
+    pub fn connect(conn: &Conn, source: &str, synchronous_commit: bool, batch: bool) -> Result<Db, Failure> {
         let mut config: postgres::Config =
-            dsn.parse().map_err(|e: postgres::Error| Failure::Connection(e.to_string()))?;
+            conn.dsn.parse().map_err(|e: postgres::Error| Failure::Connection(e.to_string()))?;
         config.application_name("cortex-buffer-ship");
         config.connect_timeout(std::time::Duration::from_secs(10));
-        let mut client = config.connect(NoTls).map_err(|e| classify(&e))?;
+        config.ssl_mode(match conn.ssl {
+            SslMode::Disable => postgres::config::SslMode::Disable,
+            SslMode::Prefer => postgres::config::SslMode::Prefer,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => postgres::config::SslMode::Require,
+        });
+        let mut client = match tls::connector(conn).map_err(Failure::Connection)? {
+            Tls::Plain => config.connect(NoTls),
+            Tls::Rustls(tls) => config.connect(*tls),
+        }
+        .map_err(|e| classify(&e))?;
         if !synchronous_commit {
             // Safe: a push a crash undoes leaves the server short of what the shipper sent, which
             // it learns at reconnect (pushed_offsets) or from the next push (a gap).

@@ -8,9 +8,11 @@
 //! every error, so a SIGKILL at any instant loses and repeats nothing.
 
 mod config;
+mod conninfo;
 mod db;
 mod files;
 mod log;
+mod tls;
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
@@ -87,8 +89,15 @@ fn main() {
             ("sessions_dir", V::S(&cfg.sessions_dir)),
             ("chunk_bytes", V::U(cfg.chunk_bytes as u64)),
             ("batch", V::U(cfg.batch as u64)),
+            ("sslmode", V::S(&format!("{:?}", cfg.conn.ssl))),
         ],
     );
+    if tls::unverified(&cfg.conn) {
+        log::warn(
+            "sslmode=require without a root certificate: the connection is encrypted, but the server's certificate is not verified, so an impostor on the path is not told apart; use sslmode=verify-full with sslrootcert",
+            &[],
+        );
+    }
     let code = run(&cfg);
     log::info("stopped", &[("source", V::S(&cfg.source))]);
     std::process::exit(code);
@@ -100,7 +109,7 @@ fn run(cfg: &Config) -> i32 {
     let mut backoff = Duration::from_millis(200);
     let mut totals = Totals::default();
     while !stopping() {
-        match Db::connect(&cfg.dsn, &cfg.source, cfg.synchronous_commit, !cfg.per_file) {
+        match Db::connect(&cfg.conn, &cfg.source, cfg.synchronous_commit, !cfg.per_file) {
             Ok(mut db) => match ship(cfg, &mut db, &mut totals) {
                 Ok(()) => return 0,
                 // The connection broke: connect again soon.
