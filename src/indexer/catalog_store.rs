@@ -115,6 +115,7 @@ pub fn new_path_lock_sql(locks: NewPathLocks, shared: bool, key: &str, own: &str
             on_key("pg_catalog.pg_try_advisory_xact_lock_shared")
         ),
         NewPathLocks::SharedKeys => on_key("pg_catalog.pg_try_advisory_xact_lock"),
+        NewPathLocks::Deferred => "false".to_owned(),
     }
 }
 
@@ -122,18 +123,40 @@ thread_local! {
     /// The transaction (`xact::local_xid`) whose locks of paths' own are counted, and how many
     /// of them its statements took.
     static OWN_LOCKS: std::cell::Cell<(u32, usize)> = const { std::cell::Cell::new((0, 0)) };
+    /// Set while a lookup's catch-up records paths (`as_catch_up`).
+    static CATCH_UP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` as a lookup's catch-up, in the caller's transaction, which may stay open as long as
+/// the caller likes: its statements record new paths only with locks of their own paths
+/// (`NewPathLocks::Own`), never the keys other jobs' paths share, and past the transaction's
+/// share of those (`pass::OWN_NEW_PATH_LOCKS_UP_TO`) record none (`NewPathLocks::Deferred`),
+/// leaving them to the worker.
+pub fn as_catch_up<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CATCH_UP.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(CATCH_UP.with(|c| c.replace(true)));
+    f()
 }
 
 /// How a statement of the current transaction that records (or, in a cleanup, deletes) `paths`
 /// paths without a row takes their new-path locks (`pass::NewPathLocks::for_paths`): each its
 /// own while the transaction stays within `pass::OWN_NEW_PATH_LOCKS_UP_TO` of them, so that a
-/// transaction of many small recordings (a pod's lookups) holds a bounded number of locks.
+/// transaction of many small recordings (a pod's lookups) holds a bounded number of locks; past
+/// them a lookup's catch-up (`as_catch_up`) records none.
 pub fn new_path_locks_for(paths: usize) -> NewPathLocks {
     let lxid = crate::pg::xact::local_xid();
     OWN_LOCKS.with(|c| {
         let (of, taken) = c.get();
         let taken = if of == lxid { taken } else { 0 };
-        let locks = NewPathLocks::for_paths(taken, paths);
+        let locks = match NewPathLocks::for_paths(taken, paths) {
+            NewPathLocks::SharedKeys if CATCH_UP.with(std::cell::Cell::get) => NewPathLocks::Deferred,
+            locks => locks,
+        };
         let taken = if locks == NewPathLocks::Own { taken.saturating_add(paths) } else { taken };
         c.set((lxid, taken));
         locks

@@ -10,7 +10,11 @@
 //! only cause the directory it asks about to be indexed, never read anything more.
 //!
 //! A file another indexer holds is waited for, up to `cortex_buffer.catch_up_wait`: its commit
-//! is what the lookup needs. What cannot be caught up (the wait ran out, a read-only,
+//! is what the lookup needs. The caller's transaction may stay open long after the lookup, so
+//! the catch-up holds no lock another job's files need: it records new paths with locks of
+//! those paths alone, and past its transaction's share of them leaves new files to the worker,
+//! which it asks to look at the directory, and waits for them as for a held file
+//! (`catalog_store::as_catch_up`). What cannot be caught up (the wait ran out, a read-only,
 //! REPEATABLE READ or SERIALIZABLE transaction, a standby, `catch_up` off, no `sessions_dir`,
 //! a failing file) is returned as
 //! the reason the answer is stale; the lookup never pretends.
@@ -57,10 +61,17 @@ pub fn catch_up(dir: &str) -> Freshness {
         Ok(v) => v,
         Err(e) => return stale(format!("the job's files cannot be read from here ({e})")),
     };
-    super::moved_root::adopt(&volume, super::moved_root::Scope::JobDir(dir), true);
+    // Every lock it takes lasts as long as the caller's transaction: its own paths' only.
+    super::catalog_store::as_catch_up(|| catch_up_in(&volume, dir))
+}
+
+fn catch_up_in(volume: &cortex_buffer_watch::volume::Volume, dir: &str) -> Freshness {
+    let stale = |why: String| Freshness { caught_up: false, stale: Some(why), reason: None };
+    super::moved_root::adopt(volume, super::moved_root::Scope::JobDir(dir), true);
     let deadline = Instant::now() + guc::catch_up_wait();
+    let mut handed = false;
     loop {
-        let files = match indexing::caller_pass(&volume, Scope::Dir(dir)) {
+        let files = match indexing::caller_pass(volume, Scope::Dir(dir)) {
             Ok(p) => p.files,
             Err(e) => return stale(format!("catching up {dir} failed: {e}")),
         };
@@ -75,8 +86,21 @@ pub fn catch_up(dir: &str) -> Freshness {
         }
         if Instant::now() >= deadline {
             return stale(format!(
-                "{held} file(s) of {dir} were being indexed by another session for longer than cortex_buffer.catch_up_wait"
+                "{held} file(s) of {dir} were being indexed by another session, or were new files left to the worker, for longer than cortex_buffer.catch_up_wait"
             ));
+        }
+        // What is busy may be new files this transaction had no share of locks left to record:
+        // the worker is asked to look at the directory now rather than at its next pass.
+        if !handed {
+            // The first worker learns of changes itself (the kernel's notifications, or its poll)
+            // and is only woken; the others index what they are handed.
+            match cortex_buffer_watch::pass::owner(dir, guc::workers()) {
+                0 => {
+                    crate::worker::shared::wake(0);
+                }
+                owner => crate::worker::shared::hand(owner, &[dir]),
+            }
+            handed = true;
         }
         pause(RETRY_EVERY);
     }

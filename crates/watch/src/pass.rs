@@ -714,6 +714,10 @@ pub enum NewPathLocks {
     Own,
     /// Exclusive on each path's key (one shared by many paths).
     SharedKeys,
+    /// None, and no new path recorded: a lookup's catch-up past its share of locks, which in
+    /// the caller's transaction must not hold keys other jobs' paths share; the worker records
+    /// the rest.
+    Deferred,
 }
 
 impl NewPathLocks {
