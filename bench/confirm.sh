@@ -23,6 +23,8 @@ pg "${BIN}/pg_ctl" restart -w -D "${PGDATA}" -l "${RUN}/postgres.log" >/dev/null
 bench_psql -c "CREATE EXTENSION cortex_buffer" -c "CREATE ROLE bench_shipper LOGIN PASSWORD 'bench'" \
     -c "GRANT cortex_buffer_pusher TO bench_shipper" \
     -c "INSERT INTO cortex_buffer.push_source (source, login, all_jobs) VALUES ('idle-node', 'bench_shipper', true)" >/dev/null
+CB_SHIP_SOURCE_TOKEN="$(bench_psql -c "SELECT cortex_buffer.push_source_token('idle-node')")"
+export CB_SHIP_SOURCE_TOKEN
 DSN="host=127.0.0.1 port=${PORT} user=bench_shipper password=bench dbname=postgres"
 
 echo "confirm: writing ${NFILES} job directories" >&2

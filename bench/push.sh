@@ -71,17 +71,17 @@ SHIP_PIDS=()
 # start_set NAME [ENV...]: PUSH_SHIPPERS shippers, sources NAME-1..N, each on its node directory
 # ${NODES}/NAME-n, each with a one-line warm-up file pushed before this returns.
 start_set() {
-    local name="$1" s dir before
+    local name="$1" s dir before token
     shift
     before=$(bench_psql -c "SELECT count(*) FROM cortex_buffer.pushed_file")
     for s in $(seq 1 "${SHIPPERS}"); do
-        bench_psql -c "INSERT INTO cortex_buffer.push_source (source, login, all_jobs) VALUES ('${name}-$s', 'bench_shipper', true)
-                       ON CONFLICT DO NOTHING" >/dev/null
+        # Each source's own token, passed with every call (one login for all the shippers).
+        token="$(bench_psql -c "SELECT cortex_buffer.register_push_source('${name}-$s', all_jobs => true, login => 'bench_shipper')")"
         dir="${NODES}/${name}-$s/0193a8b2-7c41-7d2e-9f00-99999999$(printf '%04d' "$s")"
         mkdir -p "${dir}"
         printf '{"type":"SESSION_START","timestamp":"2026-02-23T15:00:00.000Z","job_id":"x","seq":0}\n' \
             > "${dir}/session-001.jsonl"
-        env "$@" "${SHIP}" --settle 0 --batch 32 --poll-interval 1000 --report-every 3600 \
+        env CB_SHIP_SOURCE_TOKEN="${token}" "$@" "${SHIP}" --settle 0 --batch 32 --poll-interval 1000 --report-every 3600 \
             --sessions-dir "${NODES}/${name}-$s" --source "${name}-$s" --dsn "${DSN}" 2>>"${BENCH}/ship.log" &
         SHIP_PIDS+=($!)
     done

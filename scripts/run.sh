@@ -86,9 +86,7 @@ DO \$\$ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'demo_shipper') THEN CREATE ROLE demo_shipper LOGIN; END IF;
 END \$\$;
 GRANT cortex_buffer_pusher TO demo_shipper;
-INSERT INTO cortex_buffer.push_source (source, login, note) VALUES ('node-7', 'demo_shipper', 'the demo''s other node')
-    ON CONFLICT (source) DO NOTHING;
-INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ('node-7', '${PUSHED_JOB}') ON CONFLICT DO NOTHING;
+DO \$\$ BEGIN PERFORM cortex_buffer.register_push_source('node-7', '${PUSHED_JOB}', note => 'the demo''s other node'); END \$\$;
 DELETE FROM cortex_buffer.job WHERE id = '${PUSHED_JOB}';
 INSERT INTO cortex_buffer.job (id, agent_id, status, payload)
 VALUES ('${PUSHED_JOB}', '0193a8b0-1111-7abc-8def-0123456789ab', 'RUNNING', '{"task": "pay invoices"}');
@@ -97,6 +95,8 @@ say "shipping examples/pushed/ as node-7 (cortex-buffer-ship --once)"
 NODE7="${DEMO}/node-7"
 # Copied once: a copy made again would be other files (other inodes), pushed as new ones.
 [ -d "${NODE7}" ] || cp -R examples/pushed "${NODE7}"
+# The source's token proves the shipper is node-7 (whatever login it uses).
+CB_SHIP_SOURCE_TOKEN="$(psql_demo -qAt -c "SELECT cortex_buffer.push_source_token('node-7')")" \
 "${SHIP}" --once --sessions-dir "${NODE7}" --source node-7 --settle 3600 --report-every 3600 \
     --dsn "host=${RUN} port=${PORT} user=demo_shipper dbname=postgres" 2>"${DEMO}/ship.log" \
     || { cat "${DEMO}/ship.log"; die "the shipper failed"; }

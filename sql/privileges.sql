@@ -58,6 +58,10 @@ GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
 -- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO cortex_buffer_definer;
 GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
+-- register_push_source, revoke_push_source_token and drop_push_source write the mapping as the
+-- definer role, once they checked that a fleet role called them.
+GRANT INSERT, UPDATE, DELETE ON cortex_buffer.push_source TO cortex_buffer_definer;
+GRANT INSERT ON cortex_buffer.push_grant TO cortex_buffer_definer;
 -- The partitioned layout: the indexer makes partitions ahead of new files, cleanup drops them
 -- (both functions run as the extension's owner and touch nothing but those partitions).
 GRANT SELECT ON cortex_buffer.event_partitioning TO cortex_buffer_definer;
@@ -93,10 +97,12 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
     cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
-    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
-    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
-    cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
-    cortex_buffer.confirm_pushed(text, interval), cortex_buffer.await_sources(uuid, interval),
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint, text),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[], text),
+    cortex_buffer.pushed_offsets(text, text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
+    cortex_buffer.confirm_pushed(text, interval, text), cortex_buffer.await_sources(uuid, interval),
+    cortex_buffer.register_push_source(text, uuid, boolean, text, text), cortex_buffer.push_source_token(text),
+    cortex_buffer.revoke_push_source_token(text), cortex_buffer.drop_push_source(text),
     cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
     cortex_buffer.storage_report(), cortex_buffer.oversized_day_start(bigint, timestamptz)
   FROM PUBLIC;
@@ -193,13 +199,20 @@ GRANT SELECT ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO co
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
 -- A pod's own source only: never one trusted with every job (all_jobs stays false).
 GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
-
--- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else. Every
--- statement it causes runs as the definer role once its source and job check out.
+-- Sources and their tokens through functions (register_push_source refuses all_jobs to all but
+-- operators): what a shipper presents with every call.
 GRANT EXECUTE ON FUNCTION
-    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
-    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
-    cortex_buffer.pushed_offsets(text), cortex_buffer.confirm_pushed(text, interval)
+    cortex_buffer.register_push_source(text, uuid, boolean, text, text), cortex_buffer.push_source_token(text),
+    cortex_buffer.revoke_push_source_token(text), cortex_buffer.drop_push_source(text)
+  TO cortex_buffer_control_plane, cortex_buffer_operator;
+
+-- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else, each
+-- call with the source's token. Every statement it causes runs as the definer role once its
+-- source, token and job check out.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint, text),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[], text),
+    cortex_buffer.pushed_offsets(text, text), cortex_buffer.confirm_pushed(text, interval, text)
   TO cortex_buffer_pusher;
 
 -- The partitioned layout (partition_events()): each partition of event and corrupt_line has its

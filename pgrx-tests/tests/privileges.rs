@@ -229,6 +229,8 @@ fn setup(c: &Cluster) -> (PathBuf, String) {
             ('{JO}', '{AGENT}', 'RUNNING', 1, now(), now())"
     ));
     c.psql("INSERT INTO cortex_buffer.push_source (source, login) VALUES ('r7-node', 'r7_pusher')");
+    let _ = SOURCE_TOKEN.set(c.psql("SELECT cortex_buffer.push_source_token('r7-node')"));
+    c.psql("INSERT INTO cortex_buffer.push_source (source) VALUES ('r7-pod-y')");
     c.psql(&format!("INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ('r7-node', '{J}')"));
     let body: String = (0..5).map(|i| line(J, i, "A") + "\n").collect();
     c.put(&format!("{J}/session-001.jsonl"), &body);
@@ -300,12 +302,22 @@ fn no_grants(c: &Cluster, funcs: &[Func], rels: &[(String, String, bool)]) -> (u
 
 /// A role's session prefix: the agent presents its job's token.
 fn prefix(login: &str, token: &str) -> String {
-    if login == "r7_agent" {
-        format!("SET cortex_buffer.job_token = '{token}';")
-    } else {
-        String::new()
+    match login {
+        "r7_agent" => format!("SET cortex_buffer.job_token = '{token}';"),
+        // The pusher's calls pass r7-node's token as an argument (ST below), read from a setting
+        // of the test's own so that the statements stay the same text for every run.
+        "r7_pusher" => format!(
+            "SELECT set_config('r7.source_token', '{}', false) IS NOT NULL;",
+            SOURCE_TOKEN.get().map(String::as_str).unwrap_or_default()
+        ),
+        _ => String::new(),
     }
 }
+
+/// r7-node's source token, made in `setup`.
+static SOURCE_TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// How a pusher's call passes it.
+const ST: &str = "source_token => current_setting('r7.source_token')";
 
 /// Part 2: path escapes.
 fn paths(c: &Cluster, funcs: &[Func], token: &str, outside: &std::path::Path) -> usize {
@@ -380,6 +392,7 @@ fn paths(c: &Cluster, funcs: &[Func], token: &str, outside: &std::path::Path) ->
                             ("file_identity", _) => "'r7:1:1'::text".to_owned(),
                             ("chunk", _) => format!("convert_to('{}' || E'\\n', 'UTF8')", line(J, 0, "PUSHED")),
                             ("timeout", _) => "'0 seconds'::interval".to_owned(),
+                            ("source_token", _) => "current_setting('r7.source_token')".to_owned(),
                             (_, ty) => dummy(ty).to_owned(),
                         })
                         .collect();
@@ -427,12 +440,16 @@ fn calls() -> BTreeMap<&'static str, (String, Option<String>)> {
         ("cortex_buffer.admit_job(uuid,uuid)", ok_bad(format!("SELECT cortex_buffer.admit_job('{AGENT}', '{J2}')"), &format!("SELECT cortex_buffer.admit_job('{AGENT}', '{NOJOB}')"))),
         ("cortex_buffer.agent_state(text)", ok_bad(format!("SELECT state FROM cortex_buffer.agent_state('{transcript}')"), &format!("SELECT state FROM cortex_buffer.agent_state('{J}/../x.jsonl')"))),
         ("cortex_buffer.agent_state(uuid)", ok_bad(format!("SELECT state FROM cortex_buffer.agent_state('{S}'::uuid)"), &format!("SELECT state FROM cortex_buffer.agent_state('{NOJOB}'::uuid)"))),
-        ("cortex_buffer.append_session_bytes(text,text,bigint,bytea,text,boolean,bigint)", ok_bad(format!("SELECT action FROM cortex_buffer.append_session_bytes('r7-node', '{J}/session-101.jsonl', 0, convert_to('{}' || E'\\n', 'UTF8'), 'r7:1:1')", line(J, 0, "PUSHED")), &format!("SELECT action FROM cortex_buffer.append_session_bytes('r7-node', '{J}/session-101.jsonl', 999999, '\\x7b7d0a', 'r7:1:1')"))),
-        ("cortex_buffer.append_session_batch(text,text[],bigint[],bytea[],text[],boolean[],bigint[])", ok_bad(format!("SELECT string_agg(action, ',') FROM cortex_buffer.append_session_batch('r7-node', ARRAY['{J}/session-102.jsonl', '{J}/session-103.jsonl'], ARRAY[0, 0]::bigint[], ARRAY[convert_to('{0}' || E'\\n', 'UTF8'), convert_to('{0}' || E'\\n', 'UTF8')], ARRAY['r7:1:2', 'r7:1:3'])", line(J, 0, "PUSHED")), &format!("SELECT string_agg(action, ',') FROM cortex_buffer.append_session_batch('r7-node', ARRAY['{J}/session-102.jsonl'], ARRAY[999999]::bigint[], ARRAY['\\x7b7d0a']::bytea[], ARRAY['r7:1:2'])"))),
+        ("cortex_buffer.append_session_bytes(text,text,bigint,bytea,text,boolean,bigint,text)", ok_bad(format!("SELECT action FROM cortex_buffer.append_session_bytes('r7-node', '{J}/session-101.jsonl', 0, convert_to('{}' || E'\\n', 'UTF8'), 'r7:1:1', {ST})", line(J, 0, "PUSHED")), &format!("SELECT action FROM cortex_buffer.append_session_bytes('r7-node', '{J}/session-101.jsonl', 999999, '\\x7b7d0a', 'r7:1:1', {ST})"))),
+        ("cortex_buffer.append_session_batch(text,text[],bigint[],bytea[],text[],boolean[],bigint[],text)", ok_bad(format!("SELECT string_agg(action, ',') FROM cortex_buffer.append_session_batch('r7-node', ARRAY['{J}/session-102.jsonl', '{J}/session-103.jsonl'], ARRAY[0, 0]::bigint[], ARRAY[convert_to('{0}' || E'\\n', 'UTF8'), convert_to('{0}' || E'\\n', 'UTF8')], ARRAY['r7:1:2', 'r7:1:3'], {ST})", line(J, 0, "PUSHED")), &format!("SELECT string_agg(action, ',') FROM cortex_buffer.append_session_batch('r7-node', ARRAY['{J}/session-102.jsonl'], ARRAY[999999]::bigint[], ARRAY['\\x7b7d0a']::bytea[], ARRAY['r7:1:2'], {ST})"))),
         ("cortex_buffer.authorize_job(uuid)", ok_bad(format!("SELECT cortex_buffer.authorize_job('{J}')"), &format!("SELECT cortex_buffer.authorize_job('{NOJOB}')"))),
         ("cortex_buffer.await_pushed(uuid,text,bigint,interval)", ok_bad(format!("SELECT cortex_buffer.await_pushed('{J}', '{J}/session-101.jsonl', 1, '0 seconds')"), &format!("SELECT cortex_buffer.await_pushed('{J}', '{J}/../x.jsonl', 1, '0 seconds')"))),
         ("cortex_buffer.await_sources(uuid,interval)", ok_bad(format!("SELECT cortex_buffer.await_sources('{J}', '0 seconds')"), &format!("SELECT cortex_buffer.await_sources('{J}', '2 hours')"))),
-        ("cortex_buffer.confirm_pushed(text,interval)", ok_bad("SELECT cortex_buffer.confirm_pushed('r7-node') IS NOT NULL".into(), "SELECT cortex_buffer.confirm_pushed('r7-node', '-1 second')")),
+        ("cortex_buffer.confirm_pushed(text,interval,text)", ok_bad(format!("SELECT cortex_buffer.confirm_pushed('r7-node', {ST}) IS NOT NULL"), &format!("SELECT cortex_buffer.confirm_pushed('r7-node', '-1 second', {ST})"))),
+        ("cortex_buffer.drop_push_source(text)", ok_bad("SELECT cortex_buffer.drop_push_source('r7-pod-x')".into(), "SELECT cortex_buffer.drop_push_source('bad name')")),
+        ("cortex_buffer.push_source_token(text)", ok_bad("SELECT length(cortex_buffer.push_source_token('r7-node')) > 0".into(), "SELECT cortex_buffer.push_source_token('r7-nosuch')")),
+        ("cortex_buffer.register_push_source(text,uuid,boolean,text,text)", ok_bad(format!("SELECT length(cortex_buffer.register_push_source('r7-pod-x', '{J}')) > 0"), "SELECT cortex_buffer.register_push_source('bad name')")),
+        ("cortex_buffer.revoke_push_source_token(text)", ok_bad("SELECT length(cortex_buffer.revoke_push_source_token('r7-pod-y')) > 0".into(), "SELECT cortex_buffer.revoke_push_source_token('r7-nosuch')")),
         ("cortex_buffer.cleanup_session_buffers(interval,interval,boolean,integer,double precision)", ok_bad("SELECT count(*) FROM cortex_buffer.cleanup_session_buffers(dry_run => true, max_unknown_ratio => 1)".into(), "SELECT count(*) FROM cortex_buffer.cleanup_session_buffers(dry_run => true, max_dirs => 0)")),
         ("cortex_buffer.clear_quarantine(text)", ok_bad(format!("SELECT cortex_buffer.clear_quarantine('{file}')"), "SELECT cortex_buffer.clear_quarantine('nosuch/x.jsonl')")),
         ("cortex_buffer.file_integrity(text)", ok_bad(format!("SELECT severity FROM cortex_buffer.file_integrity(current_setting('cortex_buffer.sessions_dir') || '/{file}')"), "SELECT severity FROM cortex_buffer.file_integrity('relative.jsonl')")),
@@ -830,7 +847,7 @@ fn roles(c: &Cluster, funcs: &[Func], rels: &[(String, String, bool)], token: &s
             "SELECT count(*) FROM cortex_buffer.corrupt_line".into(),
             "SELECT count(*) FROM cortex_buffer.pushed_file".into(),
         ]),
-        ("r7_pusher", vec!["SELECT count(*) FROM cortex_buffer.pushed_offsets('r7-node')".into()]),
+        ("r7_pusher", vec![format!("SELECT count(*) FROM cortex_buffer.pushed_offsets('r7-node', {ST})")]),
     ];
     let mut done = 0;
     for (login, stmts) in &work {
@@ -877,8 +894,9 @@ fn roles(c: &Cluster, funcs: &[Func], rels: &[(String, String, bool)], token: &s
             "DELETE FROM cortex_buffer.usage_ledger".into(),
         ]),
         ("r7_pusher", vec![
-            format!("SELECT * FROM cortex_buffer.append_session_bytes('r7-node', '{JO}/session-001.jsonl', 0, '\\x7b7d0a', 'r7:2:2')"),
-            "SELECT count(*) FROM cortex_buffer.pushed_offsets('r7-other')".into(),
+            format!("SELECT * FROM cortex_buffer.append_session_bytes('r7-node', '{JO}/session-001.jsonl', 0, '\\x7b7d0a', 'r7:2:2', {ST})"),
+            format!("SELECT count(*) FROM cortex_buffer.pushed_offsets('r7-other', {ST})"),
+            "SELECT count(*) FROM cortex_buffer.pushed_offsets('r7-node')".into(),
             "SELECT count(*) FROM cortex_buffer.pushed_file".into(),
             format!("SELECT cortex_buffer.heartbeat('{J}')"),
         ]),

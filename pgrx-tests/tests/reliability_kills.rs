@@ -133,8 +133,10 @@ fn sigkills_of_every_indexing_process_lose_and_repeat_no_line() {
         ),
     ];
     let dsn = format!("host=127.0.0.1 port={} user=shipper dbname=postgres", c.port);
+    let ship_token = c.psql("SELECT cortex_buffer.push_source_token('node-r1')");
     let shipper = |extra: &[&str]| {
         let mut cmd = Command::new(ship_bin());
+        cmd.env("CB_SHIP_SOURCE_TOKEN", &ship_token);
         cmd.args(["--sessions-dir", &c.sessions.display().to_string(), "--source", "node-r1", "--dsn", &dsn])
             .args(["--poll-interval", "50", "--chunk-bytes", "700", "--settle", "60"])
             .args(extra);

@@ -52,8 +52,18 @@ fn dsn(c: &Cluster) -> String {
     format!("host=127.0.0.1 port={} user=shipper password=ship-secret dbname=postgres", c.port)
 }
 
+/// The source's token, as the control plane gets it for the shipper (registering the source,
+/// with no login and no grant yet, if a test starts its shipper first).
+fn source_token(c: &Cluster, source: &str) -> String {
+    c.psql(&format!(
+        "INSERT INTO cortex_buffer.push_source (source) VALUES ('{source}') ON CONFLICT DO NOTHING;
+         SELECT cortex_buffer.push_source_token('{source}')"
+    ))
+}
+
 fn shipper(c: &Cluster, dir: &Path, source: &str, extra: &[&str]) -> Command {
     let mut cmd = Command::new(ship_bin());
+    cmd.env("CB_SHIP_SOURCE_TOKEN", source_token(c, source));
     cmd.args(["--sessions-dir", &dir.display().to_string(), "--source", source, "--dsn", &dsn(c)])
         .args(["--poll-interval", "50", "--report-every", "5"])
         .args(extra);
@@ -354,6 +364,7 @@ fn a_source_over_its_rate_limit_is_refused_and_the_shipper_catches_up() {
     let lines: String = (0..40).map(|n| format!("{}\n", line(&job, 1, n))).collect();
     std::fs::write(node.join(&job).join("session-002.jsonl"), &lines).expect("write");
     let out = Command::new(ship_bin())
+        .env("CB_SHIP_SOURCE_TOKEN", source_token(&c, "rated"))
         .args(["--sessions-dir", &node.display().to_string(), "--source", "rated", "--once", "--settle", "0"])
         .args([
             "--chunk-bytes",
@@ -376,6 +387,7 @@ fn a_source_over_its_rate_limit_is_refused_and_the_shipper_catches_up() {
         }
         std::thread::sleep(Duration::from_millis(300));
         let out = Command::new(ship_bin())
+            .env("CB_SHIP_SOURCE_TOKEN", source_token(&c, "rated"))
             .args(["--sessions-dir", &node.display().to_string(), "--source", "rated", "--once", "--settle", "0"])
             .args([
                 "--chunk-bytes",
@@ -475,7 +487,7 @@ fn a_shipper_pushes_one_call_per_file_to_a_server_without_the_batch_function() {
     // (here hidden by a rename, with everything else current).
     let c = cluster("ship-old");
     const BATCH: &str =
-        "cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[])";
+        "cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[], text)";
     c.psql(&format!("ALTER FUNCTION {BATCH} RENAME TO append_session_batch_hidden"));
     c.psql("INSERT INTO cortex_buffer.push_source (source, login, all_jobs) VALUES ('pod-o', 'shipper', true)");
     let node = tempdir("ship-old-node");
@@ -496,7 +508,7 @@ fn a_shipper_pushes_one_call_per_file_to_a_server_without_the_batch_function() {
     assert!(log.contains("no append_session_batch"), "{log}");
     assert_eq!(c.psql("SELECT sum(valid_lines) FROM cortex_buffer.session_file WHERE path LIKE 'push:/%'"), "15");
     // With the function back, the shipper sends batches; the files go on where they stood.
-    c.psql("ALTER FUNCTION cortex_buffer.append_session_batch_hidden(text, text[], bigint[], bytea[], text[], boolean[], bigint[]) RENAME TO append_session_batch");
+    c.psql("ALTER FUNCTION cortex_buffer.append_session_batch_hidden(text, text[], bigint[], bytea[], text[], boolean[], bigint[], text) RENAME TO append_session_batch");
     for j in 0..3 {
         write(&job_id(300 + j), 8);
     }
@@ -507,7 +519,7 @@ fn a_shipper_pushes_one_call_per_file_to_a_server_without_the_batch_function() {
     assert_eq!(c.psql("SELECT sum(pushes) > 0 FROM cortex_buffer.pushed_file"), "t");
     // A server that refuses the session itself (here: where files stand) ends --once with 1,
     // promptly, instead of asking again and again.
-    c.psql("REVOKE EXECUTE ON FUNCTION cortex_buffer.pushed_offsets(text) FROM cortex_buffer_pusher");
+    c.psql("REVOKE EXECUTE ON FUNCTION cortex_buffer.pushed_offsets(text, text) FROM cortex_buffer_pusher");
     let started = std::time::Instant::now();
     let (code, log) = run();
     assert_eq!(code, Some(1), "{log}");

@@ -102,7 +102,9 @@ fn certificates(dir: &Path) {
 /// Runs the shipper `--once` with `dsn`: Ok(its log) when it finished, Err(its log) once it
 /// said it cannot connect (it would retry forever).
 fn ship_once(c: &Cluster, dir: &Path, dsn: &str) -> Result<String, String> {
+    let token = c.psql("SELECT cortex_buffer.push_source_token('tls-node')");
     let mut child = Command::new(ship_bin())
+        .env("CB_SHIP_SOURCE_TOKEN", token)
         .args(["--sessions-dir", &dir.display().to_string(), "--source", "tls-node", "--dsn", dsn, "--once"])
         .args(["--poll-interval", "50", "--settle", "0"])
         .stdout(Stdio::null())
@@ -210,6 +212,7 @@ fn the_shipper_verifies_the_server_as_its_sslmode_says() {
         [format!("{by_name} sslmode=verify"), format!("{by_name} sslmode=verify-full sslrootcert=/nonexistent.pem")]
     {
         let out = Command::new(ship_bin())
+            .env("CB_SHIP_SOURCE_TOKEN", c.psql("SELECT cortex_buffer.push_source_token('tls-node')"))
             .args(["--sessions-dir", &node.display().to_string(), "--source", "tls-node", "--dsn", &dsn, "--once"])
             .output()
             .expect("shipper");

@@ -16,6 +16,12 @@
 //!    256 hashed counters: one pushing past `push_rate_limit` leaves the other's pushes counted
 //!    on their own.
 //!
+//! 5. **A source is a credential, not a name.** A pod's sidecar and a node's DaemonSet share one
+//!    login. The sidecar, with its own source's token, can neither list, append to nor confirm
+//!    the node source's files; a forged, another source's or a revoked token is refused; the
+//!    control plane registers a pod's source at dispatch without a login, and never one trusted
+//!    with every job.
+//!
 //! Each case failed on 0.13.0 (the control plane got the impostor's file, the refusals named the
 //! victim's job, the cleanup refused). The whole file takes a few seconds.
 
@@ -207,7 +213,7 @@ fn refusals_name_no_job(c: &Cluster, victim: &str, attacker: &str) {
 }
 
 fn made_up_ids_do_not_halt_retention(c: &Cluster) {
-    c.psql("INSERT INTO cortex_buffer.push_source (source, login, all_jobs) VALUES ('t-node', 't_pusher', true)");
+    let token = c.psql("SELECT cortex_buffer.register_push_source('t-node', all_jobs => true, login => 't_pusher')");
     for i in 0..3 {
         let job = format!("0193a8b2-7c41-7d2e-9f00-0000000fa4e{i}");
         let line = format!(r#"{{"type":"A","timestamp":"2026-02-23T14:30:00.000Z","job_id":"{job}","seq":0}}"#) + "\n";
@@ -216,7 +222,7 @@ fn made_up_ids_do_not_halt_retention(c: &Cluster) {
             "t_pusher",
             "",
             &format!(
-                "SELECT action FROM cortex_buffer.append_session_bytes('t-node', '{job}/session-001.jsonl', 0, convert_to($${line}$$, 'UTF8'), 'id-{i}')"
+                "SELECT action FROM cortex_buffer.append_session_bytes('t-node', '{job}/session-001.jsonl', 0, convert_to($${line}$$, 'UTF8'), 'id-{i}', source_token => '{token}')"
             ),
         )
         .expect("the pusher pushes under a made-up job id");
@@ -299,4 +305,76 @@ fn one_tenant_cannot_reach_another_through_names_it_chooses() {
     refusals_name_no_job(&c, &victim, &attacker);
     made_up_ids_do_not_halt_retention(&c);
     rate_limits_are_per_source(&c);
+    sources_are_credentials(&c);
+}
+
+fn sources_are_credentials(c: &Cluster) {
+    let node = c.psql("SELECT cortex_buffer.register_push_source('c-node', all_jobs => true, login => 't_pusher')");
+    let side = as_user(c, "t_cp", "", &format!("SELECT cortex_buffer.register_push_source('c-side', '{ATTACKER}')"))
+        .expect("the control plane registers a pod's source at dispatch, with no login");
+    let side = side.lines().last().unwrap_or_default().to_owned();
+    let line = format!(r#"{{"type":"A","timestamp":"2026-02-23T14:30:00.000Z","job_id":"{VICTIM}","seq":0}}"#) + "\n";
+    let push = |source: &str, token: &str, rel: &str| {
+        format!(
+            "SELECT action FROM cortex_buffer.append_session_bytes('{source}', '{rel}', 0, convert_to($${line}$$, 'UTF8'), 'i', source_token => '{token}')"
+        )
+    };
+    as_user(c, "t_pusher", "", &push("c-node", &node, &format!("{VICTIM}/node.jsonl"))).expect("the node pushes");
+    as_user(c, "t_pusher", "", &push("c-side", &side, &format!("{ATTACKER}/side.jsonl")))
+        .expect("the sidecar pushes its own job");
+    // The sidecar, under the same login, with its own token, as the node: refused every way.
+    let forged = format!("{}0.c-node", &side[..side.len() - "c-side".len() - 1]);
+    let attempts = [
+        format!("SELECT count(*) FROM cortex_buffer.pushed_offsets('c-node', source_token => '{side}')"),
+        "SELECT count(*) FROM cortex_buffer.pushed_offsets('c-node')".to_owned(),
+        format!("SELECT count(*) FROM cortex_buffer.pushed_offsets('c-node', source_token => '{forged}')"),
+        push("c-node", &side, &format!("{VICTIM}/node.jsonl")),
+        push("c-side", &side, &format!("{VICTIM}/node.jsonl")),
+        format!("SELECT cortex_buffer.confirm_pushed('c-node', source_token => '{side}')"),
+    ];
+    for sql in &attempts {
+        let (state, text) = as_user(c, "t_pusher", "", sql).expect_err("the sidecar acting as the node");
+        assert_eq!(state, "42501", "{sql}: {text}");
+        assert!(text.contains("HINT:"), "{text}");
+    }
+    // What the sidecar lists is its own files only.
+    let own = as_user(
+        c,
+        "t_pusher",
+        "",
+        &format!(
+            "SELECT string_agg(relpath, ',') FROM cortex_buffer.pushed_offsets('c-side', source_token => '{side}')"
+        ),
+    )
+    .expect("its own offsets");
+    assert_eq!(own.lines().last(), Some(format!("{ATTACKER}/side.jsonl").as_str()));
+    // The control plane never registers, nor takes over, a source trusted with every job.
+    for sql in [
+        "SELECT cortex_buffer.register_push_source('c-any', all_jobs => true)",
+        "SELECT cortex_buffer.register_push_source('c-node')",
+    ] {
+        let (state, _) = as_user(c, "t_cp", "", sql).expect_err("all_jobs is an operator's");
+        assert_eq!(state, "42501", "{sql}");
+    }
+    // Revoked: the old token stops, the new one works; dropped: the source is gone.
+    let renewed = as_user(c, "t_cp", "", "SELECT cortex_buffer.revoke_push_source_token('c-side')").expect("revoke");
+    let renewed = renewed.lines().last().unwrap_or_default().to_owned();
+    assert_ne!(renewed, side);
+    let stale = format!("SELECT count(*) FROM cortex_buffer.pushed_offsets('c-side', source_token => '{side}')");
+    let (state, text) = as_user(c, "t_pusher", "", &stale).expect_err("a revoked token");
+    assert!(state == "42501" && text.contains("revoked"), "{text}");
+    as_user(c, "t_pusher", "", &stale.replace(&side, &renewed)).expect("the new token");
+    assert_eq!(
+        as_user(c, "t_cp", "", "SELECT cortex_buffer.drop_push_source('c-side')")
+            .ok()
+            .as_deref()
+            .and_then(|o| o.lines().last()),
+        Some("t")
+    );
+    let (state, _) = as_user(c, "t_pusher", "", &stale.replace(&side, &renewed)).expect_err("a dropped source");
+    assert_eq!(state, "42501");
+    eprintln!(
+        "sources: {} attempts of a sidecar to act as a node under one login refused; revoke and drop hold",
+        attempts.len()
+    );
 }

@@ -163,6 +163,16 @@ pub fn new_path_locks_for(paths: usize) -> NewPathLocks {
     })
 }
 
+/// How many more locks of paths' own the current transaction may take.
+fn own_locks_left() -> usize {
+    let lxid = crate::pg::xact::local_xid();
+    let taken = OWN_LOCKS.with(|c| match c.get() {
+        (of, taken) if of == lxid => taken,
+        _ => 0,
+    });
+    cortex_buffer_watch::pass::OWN_NEW_PATH_LOCKS_UP_TO.saturating_sub(taken)
+}
+
 /// The key of `path`'s new-path lock ([`new_path_lock_sql`]), `job_dir` its first-level
 /// directory: the same in every process of this server.
 pub fn new_path_key(job_dir: &str, path: &str) -> i32 {
@@ -193,6 +203,25 @@ fn writable_sql(locks: NewPathLocks) -> String {
                 ELSE {} END",
         new_path_lock_sql(locks, false, "u.key", "u.own")
     )
+}
+
+/// Runs [`writable_sql`] for `rows` with `locks`, adding what it allows to `writable` (the path,
+/// and whether it has a row, now locked here).
+fn take_writable(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    rows: &[&Row],
+    locks: NewPathLocks,
+    writable: &mut HashMap<String, bool>,
+) -> Result<(), CbError> {
+    let asked: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
+    let keys: Vec<i32> = rows.iter().map(|r| new_path_key(&r.job_dir, &r.path)).collect();
+    let own: Vec<i32> = rows.iter().map(|r| new_path_path_key(&r.path)).collect();
+    for r in client.update(&writable_sql(locks), None, &[asked.into(), keys.into(), own.into()]).map_err(spi)? {
+        if let (Some(path), Some(held)) = (r.get::<String>(1).map_err(spi)?, r.get::<bool>(2).map_err(spi)?) {
+            writable.insert(path, held);
+        }
+    }
+    Ok(())
 }
 
 /// Marks gone the rows of `$1` no other transaction holds; returns those it marked.
@@ -274,14 +303,19 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Stored, CbError> {
     Spi::connect_mut(|client| {
         let mut stored = Stored { ids: Vec::with_capacity(rows.len()), gone: Vec::new() };
         if !rows.is_empty() {
-            let asked: Vec<String> = rows.iter().map(|r| r.path.clone()).collect();
-            let keys: Vec<i32> = rows.iter().map(|r| new_path_key(&r.job_dir, &r.path)).collect();
-            let own: Vec<i32> = rows.iter().map(|r| new_path_path_key(&r.path)).collect();
-            let sql = writable_sql(new_path_locks_for(rows.len()));
             let mut writable: HashMap<String, bool> = HashMap::with_capacity(rows.len());
-            for r in client.update(&sql, None, &[asked.into(), keys.into(), own.into()]).map_err(spi)? {
-                if let (Some(path), Some(held)) = (r.get::<String>(1).map_err(spi)?, r.get::<bool>(2).map_err(spi)?) {
-                    writable.insert(path, held);
+            let all: Vec<&Row> = rows.iter().collect();
+            let locks = new_path_locks_for(rows.len());
+            take_writable(client, &all, locks, &mut writable)?;
+            // A key held in share mode elsewhere (a small recorder's open transaction: a pod's
+            // catch-up) fails the exclusive take of a big statement for every path on it; those
+            // paths try again with locks of their own, as far as the transaction's share of them
+            // goes, so that such a transaction delays no other job's new files.
+            if locks == NewPathLocks::SharedKeys {
+                let left = own_locks_left();
+                let busy: Vec<&Row> = rows.iter().filter(|r| !writable.contains_key(&r.path)).take(left).collect();
+                if !busy.is_empty() {
+                    take_writable(client, &busy, new_path_locks_for(busy.len()), &mut writable)?;
                 }
             }
             let held: Vec<&Row> = rows.iter().filter(|r| writable.get(&r.path) == Some(&true)).collect();

@@ -256,42 +256,51 @@ pub fn issue(job: Uuid) -> Result<String, CbError> {
             Ok(row.get::<i32>(1).map_err(spi)?.unwrap_or(0))
         })
     })?;
+    let secret = installation_secret()?;
+    Ok(token::issue(&secret, job.as_bytes(), attempt))
+}
+
+/// The installation's token secret (job and source tokens), made on first use: read and written
+/// as the definer role, which alone may. For issuers only: fleet roles' calls.
+pub fn installation_secret() -> Result<Vec<u8>, CbError> {
     pinned(|| {
         as_definer(|| {
             Spi::connect_mut(|client| {
-                let secret = match key(client)? {
-                    Some(s) => s,
-                    None => {
-                        let mut fresh = [0u8; 32];
-                        // SAFETY: fills the local buffer of the given length.
-                        if !unsafe { pg_sys::pg_strong_random(fresh.as_mut_ptr().cast(), fresh.len()) } {
-                            return Err(CbError::internal("no strong random source for the job-token secret"));
-                        }
-                        // Concurrent first issuers: the first secret stored wins, all use it (the
-                        // loser's read-write statement sees the winner's committed row).
-                        let stored = client
-                            .update(
-                                "INSERT INTO cortex_buffer.job_token_key (secret) VALUES ($1) ON CONFLICT DO NOTHING
-                                 RETURNING secret",
-                                None,
-                                &[fresh.to_vec().into()],
-                            )
-                            .map_err(spi)?;
-                        match stored.into_iter().next() {
-                            Some(r) => r.get::<Vec<u8>>(1).map_err(spi)?,
-                            None => client
-                                .update(KEY_SQL, Some(1), &[])
-                                .map_err(spi)?
-                                .next()
-                                .map(|r| r.get::<Vec<u8>>(1).map_err(spi))
-                                .transpose()?
-                                .flatten(),
-                        }
-                        .ok_or_else(|| CbError::internal("the job-token secret was not stored"))?
-                    }
-                };
-                Ok(token::issue(&secret, job.as_bytes(), attempt))
+                if let Some(s) = key(client)? {
+                    return Ok(s);
+                }
+                let mut fresh = [0u8; 32];
+                // SAFETY: fills the local buffer of the given length.
+                if !unsafe { pg_sys::pg_strong_random(fresh.as_mut_ptr().cast(), fresh.len()) } {
+                    return Err(CbError::internal("no strong random source for the token secret"));
+                }
+                // Concurrent first issuers: the first secret stored wins, all use it (the loser's
+                // read-write statement sees the winner's committed row).
+                let stored = client
+                    .update(
+                        "INSERT INTO cortex_buffer.job_token_key (secret) VALUES ($1) ON CONFLICT DO NOTHING
+                         RETURNING secret",
+                        None,
+                        &[fresh.to_vec().into()],
+                    )
+                    .map_err(spi)?;
+                match stored.into_iter().next() {
+                    Some(r) => r.get::<Vec<u8>>(1).map_err(spi)?,
+                    None => client
+                        .update(KEY_SQL, Some(1), &[])
+                        .map_err(spi)?
+                        .next()
+                        .map(|r| r.get::<Vec<u8>>(1).map_err(spi))
+                        .transpose()?
+                        .flatten(),
+                }
+                .ok_or_else(|| CbError::internal("the token secret was not stored"))
             })
         })
     })
+}
+
+/// The installation's token secret if one was made, for a check (as the definer role).
+pub fn existing_secret() -> Result<Option<Vec<u8>>, CbError> {
+    as_definer(|| Spi::connect(key))
 }

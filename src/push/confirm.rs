@@ -36,6 +36,7 @@ const MAX_AS_OF_US: i64 = 3_600_000_000;
 fn confirm_pushed(
     source: Option<&str>,
     as_of: default!(Option<pgrx::datum::Interval>, "'0 seconds'"),
+    source_token: default!(Option<&str>, "NULL"),
 ) -> Option<TimestampWithTimeZone> {
     let source = source.unwrap_or_else(|| {
         raise(
@@ -56,7 +57,7 @@ fn confirm_pushed(
                 .with_hint("Pass how long ago the scan that found every file pushed began."),
         );
     }
-    super::sql::authorize_source(source, None).or_raise();
+    super::sql::authorize_source(source, source_token, None).or_raise();
     as_definer(|| {
         Spi::connect_mut(|c| {
             let rows = c
@@ -206,8 +207,8 @@ pub fn unconfirmed_detail(
 
 extension_sql!(
     r#"
-COMMENT ON FUNCTION cortex_buffer.confirm_pushed(text, interval) IS
-'A shipper''s word, while idle, that every file its source ships had been pushed whole as_of ago (when its look at the files began): one row per source in push_confirmation, never moved back. recovery_plan trusts a pushed file''s bytes as complete only when its source confirmed after the job''s previous attempt was superseded; otherwise the plan is stale (remote_unconfirmed). Returns the recorded confirmation time. Granted to cortex_buffer_pusher.';
+COMMENT ON FUNCTION cortex_buffer.confirm_pushed(text, interval, text) IS
+'A shipper''s word (with its source''s token, source_token), while idle, that every file its source ships had been pushed whole as_of ago (when its look at the files began): one row per source in push_confirmation, never moved back. recovery_plan trusts a pushed file''s bytes as complete only when its source confirmed after the job''s previous attempt was superseded; otherwise the plan is stale (remote_unconfirmed). Returns the recorded confirmation time. Granted to cortex_buffer_pusher.';
 COMMENT ON FUNCTION cortex_buffer.await_sources(uuid, interval) IS
 'The pod''s bounded wait before it plans: waits (at most timeout) until every source that pushed the job''s files has confirmed them (confirm_pushed) after the job''s previous attempt was superseded; true once they all have (or the job has no pushed file), false when the time ran out (recovery_plan then says stale, remote_unconfirmed). Checks the job token like every per-job function. Granted to cortex_buffer_agent and cortex_buffer_control_plane.';
 "#,

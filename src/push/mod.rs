@@ -4,12 +4,13 @@
 //! line judge and inserts (`indexer::event_store`), the same row lock and compare-and-set
 //! (`indexer::file_row`), exactly once. The rules of placing a chunk are pure, in
 //! `cortex_buffer_core::push`; `store` applies them through SPI, `rate` is the per-source limit,
-//! `sql` the functions.
+//! `sources` registers sources and issues their tokens, `sql` the functions.
 
 pub(crate) mod batch;
 pub mod confirm;
 #[cfg(any(test, feature = "pg_test"))]
 mod push_pg_tests;
 pub mod rate;
+mod sources;
 mod sql;
 pub mod store;

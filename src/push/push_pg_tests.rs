@@ -388,14 +388,20 @@ mod tests {
         run("RESET ROLE");
         run("INSERT INTO cortex_buffer.push_source (source, login) VALUES ('pod-7', 'push_tester')");
         run(&format!("INSERT INTO cortex_buffer.push_grant VALUES ('pod-7', '{JOB}')"));
+        let token = one("SELECT cortex_buffer.push_source_token('pod-7')");
         run("SET ROLE push_tester");
         let l = format!("{}\n", line(0, "TOOL_START", ""));
-        let out = one(&format!(
-            "SELECT action FROM cortex_buffer.append_session_bytes('pod-7', '{ok_rel}', 0, '\\x{}'::bytea, 'i')",
+        let push = format!(
+            "SELECT action FROM cortex_buffer.append_session_bytes('pod-7', '{ok_rel}', 0, '\\x{}'::bytea, 'i', source_token => '{token}')",
             hex(l.as_bytes())
-        ));
-        assert_eq!(out, "new");
-        assert_eq!(val("SELECT count(*) FROM cortex_buffer.pushed_offsets('pod-7')"), "1");
+        );
+        // Its login alone is not enough: the source's token is what proves the caller is pod-7.
+        assert_eq!(
+            error_of(&push.replace(&format!(", source_token => '{token}'"), "")).map(|e| e.0).as_deref(),
+            Some("42501")
+        );
+        assert_eq!(one(&push), "new");
+        assert_eq!(val(&format!("SELECT count(*) FROM cortex_buffer.pushed_offsets('pod-7', '{token}')")), "1");
         run("RESET ROLE");
     }
 
@@ -698,5 +704,70 @@ mod tests {
             val("SELECT count(*) FROM cortex_buffer.append_session_batch('node-a', '{}', '{}', '{}', '{}')"),
             "0"
         );
+    }
+    #[pg_test]
+    fn sources_are_registered_with_tokens_that_can_be_revoked_and_dropped() {
+        // Registered at dispatch, with its job: the token names the source.
+        let t1 = one(&format!("SELECT cortex_buffer.register_push_source('pod-r', '{JOB}')"));
+        assert!(t1.starts_with("cbst1.1.") && t1.ends_with(".pod-r"), "{t1}");
+        assert_eq!(one("SELECT cortex_buffer.push_source_token('pod-r')"), t1, "the same until revoked");
+        assert_eq!(
+            val(&format!("SELECT concat_ws('|', login IS NULL, all_jobs, (SELECT count(*) FROM cortex_buffer.push_grant g WHERE g.source = s.source AND g.job_id = '{JOB}')) FROM cortex_buffer.push_source s WHERE source = 'pod-r'")),
+            "t|f|1"
+        );
+        // Registering again (another job) keeps the token and adds the grant.
+        let other = "0193a8b2-7c41-7d2e-9f00-00000000f0aa";
+        assert_eq!(one(&format!("SELECT cortex_buffer.register_push_source('pod-r', '{other}', note => 'again')")), t1);
+        assert_eq!(val("SELECT count(*) FROM cortex_buffer.push_grant WHERE source = 'pod-r'"), "2");
+        // Revoked: a new generation; the old token is refused, the new one works.
+        let t2 = one("SELECT cortex_buffer.revoke_push_source_token('pod-r')");
+        assert!(t2.starts_with("cbst1.2.") && t2 != t1, "{t2}");
+        run("CREATE ROLE cb_src_pusher NOLOGIN IN ROLE cortex_buffer_pusher");
+        run("SET ROLE cb_src_pusher");
+        let old = error_of(&format!("SELECT count(*) FROM cortex_buffer.pushed_offsets('pod-r', '{t1}')"));
+        let new = val(&format!("SELECT count(*) FROM cortex_buffer.pushed_offsets('pod-r', '{t2}')"));
+        let wrong = error_of(&format!("SELECT count(*) FROM cortex_buffer.pushed_offsets('node-a', '{t2}')"));
+        run("RESET ROLE");
+        let (state, hint, _) = old.unwrap_or_else(|| panic!("a revoked token was accepted"));
+        assert_eq!(state, "42501");
+        assert!(hint.unwrap_or_default().contains("push_source_token"));
+        assert_eq!(new, "0");
+        assert_eq!(wrong.map(|e| e.0).as_deref(), Some("42501"), "pod-r's token is not node-a's");
+        // Dropped: true once, then false; its token then names no source.
+        assert_eq!(one("SELECT cortex_buffer.drop_push_source('pod-r')::text"), "true");
+        assert_eq!(one("SELECT cortex_buffer.drop_push_source('pod-r')::text"), "false");
+        assert_eq!(val("SELECT count(*) FROM cortex_buffer.push_grant WHERE source = 'pod-r'"), "0");
+        // The error paths, each with a HINT.
+        for (sql, state) in [
+            ("SELECT cortex_buffer.register_push_source(NULL)", "22004"),
+            ("SELECT cortex_buffer.register_push_source('bad name')", "22023"),
+            ("SELECT cortex_buffer.register_push_source('pod-s', login => 'no_such_role_here')", "42704"),
+            ("SELECT cortex_buffer.push_source_token('pod-r')", "P0002"),
+            ("SELECT cortex_buffer.push_source_token('bad name')", "22023"),
+            ("SELECT cortex_buffer.revoke_push_source_token('pod-r')", "P0002"),
+            ("SELECT cortex_buffer.drop_push_source('bad/name')", "22023"),
+        ] {
+            let (got, hint, _) = error_of(sql).unwrap_or_else(|| panic!("{sql} succeeded"));
+            assert_eq!(got, state, "{sql}");
+            assert!(hint.is_some_and(|h| !h.is_empty()), "{sql} has no HINT");
+        }
+        // The control plane registers pods' sources, never one trusted with every job, nor
+        // changes one an operator trusted so; and a role that is neither may not register.
+        run("CREATE ROLE cb_src_cp NOLOGIN IN ROLE cortex_buffer_control_plane");
+        run("CREATE ROLE cb_src_nobody NOLOGIN");
+        run("INSERT INTO cortex_buffer.push_source (source, all_jobs) VALUES ('node-all', true)");
+        run("SET ROLE cb_src_cp");
+        let pod = one("SELECT cortex_buffer.register_push_source('pod-cp')");
+        let all_jobs = error_of("SELECT cortex_buffer.register_push_source('pod-cp2', all_jobs => true)");
+        let take_over = error_of("SELECT cortex_buffer.register_push_source('node-all')");
+        run("RESET ROLE");
+        run("SET ROLE cb_src_nobody");
+        let nobody = error_of("SELECT cortex_buffer.push_source_token('pod-cp')");
+        run("RESET ROLE");
+        assert!(pod.ends_with(".pod-cp"));
+        assert_eq!(all_jobs.map(|e| e.0).as_deref(), Some("42501"));
+        assert_eq!(take_over.map(|e| e.0).as_deref(), Some("42501"));
+        assert_eq!(val("SELECT all_jobs::text FROM cortex_buffer.push_source WHERE source = 'node-all'"), "true");
+        assert_eq!(nobody.map(|e| e.0).as_deref(), Some("42501"));
     }
 }

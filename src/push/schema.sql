@@ -6,10 +6,11 @@
 -- The sources (a node or a pod that ships) and the login each belongs to. Operator-edited.
 CREATE TABLE cortex_buffer.push_source (
     source     text PRIMARY KEY CHECK (source OPERATOR(pg_catalog.~) '^[A-Za-z0-9._:-]{1,128}$'),
-    login      name NOT NULL,
+    login      name,
     all_jobs   boolean NOT NULL DEFAULT false,
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    note       text
+    note       text,
+    token_generation integer NOT NULL DEFAULT 1 CHECK (token_generation OPERATOR(pg_catalog.>=) 1)
 );
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.push_source', '');
 
@@ -52,9 +53,10 @@ CREATE INDEX pushed_file_source_idx ON cortex_buffer.pushed_file (source);
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.pushed_file', '');
 
 COMMENT ON TABLE cortex_buffer.push_source IS
-'Push ingestion''s sources: a node or pod that ships session files with append_session_bytes, and the login that may push as it. Edited by the operator (docs/operations.md: Push ingestion).';
+'Push ingestion''s sources: a node or pod that ships session files with append_session_bytes, proving it is the source with the source''s token (push_source_token) on every call, and optionally the login that alone may push as it. Registered by the operator, or by the control plane at dispatch (register_push_source; docs/operations.md: Push ingestion).';
 COMMENT ON COLUMN cortex_buffer.push_source.source IS 'The source''s name, as the shipper passes it (1 to 128 letters, digits, ".", "_", ":", "-").';
-COMMENT ON COLUMN cortex_buffer.push_source.login IS 'The role that may push as this source (a member of it may too).';
+COMMENT ON COLUMN cortex_buffer.push_source.login IS 'The role that alone may push as this source (a member of it may too), besides presenting its token; NULL: any role with cortex_buffer_pusher that presents the token.';
+COMMENT ON COLUMN cortex_buffer.push_source.token_generation IS 'The generation of the source''s token: revoke_push_source_token counts it up, and every token issued before stops working.';
 COMMENT ON COLUMN cortex_buffer.push_source.all_jobs IS 'The source may write any job''s files (a node''s shipper trusted with every pod on it); otherwise only the jobs in push_grant.';
 COMMENT ON COLUMN cortex_buffer.push_source.created_at IS 'When the source was added.';
 COMMENT ON COLUMN cortex_buffer.push_source.note IS 'Free text for the operator.';

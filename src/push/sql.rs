@@ -19,7 +19,7 @@ use crate::pg::time::interval_us;
 use crate::pg::xact::with_fresh_snapshot;
 use crate::pg::OrRaise;
 use cortex_buffer_core::error::{CbError, SqlState};
-use cortex_buffer_core::push::{check_identity, check_relpath, check_source};
+use cortex_buffer_core::push::{check_identity, check_relpath, check_source, source_token};
 
 fn required<T>(value: Option<T>, name: &str) -> T {
     value.unwrap_or_else(|| {
@@ -47,8 +47,8 @@ fn invalid(what: &str, why: String) -> CbError {
         .with_hint("See docs/api.md, append_session_bytes.")
 }
 
-/// What a transaction was already allowed: `(local transaction id, user, [(source, job)])`.
-type Allowed = (u32, pgrx::pg_sys::Oid, Vec<(String, Option<Uuid>)>);
+/// What a transaction was already allowed: `(local transaction id, user, [(source, token, job)])`.
+type Allowed = (u32, pgrx::pg_sys::Oid, Vec<(String, String, Option<Uuid>)>);
 
 thread_local! {
     /// What this transaction was already allowed. A shipper's batch calls append_session_bytes
@@ -57,35 +57,37 @@ thread_local! {
     static ALLOWED: std::cell::RefCell<Allowed> = const { std::cell::RefCell::new((0, pgrx::pg_sys::InvalidOid, Vec::new())) };
 }
 
-/// [`check_mapping`] once per transaction for each (source, job).
-pub(super) fn authorize_source(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
+/// [`check_mapping`] once per transaction for each (source, token, job).
+pub(super) fn authorize_source(source: &str, token: Option<&str>, job: Option<Uuid>) -> Result<(), CbError> {
     let lxid = crate::pg::xact::local_xid();
+    let token = token.unwrap_or("");
     // SAFETY: reads the current user.
     let user = unsafe { pgrx::pg_sys::GetUserId() };
     let known = ALLOWED.with(|a| {
         let a = a.borrow();
-        a.0 == lxid && a.1 == user && a.2.iter().any(|(s, j)| s == source && *j == job)
+        a.0 == lxid && a.1 == user && a.2.iter().any(|(s, t, j)| s == source && t == token && *j == job)
     });
     if known {
         return Ok(());
     }
-    check_mapping(source, job)?;
+    check_mapping(source, token, job)?;
     ALLOWED.with(|a| {
         let mut a = a.borrow_mut();
         if a.0 != lxid || a.1 != user {
             *a = (lxid, user, Vec::new());
         }
         if a.2.len() < 1024 {
-            a.2.push((source.to_owned(), job));
+            a.2.push((source.to_owned(), token.to_owned(), job));
         }
     });
     Ok(())
 }
 
-/// Whether the calling role may push as `source`, and (when `job` is given) write that job's
-/// files: the operator's mapping in push_source and push_grant. 42501 otherwise, saying which
-/// row is missing.
-fn check_mapping(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
+/// Whether the caller may push as `source`, and (when `job` is given) write that job's files:
+/// `token` must be the source's current token (a superuser needs none), the caller a member of
+/// the source's login when it has one, and the job granted to the source (or the source
+/// trusted with all jobs). 42501 otherwise, saying which.
+fn check_mapping(source: &str, token: &str, job: Option<Uuid>) -> Result<(), CbError> {
     let row = as_definer(|| {
         Spi::connect(|c| {
             let stmt = prepared_read(
@@ -94,7 +96,8 @@ fn check_mapping(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
                 || {
                     "SELECT s.login::pg_catalog.text, s.all_jobs,
                             EXISTS (SELECT 1 FROM cortex_buffer.push_grant g
-                                     WHERE g.source OPERATOR(pg_catalog.=) s.source AND g.job_id OPERATOR(pg_catalog.=) $2)
+                                     WHERE g.source OPERATOR(pg_catalog.=) s.source AND g.job_id OPERATOR(pg_catalog.=) $2),
+                            s.token_generation, (SELECT k.secret FROM cortex_buffer.job_token_key k)
                        FROM cortex_buffer.push_source s WHERE s.source OPERATOR(pg_catalog.=) $1"
                         .to_owned()
                 },
@@ -106,27 +109,40 @@ fn check_mapping(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
             let rows = c.select(&*stmt, Some(1), &[source.into(), job.into()]).map_err(spi)?;
             let Some(r) = rows.into_iter().next() else { return Ok(None) };
             Ok(Some((
-                r.get::<String>(1).map_err(spi)?.unwrap_or_default(),
+                r.get::<String>(1).map_err(spi)?,
                 r.get::<bool>(2).map_err(spi)?.unwrap_or(false),
                 r.get::<bool>(3).map_err(spi)?.unwrap_or(false),
+                r.get::<i32>(4).map_err(spi)?.unwrap_or(1),
+                r.get::<Vec<u8>>(5).map_err(spi)?,
             )))
         })
     })?;
-    let Some((login, all_jobs, granted)) = row else {
+    let Some((login, all_jobs, granted, generation, secret)) = row else {
         return Err(CbError::new(SqlState::InsufficientPrivilege, format!("push source \"{source}\" is not registered"))
-            .with_hint("An operator registers it: INSERT INTO cortex_buffer.push_source (source, login) VALUES (<source>, <the shipper's login>)."));
+            .with_hint("The control plane or an operator registers it and gets its token: SELECT cortex_buffer.register_push_source(<source>, <job>)."));
     };
-    // SAFETY: reads the current user; a membership check of two existing roles.
-    let may_use = caller_is_superuser()
-        || role_oid(&login)
-            .is_some_and(|role| unsafe { pgrx::pg_sys::has_privs_of_role(pgrx::pg_sys::GetUserId(), role) });
-    if !may_use {
-        return Err(CbError::new(
-            SqlState::InsufficientPrivilege,
-            format!("this login may not push as source \"{source}\""),
-        )
-        .with_detail(format!("The source belongs to role \"{login}\"."))
-        .with_hint("Connect as that role (or a member of it), or have an operator change cortex_buffer.push_source."));
+    if !caller_is_superuser() {
+        // No secret yet: no token was ever issued here, so none can verify.
+        let check = match &secret {
+            Some(secret) => source_token::check(secret, token, source, generation),
+            None if token.is_empty() => source_token::Check::Missing,
+            None => source_token::Check::Forged,
+        };
+        if let Some(refused) = source_token::refusal(check, source) {
+            return Err(refused);
+        }
+        // SAFETY: reads the current user; a membership check of two existing roles.
+        let member = |role| unsafe { pgrx::pg_sys::has_privs_of_role(pgrx::pg_sys::GetUserId(), role) };
+        if let Some(login) = login.filter(|l| !role_oid(l).is_some_and(member)) {
+            return Err(CbError::new(
+                SqlState::InsufficientPrivilege,
+                format!("this login may not push as source \"{source}\""),
+            )
+            .with_detail(format!("The source belongs to role \"{login}\"."))
+            .with_hint(
+                "Connect as that role (or a member of it), or have an operator change cortex_buffer.push_source.",
+            ));
+        }
     }
     if let Some(job) = job {
         if !all_jobs && !granted {
@@ -142,8 +158,10 @@ fn check_mapping(source: &str, job: Option<Uuid>) -> Result<(), CbError> {
 
 /// One push's arguments checked (SQLSTATE 22023, 54000 or 42501 otherwise), its source allowed
 /// to write its job's files.
+#[allow(clippy::too_many_arguments)]
 fn checked<'a>(
     source: &'a str,
+    token: Option<&str>,
     relpath: &'a str,
     start: i64,
     chunk: &'a [u8],
@@ -173,7 +191,7 @@ fn checked<'a>(
         );
     }
     let job = Uuid::from_bytes(cortex_buffer_core::indexer::normalize::uuid_bytes(&job_dir).unwrap_or_default());
-    authorize_source(source, Some(job)).or_raise();
+    authorize_source(source, token, Some(job)).or_raise();
     Push { source, job, job_dir, relpath, file_name, layout, start, chunk, identity, last, file_size }
 }
 
@@ -182,7 +200,7 @@ type PushRow = (i64, i64, i64, String);
 /// Appends the bytes a shipper read from a session file on its node, exactly once: see
 /// docs/api.md, append_session_bytes. Its SQL declaration is in api.sql: the argument `final`
 /// is a Rust keyword, and pgrx would name it `r#final`.
-#[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
+#[allow(clippy::type_complexity, clippy::too_many_arguments)] // SQL's signature, spelled out for pgrx
 #[pg_extern(sql = false)]
 fn append_session_bytes(
     source: Option<&str>,
@@ -192,6 +210,7 @@ fn append_session_bytes(
     file_identity: Option<&str>,
     r#final: default!(Option<bool>, "false"),
     file_size: default!(Option<i64>, "NULL"),
+    source_token: default!(Option<&str>, "NULL"),
 ) -> TableIterator<
     'static,
     (name!(committed_offset, i64), name!(events_added, i64), name!(corrupt_added, i64), name!(action, String)),
@@ -200,6 +219,7 @@ fn append_session_bytes(
     let chunk = required(chunk, "chunk");
     let push = checked(
         source,
+        source_token,
         required(relpath, "relpath"),
         required(start_offset, "start_offset"),
         chunk,
@@ -224,7 +244,7 @@ type BatchRow = (i32, i64, i64, i64, String);
 /// rules and outcomes (see docs/api.md, append_session_batch): element `i` of each array is
 /// one push. All apply or, on an error, none: they share the caller's transaction. Its SQL
 /// declaration is in api.sql: it sets `plan_cache_mode`, which pgrx cannot declare.
-#[allow(clippy::type_complexity)] // pgrx needs the named tuple spelled out here
+#[allow(clippy::type_complexity, clippy::too_many_arguments)] // SQL's signature, spelled out for pgrx
 #[pg_extern(sql = false)]
 fn append_session_batch(
     source: Option<&str>,
@@ -234,6 +254,7 @@ fn append_session_batch(
     file_identities: Option<Vec<Option<String>>>,
     finals: default!(Option<Vec<Option<bool>>>, "NULL"),
     file_sizes: default!(Option<Vec<Option<i64>>>, "NULL"),
+    source_token: default!(Option<&str>, "NULL"),
 ) -> TableIterator<
     'static,
     (
@@ -247,7 +268,7 @@ fn append_session_batch(
     let source = required_in_batch(source, "source");
     // The source first, whatever the arrays hold: an empty batch is no way around its checks.
     check_source(source).map_err(|why| invalid("source", why)).or_raise();
-    authorize_source(source, None).or_raise();
+    authorize_source(source, source_token, None).or_raise();
     let relpaths = required_in_batch(relpaths, "relpaths");
     let starts = required_in_batch(start_offsets, "start_offsets");
     let chunk_array = required_in_batch(chunks, "chunks");
@@ -288,7 +309,7 @@ fn append_session_batch(
         let size = file_sizes.as_ref().and_then(|f| f[k]);
         // Each push costs at least what a call of append_session_bytes costs.
         bytes = bytes.saturating_add((chunk.len() as u64).max(rate::CALL_BYTES));
-        pushes.push(checked(source, relpath, start, chunk, identity, last, size));
+        pushes.push(checked(source, source_token, relpath, start, chunk, identity, last, size));
     }
     let now_s = cortex_buffer_watch::pass::now_us() / 1_000_000;
     rate::charge(source, bytes, guc::push_rate_limit(), now_s).or_raise();
@@ -310,6 +331,7 @@ type OffsetRow = (String, String, i64, i64, i64, i64, Option<i64>, Option<pgrx::
 #[search_path(pg_catalog, pg_temp)]
 fn pushed_offsets(
     source: Option<&str>,
+    source_token: default!(Option<&str>, "NULL"),
 ) -> TableIterator<
     'static,
     (
@@ -325,7 +347,7 @@ fn pushed_offsets(
 > {
     let source = required(source, "source");
     check_source(source).map_err(|why| invalid("source", why)).or_raise();
-    authorize_source(source, None).or_raise();
+    authorize_source(source, source_token, None).or_raise();
     let rows: Vec<OffsetRow> = as_definer(|| {
         Spi::connect(|c| {
             let table = c

@@ -21,6 +21,11 @@ OPTIONS (each also read from the environment variable named after it):
     --sessions-dir DIR     CB_SHIP_SESSIONS_DIR   the node's sessions directory (required)
     --source NAME          CB_SHIP_SOURCE         this shipper's source in cortex_buffer.push_source
                                                   (default: the host name)
+    --source-token TOKEN   CB_SHIP_SOURCE_TOKEN   the source's token (required), which the control plane or
+                                                  an operator gets with register_push_source() or
+                                                  push_source_token(): it proves this shipper is the
+                                                  source, whatever login it shares. Prefer the
+                                                  environment variable: a flag shows in ps
     --dsn CONNINFO         CB_SHIP_DSN            libpq connection string (key=value or URI); without
                                                   it, PGHOST, PGPORT, PGUSER, PGPASSWORD and PGDATABASE.
                                                   TLS as libpq: sslmode disable, allow, prefer (the
@@ -76,6 +81,8 @@ pub enum WatchMode {
 pub struct Config {
     pub sessions_dir: String,
     pub source: String,
+    /// The source's token (`push_source_token`), passed with every call.
+    pub source_token: String,
     /// Where and how to connect (the connection string, its TLS settings read apart).
     pub conn: Conn,
     pub chunk_bytes: usize,
@@ -120,6 +127,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
             "--once" => once = true,
             "--sessions-dir"
             | "--source"
+            | "--source-token"
             | "--dsn"
             | "--chunk-bytes"
             | "--batch"
@@ -144,6 +152,14 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         None => hostname().ok_or("--source is required (the host name could not be read)")?,
     };
     cortex_buffer_core::push::check_source(&source).map_err(|why| format!("--source: {why}"))?;
+    let source_token = get("--source-token", "CB_SHIP_SOURCE_TOKEN").filter(|t| !t.is_empty()).ok_or(
+        "--source-token (or CB_SHIP_SOURCE_TOKEN) is required: the source's token, from cortex_buffer.push_source_token(source)",
+    )?;
+    match cortex_buffer_core::push::source_token::named_source(&source_token) {
+        Some(named) if named == source => {}
+        Some(named) => return Err(format!("--source-token is source \"{named}\"'s, not \"{source}\"'s")),
+        None => return Err("--source-token is not a source token (cbst1.<generation>.<mac>.<source>)".into()),
+    }
     let dsn = get("--dsn", "CB_SHIP_DSN").unwrap_or_else(|| dsn_from_env(env));
     let conn = conninfo::parse(&dsn, env).map_err(|why| format!("--dsn: {why}"))?;
     // A verifying mode whose root certificates cannot be read is a bad argument, said at start.
@@ -201,6 +217,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
     Ok(Parsed::Run(Box::new(Config {
         sessions_dir,
         source,
+        source_token,
         conn,
         chunk_bytes,
         batch,
@@ -256,6 +273,7 @@ mod tests {
             "PGHOST" => Some("/run/pg".to_owned()),
             "PGUSER" => Some("o'brien".to_owned()),
             "CB_SHIP_PER_FILE" => Some("1".to_owned()),
+            "CB_SHIP_SOURCE_TOKEN" => Some("cbst1.1.00ff.node-1".to_owned()),
             _ => None,
         };
         let Ok(Parsed::Run(c)) = parse(&args(&["--source", "node-1", "--batch", "4", "--watch", "poll"]), &env) else {
@@ -271,6 +289,7 @@ mod tests {
     #[test]
     fn bad_arguments_are_refused_with_a_reason() {
         let none = |_: &str| None;
+        let token = |k: &str| (k == "CB_SHIP_SOURCE_TOKEN").then(|| "cbst1.1.00ff.s".to_owned());
         for (a, why) in [
             (vec!["--source", "x"], "required"),
             (vec!["--sessions-dir", "/d", "--source", "bad name"], "--source"),
@@ -279,6 +298,15 @@ mod tests {
             (vec!["--sessions-dir", "/d", "--source", "s", "--watch", "sometimes"], "auto, notify or poll"),
             (vec!["--bogus"], "unknown argument"),
             (vec!["--dsn"], "needs a value"),
+        ] {
+            let err = parse(&args(&a), &token).err().unwrap_or_default();
+            assert!(err.contains(why), "{a:?}: {err}");
+        }
+        // The token: required, and the source's own.
+        for (a, why) in [
+            (vec!["--sessions-dir", "/d", "--source", "s"], "--source-token (or CB_SHIP_SOURCE_TOKEN) is required"),
+            (vec!["--sessions-dir", "/d", "--source", "s", "--source-token", "cbst1.1.00ff.t"], "source \"t\"'s"),
+            (vec!["--sessions-dir", "/d", "--source", "s", "--source-token", "cbjt1.x"], "not a source token"),
         ] {
             let err = parse(&args(&a), &none).err().unwrap_or_default();
             assert!(err.contains(why), "{a:?}: {err}");

@@ -105,6 +105,8 @@ fn classify(e: &postgres::Error) -> Failure {
 pub struct Db {
     client: Client,
     source: String,
+    /// The source's token, presented with every call (never a session setting).
+    token: String,
     /// The server has `append_session_batch` (0.12.0 on); an older one is sent
     /// `append_session_bytes` once per push, in one statement ([`PUSH_EACH_SQL`]).
     batch: bool,
@@ -118,7 +120,8 @@ pub struct Db {
 const PUSH_SQL: &str = "
     SELECT committed_offset, events_added, corrupt_added, action
       FROM cortex_buffer.append_session_batch($1, $2::pg_catalog.text[], $3::pg_catalog.int8[], $4::pg_catalog.bytea[],
-                                              $5::pg_catalog.text[], $6::pg_catalog.bool[], $7::pg_catalog.int8[])
+                                              $5::pg_catalog.text[], $6::pg_catalog.bool[], $7::pg_catalog.int8[],
+                                              source_token => $8)
      ORDER BY ord";
 
 /// The same pushes for a server older than 0.12.0: `append_session_bytes` once per push.
@@ -129,16 +132,22 @@ const PUSH_EACH_SQL: &str = "
                       pg_catalog.unnest($6::pg_catalog.bool[]), pg_catalog.unnest($7::pg_catalog.int8[]))
            WITH ORDINALITY AS a(relpath, start_offset, chunk, identity, last, size, i)
      CROSS JOIN LATERAL cortex_buffer.append_session_bytes($1, a.relpath, a.start_offset, a.chunk, a.identity,
-                                                           a.last, a.size) AS r
+                                                           a.last, a.size, source_token => $8) AS r
      ORDER BY a.i";
 
 const CONFIRM_SQL: &str =
-    "SELECT cortex_buffer.confirm_pushed($1, pg_catalog.make_interval(secs => $2::pg_catalog.float8))";
+    "SELECT cortex_buffer.confirm_pushed($1, pg_catalog.make_interval(secs => $2::pg_catalog.float8), source_token => $3)";
 
 impl Db {
     /// `batch`: send each batch with `append_session_batch` (else, or when the server has none,
     /// as one `append_session_bytes` call per file).
-    pub fn connect(conn: &Conn, source: &str, synchronous_commit: bool, batch: bool) -> Result<Db, Failure> {
+    pub fn connect(
+        conn: &Conn,
+        source: &str,
+        token: &str,
+        synchronous_commit: bool,
+        batch: bool,
+    ) -> Result<Db, Failure> {
         let mut config: postgres::Config =
             conn.dsn.parse().map_err(|e: postgres::Error| Failure::Connection(e.to_string()))?;
         config.application_name("cortex-buffer-ship");
@@ -158,7 +167,7 @@ impl Db {
             // it learns at reconnect (pushed_offsets) or from the next push (a gap).
             client.batch_execute("SET synchronous_commit = off").map_err(|e| classify(&e))?;
         }
-        Ok(Db { client, source: source.to_owned(), batch, prepared: HashMap::new() })
+        Ok(Db { client, source: source.to_owned(), token: token.to_owned(), batch, prepared: HashMap::new() })
     }
 
     /// Where each file this source pushed stands, by (relpath, identity).
@@ -167,8 +176,8 @@ impl Db {
             .client
             .query(
                 "SELECT relpath, file_identity, committed_offset, held_bytes, head_len, head_crc
-                   FROM cortex_buffer.pushed_offsets($1)",
-                &[&self.source],
+                   FROM cortex_buffer.pushed_offsets($1, source_token => $2)",
+                &[&self.source, &self.token],
             )
             .map_err(|e| classify(&e))?;
         let count = |v: i64| u64::try_from(v).unwrap_or(0);
@@ -197,8 +206,9 @@ impl Db {
         let ident: Vec<&str> = pushes.iter().map(|p| p.identity.as_str()).collect();
         let last: Vec<bool> = pushes.iter().map(|p| p.last).collect();
         let size: Vec<i64> = pushes.iter().map(|p| i64::try_from(p.file_size).unwrap_or(i64::MAX)).collect();
-        let source = self.source.clone();
-        let args: [&(dyn postgres::types::ToSql + Sync); 7] = [&source, &rel, &start, &chunk, &ident, &last, &size];
+        let (source, token) = (self.source.clone(), self.token.clone());
+        let args: [&(dyn postgres::types::ToSql + Sync); 8] =
+            [&source, &rel, &start, &chunk, &ident, &last, &size, &token];
         let rows = match self.run(if self.batch { PUSH_SQL } else { PUSH_EACH_SQL }, &args) {
             // 42883: no such function; the extension is older than the shipper.
             Err(e) if self.batch && e.code() == Some(&postgres::error::SqlState::UNDEFINED_FUNCTION) => {
@@ -227,9 +237,9 @@ impl Db {
     /// (`confirm_pushed`). `Ok(false)`: the server has no such function (cortex_buffer before
     /// 0.15.0), so recovery there never asks for one.
     pub fn confirm(&mut self, as_of: std::time::Duration) -> Result<bool, Failure> {
-        let source = self.source.clone();
+        let (source, token) = (self.source.clone(), self.token.clone());
         let secs = as_of.as_secs_f64();
-        match self.run(CONFIRM_SQL, &[&source, &secs]) {
+        match self.run(CONFIRM_SQL, &[&source, &secs, &token]) {
             Ok(_) => Ok(true),
             Err(e) if e.code() == Some(&postgres::error::SqlState::UNDEFINED_FUNCTION) => Ok(false),
             Err(e) => Err(classify(&e)),

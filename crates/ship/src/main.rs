@@ -109,7 +109,7 @@ fn run(cfg: &Config) -> i32 {
     let mut backoff = Duration::from_millis(200);
     let mut totals = Totals::default();
     while !stopping() {
-        match Db::connect(&cfg.conn, &cfg.source, cfg.synchronous_commit, !cfg.per_file) {
+        match Db::connect(&cfg.conn, &cfg.source, &cfg.source_token, cfg.synchronous_commit, !cfg.per_file) {
             Ok(mut db) => match ship(cfg, &mut db, &mut totals) {
                 Ok(()) => return 0,
                 // The connection broke: connect again soon.

@@ -193,18 +193,26 @@ SELECT cortex_buffer.clear_quarantine('logs/tools.jsonl') AS was_quarantined;
 INSERT INTO cortex_buffer.job (id, agent_id, status)
 VALUES ('d0c5a000-0000-4000-8000-0000000000f1', 'd0c5a000-0000-4000-8000-0000000000a1', 'RUNNING')
 ON CONFLICT (id) DO NOTHING;
-INSERT INTO cortex_buffer.push_source (source, login) VALUES ('node-7', current_user) ON CONFLICT DO NOTHING;
-INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ('node-7', 'd0c5a000-0000-4000-8000-0000000000f1')
-ON CONFLICT DO NOTHING;
+-- docs/api.md ### `register_push_source`
+-- at dispatch: the pod's source, granted its job; its token goes into the pod's environment
+SELECT cortex_buffer.register_push_source('agent-pod-d0c5', 'd0c5a000-0000-4000-8000-0000000000f1') AS pod_token \gset
+-- a node's DaemonSet, trusted with every pod on it (an operator's)
+SELECT cortex_buffer.register_push_source('node-7', all_jobs => true, note => 'DaemonSet on node-7') AS source_token \gset
+SELECT left(:'source_token', 8) AS token_starts;
+-- docs/api.md ### `push_source_token`, `revoke_push_source_token`, `drop_push_source`
+SELECT cortex_buffer.push_source_token('node-7') = :'source_token' AS same_token;
+SELECT cortex_buffer.revoke_push_source_token('agent-pod-d0c5') <> :'pod_token' AS revoked;
+SELECT cortex_buffer.drop_push_source('agent-pod-d0c5') AS dropped;
 -- docs/api.md ### `append_session_bytes`
 SELECT * FROM cortex_buffer.append_session_bytes('node-7',
     'd0c5a000-0000-4000-8000-0000000000f1/session-001.jsonl', 0,
     convert_to('{"version":"1.0","timestamp":"2026-03-02T10:00:00.000Z","jobId":"d0c5a000-0000-4000-8000-0000000000f1","sequence":0,"type":"SESSION_START","data":{}}' || E'\n' ||
                '{"version":"1.0","timestamp":"2026-03-02T10:00:01', 'UTF8'),
-    '2049:7:1c2a3b4d', file_size => 199);
+    '2049:7:1c2a3b4d', file_size => 199, source_token => :'source_token');
 -- past the end of what the server has (199 bytes): refused, with where to send from
 SELECT * FROM cortex_buffer.append_session_bytes('node-7',
-    'd0c5a000-0000-4000-8000-0000000000f1/session-001.jsonl', 500, '\x7b7d0a', '2049:7:1c2a3b4d');
+    'd0c5a000-0000-4000-8000-0000000000f1/session-001.jsonl', 500, '\x7b7d0a', '2049:7:1c2a3b4d',
+    source_token => :'source_token');
 -- docs/api.md ### `append_session_batch`
 SELECT ord, committed_offset, events_added, action
   FROM cortex_buffer.append_session_batch('node-7',
@@ -213,15 +221,15 @@ SELECT ord, committed_offset, events_added, action
        ARRAY[0, 0]::bigint[],
        ARRAY[convert_to('{"version":"1.0","timestamp":"2026-03-02T10:05:00.000Z","jobId":"d0c5a000-0000-4000-8000-0000000000f1","sequence":0,"type":"SESSION_START","data":{}}' || E'\n', 'UTF8'),
              convert_to('{"version":"1.0","timestamp":"2026-03-02T10:06:00.000Z","jobId":"d0c5a000-0000-4000-8000-0000000000f1","sequence":0,"type":"SESSION_START","data":{}}' || E'\n', 'UTF8')],
-       ARRAY['2049:8:5e6f7a8b', '2049:9:9c0d1e2f']);
+       ARRAY['2049:8:5e6f7a8b', '2049:9:9c0d1e2f'], source_token => :'source_token');
 -- docs/api.md ### `pushed_offsets`
 SELECT relpath, file_identity, committed_offset, held_bytes, head_len
-  FROM cortex_buffer.pushed_offsets('node-7');
+  FROM cortex_buffer.pushed_offsets('node-7', :'source_token');
 -- docs/api.md ### `await_pushed`
 SELECT cortex_buffer.await_pushed('d0c5a000-0000-4000-8000-0000000000f1',
     'd0c5a000-0000-4000-8000-0000000000f1/session-001.jsonl', 150, '1 second') AS pushed;
 -- docs/api.md ### `confirm_pushed`
-SELECT cortex_buffer.confirm_pushed('node-7') IS NOT NULL AS confirmed;
+SELECT cortex_buffer.confirm_pushed('node-7', source_token => :'source_token') IS NOT NULL AS confirmed;
 -- docs/api.md ### `await_sources`
 SELECT cortex_buffer.await_sources('d0c5a000-0000-4000-8000-0000000000f1', '1 second') AS confirmed;
 -- docs/api.md ### `recovery_plan`

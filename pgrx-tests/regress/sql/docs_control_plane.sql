@@ -90,11 +90,11 @@ SELECT count(*) FROM public.job;
 RESET ROLE;
 RESET cortex_buffer.job_token;
 -- docs/control-plane.md ### Pods whose files are pushed
-INSERT INTO cortex_buffer.push_source (source, login) VALUES ('agent-pod-7f3a', current_user)
-ON CONFLICT (source) DO NOTHING;
-INSERT INTO cortex_buffer.push_grant (source, job_id)
-VALUES ('agent-pod-7f3a', '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') ON CONFLICT DO NOTHING;
-DELETE FROM cortex_buffer.push_source WHERE source = 'agent-pod-7f3a';   -- its grants go with it
+-- at dispatch: the token goes into the pod's secret
+SELECT left(cortex_buffer.register_push_source('agent-pod-7f3a', '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f'), 8)
+       AS token_starts;
+-- once the job has ended (its grants go with it)
+SELECT cortex_buffer.drop_push_source('agent-pod-7f3a') AS dropped;
 -- docs/control-plane.md ## Reap zombies every minute
 SELECT job_id, attempt, new_status, retry_after FROM cortex_buffer.reap_zombies();
 SELECT status, error->>'reason' AS reason, error->'retry_decision'->>'strategy' AS strategy

@@ -21,15 +21,13 @@ SELECT cortex_buffer.clear_quarantine('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f/sess
 SELECT reason, job_id, path, corruption_ratio, corrupt_lines, valid_lines, unindexed_bytes, last_error
   FROM cortex_buffer.untrusted_session_files;
 -- docs/operations.md ## Push ingestion
--- a node's DaemonSet shipper, trusted with every pod on its node
-INSERT INTO cortex_buffer.push_source (source, login, all_jobs, note)
-VALUES ('node-b', current_user, true, 'DaemonSet on node-b') ON CONFLICT (source) DO NOTHING;
--- a pod's sidecar, which may write its own job only (the control plane grants it at dispatch)
-INSERT INTO cortex_buffer.push_source (source, login) VALUES ('agent-pod-x1', current_user)
-ON CONFLICT (source) DO NOTHING;
-INSERT INTO cortex_buffer.push_grant (source, job_id)
-VALUES ('agent-pod-x1', '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') ON CONFLICT DO NOTHING;
-SELECT source, login = current_user AS mine, all_jobs FROM cortex_buffer.push_source
+-- a node's DaemonSet shipper, trusted with every pod on its node (an operator's)
+SELECT left(cortex_buffer.register_push_source('node-b', all_jobs => true, note => 'DaemonSet on node-b'), 8)
+       AS node_token_starts;
+-- a pod's sidecar, which may write its own job only (the control plane, at dispatch)
+SELECT left(cortex_buffer.register_push_source('agent-pod-x1', '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f'), 8)
+       AS pod_token_starts;
+SELECT source, login IS NULL AS any_pusher_with_the_token, all_jobs FROM cortex_buffer.push_source
  WHERE source IN ('node-b', 'agent-pod-x1') ORDER BY source;
 -- docs/operations.md ## Push ingestion
 SELECT p.source, p.relpath, p.n, f.indexed_offset AS committed, p.held_len AS held,

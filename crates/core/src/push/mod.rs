@@ -285,5 +285,6 @@ pub fn identity_number(identity: &str) -> i64 {
 }
 
 pub mod rate;
+pub mod source_token;
 #[cfg(test)]
 mod tests;

@@ -860,12 +860,61 @@ AS 'MODULE_PATHNAME', 'await_sources_wrapper';
 -- cortex_buffer::push::confirm::confirm_pushed
 CREATE  FUNCTION "confirm_pushed"(
 	"source" TEXT, /* Option < & str > */
-	"as_of" interval DEFAULT '0 seconds' /* Option < pgrx :: datum :: Interval > */
+	"as_of" interval DEFAULT '0 seconds', /* Option < pgrx :: datum :: Interval > */
+	"source_token" TEXT DEFAULT NULL /* Option < & str > */
 ) RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'confirm_pushed_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- cortex_buffer::push::sources::drop_push_source
+CREATE  FUNCTION "drop_push_source"(
+	"source" TEXT /* & str */
+) RETURNS bool /* bool */
+STRICT VOLATILE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'drop_push_source_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- cortex_buffer::push::sources::push_source_token
+CREATE  FUNCTION "push_source_token"(
+	"source" TEXT /* & str */
+) RETURNS TEXT /* String */
+STRICT VOLATILE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'push_source_token_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- cortex_buffer::push::sources::register_push_source
+CREATE  FUNCTION "register_push_source"(
+	"source" TEXT, /* Option < & str > */
+	"job_id" uuid DEFAULT NULL, /* Option < Uuid > */
+	"all_jobs" bool DEFAULT false, /* Option < bool > */
+	"login" TEXT DEFAULT NULL, /* Option < & str > */
+	"note" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS TEXT /* String */
+VOLATILE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'register_push_source_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- cortex_buffer::push::sources::revoke_push_source_token
+CREATE  FUNCTION "revoke_push_source_token"(
+	"source" TEXT /* & str */
+) RETURNS TEXT /* String */
+STRICT VOLATILE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'revoke_push_source_token_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -895,7 +944,8 @@ AS 'MODULE_PATHNAME', 'await_pushed_wrapper';
 /* <begin connected objects> */
 -- cortex_buffer::push::sql::pushed_offsets
 CREATE  FUNCTION "pushed_offsets"(
-	"source" TEXT /* Option < & str > */
+	"source" TEXT, /* Option < & str > */
+	"source_token" TEXT DEFAULT NULL /* Option < & str > */
 ) RETURNS TABLE (
 	"relpath" TEXT,  /* String */
 	"file_identity" TEXT,  /* String */
@@ -1364,6 +1414,10 @@ GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
 -- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO cortex_buffer_definer;
 GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
+-- register_push_source, revoke_push_source_token and drop_push_source write the mapping as the
+-- definer role, once they checked that a fleet role called them.
+GRANT INSERT, UPDATE, DELETE ON cortex_buffer.push_source TO cortex_buffer_definer;
+GRANT INSERT ON cortex_buffer.push_grant TO cortex_buffer_definer;
 -- The partitioned layout: the indexer makes partitions ahead of new files, cleanup drops them
 -- (both functions run as the extension's owner and touch nothing but those partitions).
 GRANT SELECT ON cortex_buffer.event_partitioning TO cortex_buffer_definer;
@@ -1399,10 +1453,12 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
     cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
-    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
-    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
-    cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
-    cortex_buffer.confirm_pushed(text, interval), cortex_buffer.await_sources(uuid, interval),
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint, text),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[], text),
+    cortex_buffer.pushed_offsets(text, text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
+    cortex_buffer.confirm_pushed(text, interval, text), cortex_buffer.await_sources(uuid, interval),
+    cortex_buffer.register_push_source(text, uuid, boolean, text, text), cortex_buffer.push_source_token(text),
+    cortex_buffer.revoke_push_source_token(text), cortex_buffer.drop_push_source(text),
     cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
     cortex_buffer.storage_report(), cortex_buffer.oversized_day_start(bigint, timestamptz)
   FROM PUBLIC;
@@ -1499,13 +1555,20 @@ GRANT SELECT ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO co
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
 -- A pod's own source only: never one trusted with every job (all_jobs stays false).
 GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
-
--- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else. Every
--- statement it causes runs as the definer role once its source and job check out.
+-- Sources and their tokens through functions (register_push_source refuses all_jobs to all but
+-- operators): what a shipper presents with every call.
 GRANT EXECUTE ON FUNCTION
-    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
-    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
-    cortex_buffer.pushed_offsets(text), cortex_buffer.confirm_pushed(text, interval)
+    cortex_buffer.register_push_source(text, uuid, boolean, text, text), cortex_buffer.push_source_token(text),
+    cortex_buffer.revoke_push_source_token(text), cortex_buffer.drop_push_source(text)
+  TO cortex_buffer_control_plane, cortex_buffer_operator;
+
+-- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else, each
+-- call with the source's token. Every statement it causes runs as the definer role once its
+-- source, token and job check out.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint, text),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[], text),
+    cortex_buffer.pushed_offsets(text, text), cortex_buffer.confirm_pushed(text, interval, text)
   TO cortex_buffer_pusher;
 
 -- The partitioned layout (partition_events()): each partition of event and corrupt_line has its
@@ -1572,10 +1635,11 @@ COMMENT ON TRIGGER checkpoint_marked ON cortex_buffer.job IS
 -- The sources (a node or a pod that ships) and the login each belongs to. Operator-edited.
 CREATE TABLE cortex_buffer.push_source (
     source     text PRIMARY KEY CHECK (source OPERATOR(pg_catalog.~) '^[A-Za-z0-9._:-]{1,128}$'),
-    login      name NOT NULL,
+    login      name,
     all_jobs   boolean NOT NULL DEFAULT false,
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    note       text
+    note       text,
+    token_generation integer NOT NULL DEFAULT 1 CHECK (token_generation OPERATOR(pg_catalog.>=) 1)
 );
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.push_source', '');
 
@@ -1618,9 +1682,10 @@ CREATE INDEX pushed_file_source_idx ON cortex_buffer.pushed_file (source);
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.pushed_file', '');
 
 COMMENT ON TABLE cortex_buffer.push_source IS
-'Push ingestion''s sources: a node or pod that ships session files with append_session_bytes, and the login that may push as it. Edited by the operator (docs/operations.md: Push ingestion).';
+'Push ingestion''s sources: a node or pod that ships session files with append_session_bytes, proving it is the source with the source''s token (push_source_token) on every call, and optionally the login that alone may push as it. Registered by the operator, or by the control plane at dispatch (register_push_source; docs/operations.md: Push ingestion).';
 COMMENT ON COLUMN cortex_buffer.push_source.source IS 'The source''s name, as the shipper passes it (1 to 128 letters, digits, ".", "_", ":", "-").';
-COMMENT ON COLUMN cortex_buffer.push_source.login IS 'The role that may push as this source (a member of it may too).';
+COMMENT ON COLUMN cortex_buffer.push_source.login IS 'The role that alone may push as this source (a member of it may too), besides presenting its token; NULL: any role with cortex_buffer_pusher that presents the token.';
+COMMENT ON COLUMN cortex_buffer.push_source.token_generation IS 'The generation of the source''s token: revoke_push_source_token counts it up, and every token issued before stops working.';
 COMMENT ON COLUMN cortex_buffer.push_source.all_jobs IS 'The source may write any job''s files (a node''s shipper trusted with every pod on it); otherwise only the jobs in push_grant.';
 COMMENT ON COLUMN cortex_buffer.push_source.created_at IS 'When the source was added.';
 COMMENT ON COLUMN cortex_buffer.push_source.note IS 'Free text for the operator.';
@@ -2595,8 +2660,8 @@ COMMENT ON FUNCTION cortex_buffer.partition_events(bigint, integer) IS
 --   await_sources
 
 
-COMMENT ON FUNCTION cortex_buffer.confirm_pushed(text, interval) IS
-'A shipper''s word, while idle, that every file its source ships had been pushed whole as_of ago (when its look at the files began): one row per source in push_confirmation, never moved back. recovery_plan trusts a pushed file''s bytes as complete only when its source confirmed after the job''s previous attempt was superseded; otherwise the plan is stale (remote_unconfirmed). Returns the recorded confirmation time. Granted to cortex_buffer_pusher.';
+COMMENT ON FUNCTION cortex_buffer.confirm_pushed(text, interval, text) IS
+'A shipper''s word (with its source''s token, source_token), while idle, that every file its source ships had been pushed whole as_of ago (when its look at the files began): one row per source in push_confirmation, never moved back. recovery_plan trusts a pushed file''s bytes as complete only when its source confirmed after the job''s previous attempt was superseded; otherwise the plan is stale (remote_unconfirmed). Returns the recorded confirmation time. Granted to cortex_buffer_pusher.';
 COMMENT ON FUNCTION cortex_buffer.await_sources(uuid, interval) IS
 'The pod''s bounded wait before it plans: waits (at most timeout) until every source that pushed the job''s files has confirmed them (confirm_pushed) after the job''s previous attempt was superseded; true once they all have (or the job has no pushed file), false when the time ran out (recovery_plan then says stale, remote_unconfirmed). Checks the job token like every per-job function. Granted to cortex_buffer_agent and cortex_buffer_control_plane.';
 /* </end connected objects> */
@@ -2612,15 +2677,15 @@ COMMENT ON FUNCTION cortex_buffer.await_sources(uuid, interval) IS
 -- which pgrx cannot declare), and the comments on its functions (the tables are in schema.sql).
 CREATE FUNCTION cortex_buffer.append_session_bytes(
     source text, relpath text, start_offset bigint, chunk bytea, file_identity text,
-    "final" boolean DEFAULT false, file_size bigint DEFAULT NULL)
+    "final" boolean DEFAULT false, file_size bigint DEFAULT NULL, source_token text DEFAULT NULL)
 RETURNS TABLE (committed_offset bigint, events_added bigint, corrupt_added bigint, action text)
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'append_session_bytes_wrapper';
-COMMENT ON FUNCTION cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint) IS
-'Appends a chunk of a session file a shipper read on another node (source, relpath <job_id>/<file>.jsonl, start_offset, chunk, file_identity), exactly once and with the tailer''s rules: a chunk starting before the committed offset is applied from there on, one starting after what the server has is refused (55000, expected offset in the DETAIL); the unterminated tail is held until a later chunk ends it or final => true judges it; a new identity under a relpath is a new file after the earlier ones. file_size reports the file''s size. Returns committed_offset, events_added, corrupt_added and action (new, appended, held, replayed, reindex, failed, quarantined). Granted to cortex_buffer_pusher.';
-COMMENT ON FUNCTION cortex_buffer.pushed_offsets(text) IS
-'Where a shipper resumes: each file its source pushed last, with its identity, the committed offset, the bytes held after it, the length and CRC-32 of the file''s first bytes as the server has them (to tell a rewritten file), and the last reported size. Granted to cortex_buffer_pusher.';
+COMMENT ON FUNCTION cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint, text) IS
+'Appends a chunk of a session file a shipper read on another node (source, relpath <job_id>/<file>.jsonl, start_offset, chunk, file_identity, and source_token, the source''s token, which proves the caller is the source), exactly once and with the tailer''s rules: a chunk starting before the committed offset is applied from there on, one starting after what the server has is refused (55000, expected offset in the DETAIL); the unterminated tail is held until a later chunk ends it or final => true judges it; a new identity under a relpath is a new file after the earlier ones. file_size reports the file''s size. Returns committed_offset, events_added, corrupt_added and action (new, appended, held, replayed, reindex, failed, quarantined). Granted to cortex_buffer_pusher.';
+COMMENT ON FUNCTION cortex_buffer.pushed_offsets(text, text) IS
+'Where a shipper resumes (with its source''s token, source_token): each file its source pushed last, with its identity, the committed offset, the bytes held after it, the length and CRC-32 of the file''s first bytes as the server has them (to tell a rewritten file), and the last reported size. Granted to cortex_buffer_pusher.';
 COMMENT ON FUNCTION cortex_buffer.await_pushed(uuid, text, bigint, interval) IS
 'The agent''s flush before a checkpoint: waits (at most timeout) until the server has the job''s pushed file relpath up to size bytes; true once it has (and keeps size as the pod''s word in pushed_file.flushed_size: a checkpoint stored next is marked at the file''s own size), false when the time ran out. Checks the job token like every per-job function. Granted to cortex_buffer_agent and cortex_buffer_control_plane.';
 -- append_session_batch runs its statements with generic plans (plan_cache_mode): a shipper's
@@ -2629,14 +2694,33 @@ COMMENT ON FUNCTION cortex_buffer.await_pushed(uuid, text, bigint, interval) IS
 -- shippers.
 CREATE FUNCTION cortex_buffer.append_session_batch(
     source text, relpaths text[], start_offsets bigint[], chunks bytea[], file_identities text[],
-    finals boolean[] DEFAULT NULL, file_sizes bigint[] DEFAULT NULL)
+    finals boolean[] DEFAULT NULL, file_sizes bigint[] DEFAULT NULL, source_token text DEFAULT NULL)
 RETURNS TABLE (ord integer, committed_offset bigint, events_added bigint, corrupt_added bigint, action text)
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 SET plan_cache_mode TO force_generic_plan
 LANGUAGE c AS 'MODULE_PATHNAME', 'append_session_batch_wrapper';
-COMMENT ON FUNCTION cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]) IS
-'A shipper''s pushes in one call: element i of relpaths, start_offsets, chunks, file_identities, finals and file_sizes (the last two may be NULL: not final, no size) is one push of append_session_bytes, applied with its rules and outcomes, in the arrays'' order, in the caller''s transaction (all apply or none). At most 1000 pushes (54000). Returns one row per push: ord (its position, from 1), committed_offset, events_added, corrupt_added and action. Granted to cortex_buffer_pusher.';
+COMMENT ON FUNCTION cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[], text) IS
+'A shipper''s pushes in one call (with its source''s token, source_token): element i of relpaths, start_offsets, chunks, file_identities, finals and file_sizes (the last two may be NULL: not final, no size) is one push of append_session_bytes, applied with its rules and outcomes, in the arrays'' order, in the caller''s transaction (all apply or none). At most 1000 pushes (54000). Returns one row per push: ord (its position, from 1), committed_offset, events_added, corrupt_added and action. Granted to cortex_buffer_pusher.';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- requires:
+--   push_schema
+--   register_push_source
+--   push_source_token
+--   revoke_push_source_token
+--   drop_push_source
+
+
+COMMENT ON FUNCTION cortex_buffer.register_push_source(text, uuid, boolean, text, text) IS
+'Registers a push source, or updates it (all_jobs, login, note), grants it job_id when given, and returns its token: what its shipper passes as source_token with every call (--source-token). No login is needed: with login NULL any role with cortex_buffer_pusher that presents the token pushes as the source; a login restricts it to that role''s members as well. For the control plane at dispatch, and operators.';
+COMMENT ON FUNCTION cortex_buffer.push_source_token(text) IS
+'The current token of a push source (the same until revoked). For the control plane and operators.';
+COMMENT ON FUNCTION cortex_buffer.revoke_push_source_token(text) IS
+'Revokes every token of a push source issued so far (its generation counts up) and returns the new one. For the control plane and operators.';
+COMMENT ON FUNCTION cortex_buffer.drop_push_source(text) IS
+'Drops a push source with its grants and its last confirmation (its pushed files stay): true when it was there. For a sidecar''s source once its job is terminal: a later attempt''s plan trusts the source''s files only after a confirmation, which a dropped source cannot give. For the control plane and operators.';
 /* </end connected objects> */
 
 /* <begin connected objects> */

@@ -1,0 +1,197 @@
+//! Push sources and their credentials, for the control plane and operators: a source registered
+//! at dispatch (with its job granted) and its token returned, the token again, revoked, and the
+//! source dropped at the job's end. No login is created: a source's token is what proves a
+//! shipper is that source (`cortex_buffer_core::push::source_token`; checked on every push in
+//! `sql::check_mapping`).
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::Uuid;
+
+use crate::job::authority::{fleet_caller, installation_secret};
+use crate::pg::privilege::as_definer;
+use crate::pg::spi_util::spi;
+use crate::pg::OrRaise;
+use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::push::{check_source, source_token};
+
+fn fleet_only(what: &str) -> Result<(), CbError> {
+    if fleet_caller() {
+        return Ok(());
+    }
+    Err(CbError::new(SqlState::InsufficientPrivilege, format!("only the control plane or an operator {what}"))
+        .with_hint("Grant cortex_buffer_control_plane to the role that dispatches jobs (or cortex_buffer_operator)."))
+}
+
+/// Whether the caller may make a source trusted with every job: an operator's (or a
+/// superuser's) decision, never the control plane's, which registers pods' own sources.
+fn operator_caller() -> bool {
+    crate::pg::privilege::caller_is_superuser()
+        || crate::pg::privilege::role_oid("cortex_buffer_operator")
+            // SAFETY: a membership check of two existing roles.
+            .is_some_and(|role| unsafe { pg_sys::has_privs_of_role(pg_sys::GetUserId(), role) })
+}
+
+fn valid_source(source: &str) -> Result<(), CbError> {
+    check_source(source).map_err(|why| {
+        CbError::new(SqlState::InvalidParameterValue, format!("invalid source: {why}"))
+            .with_hint("See docs/api.md, register_push_source.")
+    })
+}
+
+fn not_registered(source: &str) -> CbError {
+    CbError::new(SqlState::NoDataFound, format!("push source \"{source}\" is not registered"))
+        .with_hint("Register it first: SELECT cortex_buffer.register_push_source(<source>, <job>).")
+}
+
+/// The token of `source` at `generation`.
+fn token_of(source: &str, generation: i32) -> Result<String, CbError> {
+    Ok(source_token::issue(&installation_secret()?, source, generation))
+}
+
+/// One statement as the definer role returning the source's token generation, if a row.
+fn generation_by(sql: &str, args: Vec<pgrx::datum::DatumWithOid<'_>>) -> Result<Option<i32>, CbError> {
+    as_definer(|| {
+        Spi::connect_mut(|c| {
+            let rows = c.update(sql, Some(1), &args).map_err(spi)?;
+            match rows.into_iter().next() {
+                Some(r) => r.get::<i32>(1).map_err(spi),
+                None => Ok(None),
+            }
+        })
+    })
+}
+
+/// Registers `source` (or updates it: re-registering is how a dispatch reuses a source), grants it
+/// `job_id` when given, and returns its token. No login is needed: `login` NULL lets any role with
+/// `cortex_buffer_pusher` push as the source with the token; a login restricts it further.
+#[pg_extern(volatile)]
+#[search_path(pg_catalog, pg_temp)]
+fn register_push_source(
+    source: Option<&str>,
+    job_id: default!(Option<Uuid>, "NULL"),
+    all_jobs: default!(Option<bool>, "false"),
+    login: default!(Option<&str>, "NULL"),
+    note: default!(Option<&str>, "NULL"),
+) -> String {
+    let source = source.ok_or_else(|| {
+        CbError::new(SqlState::NullValueNotAllowed, "source must not be NULL").with_hint("Pass the source's name.")
+    });
+    let run = || -> Result<String, CbError> {
+        let source = source?;
+        fleet_only("registers push sources")?;
+        valid_source(source)?;
+        if let Some(login) = login {
+            if crate::pg::privilege::role_oid(login).is_none() {
+                return Err(CbError::new(SqlState::UndefinedObject, format!("role \"{login}\" does not exist"))
+                    .with_hint("Pass NULL (any pusher presenting the token), or an existing role."));
+            }
+        }
+        let all_jobs = all_jobs.unwrap_or(false);
+        let operator = operator_caller();
+        if all_jobs && !operator {
+            return Err(CbError::new(
+                SqlState::InsufficientPrivilege,
+                "only an operator registers a source trusted with every job (all_jobs)",
+            )
+            .with_hint(
+                "The control plane registers a pod's own source with its job (job_id); an operator registers a node's.",
+            ));
+        }
+        // The control plane never changes a source an operator trusted with every job.
+        let generation = generation_by(
+            "INSERT INTO cortex_buffer.push_source AS s (source, login, all_jobs, note)
+             VALUES ($1, $2::pg_catalog.name, $3, $4)
+             ON CONFLICT (source) DO UPDATE
+                SET login = excluded.login, all_jobs = excluded.all_jobs, note = COALESCE(excluded.note, s.note)
+              WHERE $5 OR NOT s.all_jobs
+             RETURNING s.token_generation",
+            vec![source.into(), login.into(), all_jobs.into(), note.into(), operator.into()],
+        )?
+        .ok_or_else(|| {
+            CbError::new(
+                SqlState::InsufficientPrivilege,
+                format!("push source \"{source}\" is trusted with every job: only an operator changes it"),
+            )
+            .with_hint("Register the pod's source under a name of its own.")
+        })?;
+        if let Some(job) = job_id {
+            generation_by(
+                "INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ($1, $2) ON CONFLICT DO NOTHING
+                 RETURNING 1",
+                vec![source.into(), job.into()],
+            )?;
+        }
+        token_of(source, generation)
+    };
+    run().or_raise()
+}
+
+/// The current token of `source`, for its shipper (`--source-token`). The same until revoked.
+#[pg_extern(volatile, strict)]
+#[search_path(pg_catalog, pg_temp)]
+fn push_source_token(source: &str) -> String {
+    let run = || -> Result<String, CbError> {
+        fleet_only("issues source tokens")?;
+        valid_source(source)?;
+        let generation = generation_by(
+            "SELECT token_generation FROM cortex_buffer.push_source WHERE source OPERATOR(pg_catalog.=) $1",
+            vec![source.into()],
+        )?
+        .ok_or_else(|| not_registered(source))?;
+        token_of(source, generation)
+    };
+    run().or_raise()
+}
+
+/// Revokes every token of `source` issued so far and returns its new one.
+#[pg_extern(volatile, strict)]
+#[search_path(pg_catalog, pg_temp)]
+fn revoke_push_source_token(source: &str) -> String {
+    let run = || -> Result<String, CbError> {
+        fleet_only("revokes source tokens")?;
+        valid_source(source)?;
+        let generation = generation_by(
+            "UPDATE cortex_buffer.push_source SET token_generation = token_generation OPERATOR(pg_catalog.+) 1
+              WHERE source OPERATOR(pg_catalog.=) $1 RETURNING token_generation",
+            vec![source.into()],
+        )?
+        .ok_or_else(|| not_registered(source))?;
+        token_of(source, generation)
+    };
+    run().or_raise()
+}
+
+/// Drops `source`, its grants and its last confirmation (its pushed files and their rows stay):
+/// true when it was there. A job's sidecar source is dropped once its job is terminal: a plan of
+/// a later attempt trusts the source's files only after a confirmation (`confirm_pushed`), which
+/// a dropped source cannot give.
+#[pg_extern(volatile, strict)]
+#[search_path(pg_catalog, pg_temp)]
+fn drop_push_source(source: &str) -> bool {
+    let run = || -> Result<bool, CbError> {
+        fleet_only("drops push sources")?;
+        valid_source(source)?;
+        Ok(generation_by(
+            "DELETE FROM cortex_buffer.push_source WHERE source OPERATOR(pg_catalog.=) $1 RETURNING token_generation",
+            vec![source.into()],
+        )?
+        .is_some())
+    };
+    run().or_raise()
+}
+
+extension_sql!(
+    r#"
+COMMENT ON FUNCTION cortex_buffer.register_push_source(text, uuid, boolean, text, text) IS
+'Registers a push source, or updates it (all_jobs, login, note), grants it job_id when given, and returns its token: what its shipper passes as source_token with every call (--source-token). No login is needed: with login NULL any role with cortex_buffer_pusher that presents the token pushes as the source; a login restricts it to that role''s members as well. For the control plane at dispatch, and operators.';
+COMMENT ON FUNCTION cortex_buffer.push_source_token(text) IS
+'The current token of a push source (the same until revoked). For the control plane and operators.';
+COMMENT ON FUNCTION cortex_buffer.revoke_push_source_token(text) IS
+'Revokes every token of a push source issued so far (its generation counts up) and returns the new one. For the control plane and operators.';
+COMMENT ON FUNCTION cortex_buffer.drop_push_source(text) IS
+'Drops a push source with its grants and its last confirmation (its pushed files stay): true when it was there. For a sidecar''s source once its job is terminal: a later attempt''s plan trusts the source''s files only after a confirmation, which a dropped source cannot give. For the control plane and operators.';
+"#,
+    name = "push_sources_comments",
+    requires = ["push_schema", register_push_source, push_source_token, revoke_push_source_token, drop_push_source]
+);
