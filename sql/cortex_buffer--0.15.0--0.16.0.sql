@@ -3,7 +3,8 @@
 --     (source_token, the last argument of append_session_bytes, append_session_batch,
 --     pushed_offsets and confirm_pushed): a login shared by many shippers no longer lets one act
 --     as another. push_source.login may be NULL (any pusher with the token); token_generation
---     counts revocations.
+--     counts revocations; token_salt (random per row) keeps a source dropped and registered again
+--     from taking back its old tokens.
 --   * register_push_source(), push_source_token(), revoke_push_source_token() and
 --     drop_push_source(): the control plane registers a pod's source at dispatch, with its job,
 --     and gets its token, without creating a login.
@@ -14,10 +15,14 @@
 ALTER TABLE cortex_buffer.push_source ALTER COLUMN login DROP NOT NULL;
 ALTER TABLE cortex_buffer.push_source
     ADD COLUMN token_generation integer NOT NULL DEFAULT 1 CHECK (token_generation OPERATOR(pg_catalog.>=) 1);
+-- A volatile default: each existing source gets a salt of its own (the table is rewritten; it
+-- holds a row per source).
+ALTER TABLE cortex_buffer.push_source ADD COLUMN token_salt uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid();
 COMMENT ON TABLE cortex_buffer.push_source IS
 'Push ingestion''s sources: a node or pod that ships session files with append_session_bytes, proving it is the source with the source''s token (push_source_token) on every call, and optionally the login that alone may push as it. Registered by the operator, or by the control plane at dispatch (register_push_source; docs/operations.md: Push ingestion).';
 COMMENT ON COLUMN cortex_buffer.push_source.login IS 'The role that alone may push as this source (a member of it may too), besides presenting its token; NULL: any role with cortex_buffer_pusher that presents the token.';
 COMMENT ON COLUMN cortex_buffer.push_source.token_generation IS 'The generation of the source''s token: revoke_push_source_token counts it up, and every token issued before stops working.';
+COMMENT ON COLUMN cortex_buffer.push_source.token_salt IS 'Random, drawn when the row is made and under every token''s MAC: a source dropped and registered again under the same name never takes back a token issued before.';
 
 DROP FUNCTION cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint);
 CREATE FUNCTION cortex_buffer.append_session_bytes(
@@ -79,7 +84,7 @@ COMMENT ON FUNCTION cortex_buffer.confirm_pushed(text, interval, text) IS
 CREATE FUNCTION cortex_buffer."register_push_source"(
 	"source" TEXT, /* Option < & str > */
 	"job_id" uuid DEFAULT NULL, /* Option < Uuid > */
-	"all_jobs" bool DEFAULT false, /* Option < bool > */
+	"all_jobs" bool DEFAULT NULL, /* Option < bool > */
 	"login" TEXT DEFAULT NULL, /* Option < & str > */
 	"note" TEXT DEFAULT NULL /* Option < & str > */
 ) RETURNS TEXT /* String */
@@ -113,13 +118,13 @@ LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'drop_push_source_wrapper';
 
 COMMENT ON FUNCTION cortex_buffer.register_push_source(text, uuid, boolean, text, text) IS
-'Registers a push source, or updates it (all_jobs, login, note), grants it job_id when given, and returns its token: what its shipper passes as source_token with every call (--source-token). No login is needed: with login NULL any role with cortex_buffer_pusher that presents the token pushes as the source; a login restricts it to that role''s members as well. For the control plane at dispatch, and operators.';
+'Registers a push source, or updates it (all_jobs, login and note, each when given), grants it job_id when given, and returns its token: what its shipper passes as source_token with every call (--source-token). No login is needed: with login NULL any role with cortex_buffer_pusher that presents the token pushes as the source; a login restricts it to that role''s members as well. For the control plane at dispatch, and operators.';
 COMMENT ON FUNCTION cortex_buffer.push_source_token(text) IS
-'The current token of a push source (the same until revoked). For the control plane and operators.';
+'The current token of a push source (the same until revoked, or until the source is dropped). For the control plane (pods'' own sources: never one trusted with every job) and operators.';
 COMMENT ON FUNCTION cortex_buffer.revoke_push_source_token(text) IS
-'Revokes every token of a push source issued so far (its generation counts up) and returns the new one. For the control plane and operators.';
+'Revokes every token of a push source issued so far (its generation counts up) and returns the new one. For the control plane (pods'' own sources) and operators.';
 COMMENT ON FUNCTION cortex_buffer.drop_push_source(text) IS
-'Drops a push source with its grants and its last confirmation (its pushed files stay): true when it was there. For a sidecar''s source once its job is terminal: a later attempt''s plan trusts the source''s files only after a confirmation, which a dropped source cannot give. For the control plane and operators.';
+'Drops a push source with its grants, its last confirmation and every token issued for it (a source registered again under the name has new ones; its pushed files stay): true when it was there. For a sidecar''s source once its job is terminal: a later attempt''s plan trusts the source''s files only after a confirmation, which a dropped source cannot give. For the control plane and operators.';
 
 -- Who may do what (README: Privileges): every grant and revoke of the extension's objects is
 -- here. Runs last in a fresh install; the upgrade scripts set the same.

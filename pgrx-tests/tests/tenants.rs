@@ -373,6 +373,20 @@ fn sources_are_credentials(c: &Cluster) {
     );
     let (state, _) = as_user(c, "t_pusher", "", &stale.replace(&side, &renewed)).expect_err("a dropped source");
     assert_eq!(state, "42501");
+    // Registered again under the name (a pod name reused): none of the old tokens comes back.
+    as_user(c, "t_cp", "", &format!("SELECT cortex_buffer.register_push_source('c-side', '{ATTACKER}')"))
+        .expect("again");
+    for old in [&side, &renewed] {
+        let (state, _) =
+            as_user(c, "t_pusher", "", &stale.replace(&side, old)).expect_err("an old token of a name reused");
+        assert_eq!(state, "42501");
+    }
+    // Nor does the control plane get, revoke or drop a node's token.
+    for f in ["push_source_token", "revoke_push_source_token", "drop_push_source"] {
+        let (state, _) =
+            as_user(c, "t_cp", "", &format!("SELECT cortex_buffer.{f}('c-node')")).expect_err("a node's token");
+        assert_eq!(state, "42501", "{f}");
+    }
     eprintln!(
         "sources: {} attempts of a sidecar to act as a node under one login refused; revoke and drop hold",
         attempts.len()

@@ -896,7 +896,7 @@ AS 'MODULE_PATHNAME', 'push_source_token_wrapper';
 CREATE  FUNCTION "register_push_source"(
 	"source" TEXT, /* Option < & str > */
 	"job_id" uuid DEFAULT NULL, /* Option < Uuid > */
-	"all_jobs" bool DEFAULT false, /* Option < bool > */
+	"all_jobs" bool DEFAULT NULL, /* Option < bool > */
 	"login" TEXT DEFAULT NULL, /* Option < & str > */
 	"note" TEXT DEFAULT NULL /* Option < & str > */
 ) RETURNS TEXT /* String */
@@ -1639,7 +1639,8 @@ CREATE TABLE cortex_buffer.push_source (
     all_jobs   boolean NOT NULL DEFAULT false,
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     note       text,
-    token_generation integer NOT NULL DEFAULT 1 CHECK (token_generation OPERATOR(pg_catalog.>=) 1)
+    token_generation integer NOT NULL DEFAULT 1 CHECK (token_generation OPERATOR(pg_catalog.>=) 1),
+    token_salt uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid()
 );
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.push_source', '');
 
@@ -1686,6 +1687,7 @@ COMMENT ON TABLE cortex_buffer.push_source IS
 COMMENT ON COLUMN cortex_buffer.push_source.source IS 'The source''s name, as the shipper passes it (1 to 128 letters, digits, ".", "_", ":", "-").';
 COMMENT ON COLUMN cortex_buffer.push_source.login IS 'The role that alone may push as this source (a member of it may too), besides presenting its token; NULL: any role with cortex_buffer_pusher that presents the token.';
 COMMENT ON COLUMN cortex_buffer.push_source.token_generation IS 'The generation of the source''s token: revoke_push_source_token counts it up, and every token issued before stops working.';
+COMMENT ON COLUMN cortex_buffer.push_source.token_salt IS 'Random, drawn when the row is made and under every token''s MAC: a source dropped and registered again under the same name never takes back a token issued before.';
 COMMENT ON COLUMN cortex_buffer.push_source.all_jobs IS 'The source may write any job''s files (a node''s shipper trusted with every pod on it); otherwise only the jobs in push_grant.';
 COMMENT ON COLUMN cortex_buffer.push_source.created_at IS 'When the source was added.';
 COMMENT ON COLUMN cortex_buffer.push_source.note IS 'Free text for the operator.';
@@ -2714,13 +2716,13 @@ COMMENT ON FUNCTION cortex_buffer.append_session_batch(text, text[], bigint[], b
 
 
 COMMENT ON FUNCTION cortex_buffer.register_push_source(text, uuid, boolean, text, text) IS
-'Registers a push source, or updates it (all_jobs, login, note), grants it job_id when given, and returns its token: what its shipper passes as source_token with every call (--source-token). No login is needed: with login NULL any role with cortex_buffer_pusher that presents the token pushes as the source; a login restricts it to that role''s members as well. For the control plane at dispatch, and operators.';
+'Registers a push source, or updates it (all_jobs, login and note, each when given), grants it job_id when given, and returns its token: what its shipper passes as source_token with every call (--source-token). No login is needed: with login NULL any role with cortex_buffer_pusher that presents the token pushes as the source; a login restricts it to that role''s members as well. For the control plane at dispatch, and operators.';
 COMMENT ON FUNCTION cortex_buffer.push_source_token(text) IS
-'The current token of a push source (the same until revoked). For the control plane and operators.';
+'The current token of a push source (the same until revoked, or until the source is dropped). For the control plane (pods'' own sources: never one trusted with every job) and operators.';
 COMMENT ON FUNCTION cortex_buffer.revoke_push_source_token(text) IS
-'Revokes every token of a push source issued so far (its generation counts up) and returns the new one. For the control plane and operators.';
+'Revokes every token of a push source issued so far (its generation counts up) and returns the new one. For the control plane (pods'' own sources) and operators.';
 COMMENT ON FUNCTION cortex_buffer.drop_push_source(text) IS
-'Drops a push source with its grants and its last confirmation (its pushed files stay): true when it was there. For a sidecar''s source once its job is terminal: a later attempt''s plan trusts the source''s files only after a confirmation, which a dropped source cannot give. For the control plane and operators.';
+'Drops a push source with its grants, its last confirmation and every token issued for it (a source registered again under the name has new ones; its pushed files stay): true when it was there. For a sidecar''s source once its job is terminal: a later attempt''s plan trusts the source''s files only after a confirmation, which a dropped source cannot give. For the control plane and operators.';
 /* </end connected objects> */
 
 /* <begin connected objects> */

@@ -306,7 +306,19 @@ pub fn store(rows: &[Row], gone: &[String]) -> Result<Stored, CbError> {
             let mut writable: HashMap<String, bool> = HashMap::with_capacity(rows.len());
             let all: Vec<&Row> = rows.iter().collect();
             let locks = new_path_locks_for(rows.len());
-            take_writable(client, &all, locks, &mut writable)?;
+            if locks == NewPathLocks::Deferred {
+                // A catch-up past its share: what the share still covers with locks of the paths'
+                // own, the rest's existing rows only (their new paths are the worker's).
+                let (first, rest) = all.split_at(own_locks_left().min(all.len()));
+                if !first.is_empty() {
+                    take_writable(client, first, new_path_locks_for(first.len()), &mut writable)?;
+                }
+                if !rest.is_empty() {
+                    take_writable(client, rest, NewPathLocks::Deferred, &mut writable)?;
+                }
+            } else {
+                take_writable(client, &all, locks, &mut writable)?;
+            }
             // A key held in share mode elsewhere (a small recorder's open transaction: a pod's
             // catch-up) fails the exclusive take of a big statement for every path on it; those
             // paths try again with locks of their own, as far as the transaction's share of them

@@ -733,18 +733,24 @@ mod tests {
         assert!(hint.unwrap_or_default().contains("push_source_token"));
         assert_eq!(new, "0");
         assert_eq!(wrong.map(|e| e.0).as_deref(), Some("42501"), "pod-r's token is not node-a's");
-        // Dropped: true once, then false; its token then names no source.
+        // Dropped: true once, then false; its tokens die with it, even when the name comes back.
         assert_eq!(one("SELECT cortex_buffer.drop_push_source('pod-r')::text"), "true");
         assert_eq!(one("SELECT cortex_buffer.drop_push_source('pod-r')::text"), "false");
         assert_eq!(val("SELECT count(*) FROM cortex_buffer.push_grant WHERE source = 'pod-r'"), "0");
+        let again = one("SELECT cortex_buffer.register_push_source('pod-r')");
+        assert!(again != t1 && again != t2, "a source registered again takes back no token");
+        run("SET ROLE cb_src_pusher");
+        let old_again = error_of(&format!("SELECT count(*) FROM cortex_buffer.pushed_offsets('pod-r', '{t1}')"));
+        run("RESET ROLE");
+        assert_eq!(old_again.map(|e| e.0).as_deref(), Some("42501"));
         // The error paths, each with a HINT.
         for (sql, state) in [
             ("SELECT cortex_buffer.register_push_source(NULL)", "22004"),
             ("SELECT cortex_buffer.register_push_source('bad name')", "22023"),
             ("SELECT cortex_buffer.register_push_source('pod-s', login => 'no_such_role_here')", "42704"),
-            ("SELECT cortex_buffer.push_source_token('pod-r')", "P0002"),
+            ("SELECT cortex_buffer.push_source_token('pod-gone')", "P0002"),
             ("SELECT cortex_buffer.push_source_token('bad name')", "22023"),
-            ("SELECT cortex_buffer.revoke_push_source_token('pod-r')", "P0002"),
+            ("SELECT cortex_buffer.revoke_push_source_token('pod-gone')", "P0002"),
             ("SELECT cortex_buffer.drop_push_source('bad/name')", "22023"),
         ] {
             let (got, hint, _) = error_of(sql).unwrap_or_else(|| panic!("{sql} succeeded"));
@@ -760,7 +766,10 @@ mod tests {
         let pod = one("SELECT cortex_buffer.register_push_source('pod-cp')");
         let all_jobs = error_of("SELECT cortex_buffer.register_push_source('pod-cp2', all_jobs => true)");
         let take_over = error_of("SELECT cortex_buffer.register_push_source('node-all')");
+        let node_token = ["push_source_token", "revoke_push_source_token", "drop_push_source"]
+            .map(|f| error_of(&format!("SELECT cortex_buffer.{f}('node-all')")).map(|e| e.0));
         run("RESET ROLE");
+        assert_eq!(node_token, [Some("42501".to_owned()), Some("42501".to_owned()), Some("42501".to_owned())]);
         run("SET ROLE cb_src_nobody");
         let nobody = error_of("SELECT cortex_buffer.push_source_token('pod-cp')");
         run("RESET ROLE");

@@ -10,7 +10,8 @@ CREATE TABLE cortex_buffer.push_source (
     all_jobs   boolean NOT NULL DEFAULT false,
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     note       text,
-    token_generation integer NOT NULL DEFAULT 1 CHECK (token_generation OPERATOR(pg_catalog.>=) 1)
+    token_generation integer NOT NULL DEFAULT 1 CHECK (token_generation OPERATOR(pg_catalog.>=) 1),
+    token_salt uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid()
 );
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.push_source', '');
 
@@ -57,6 +58,7 @@ COMMENT ON TABLE cortex_buffer.push_source IS
 COMMENT ON COLUMN cortex_buffer.push_source.source IS 'The source''s name, as the shipper passes it (1 to 128 letters, digits, ".", "_", ":", "-").';
 COMMENT ON COLUMN cortex_buffer.push_source.login IS 'The role that alone may push as this source (a member of it may too), besides presenting its token; NULL: any role with cortex_buffer_pusher that presents the token.';
 COMMENT ON COLUMN cortex_buffer.push_source.token_generation IS 'The generation of the source''s token: revoke_push_source_token counts it up, and every token issued before stops working.';
+COMMENT ON COLUMN cortex_buffer.push_source.token_salt IS 'Random, drawn when the row is made and under every token''s MAC: a source dropped and registered again under the same name never takes back a token issued before.';
 COMMENT ON COLUMN cortex_buffer.push_source.all_jobs IS 'The source may write any job''s files (a node''s shipper trusted with every pod on it); otherwise only the jobs in push_grant.';
 COMMENT ON COLUMN cortex_buffer.push_source.created_at IS 'When the source was added.';
 COMMENT ON COLUMN cortex_buffer.push_source.note IS 'Free text for the operator.';

@@ -44,33 +44,73 @@ fn not_registered(source: &str) -> CbError {
         .with_hint("Register it first: SELECT cortex_buffer.register_push_source(<source>, <job>).")
 }
 
-/// The token of `source` at `generation`.
-fn token_of(source: &str, generation: i32) -> Result<String, CbError> {
-    Ok(source_token::issue(&installation_secret()?, source, generation))
+/// What a source's token is made of: its generation and its row's salt.
+type TokenRow = (i32, [u8; 16]);
+
+/// The token of `source` for its row.
+fn token_of(source: &str, (generation, salt): TokenRow) -> Result<String, CbError> {
+    Ok(source_token::issue(&installation_secret()?, source, generation, &salt))
 }
 
-/// One statement as the definer role returning the source's token generation, if a row.
-fn generation_by(sql: &str, args: Vec<pgrx::datum::DatumWithOid<'_>>) -> Result<Option<i32>, CbError> {
+/// One statement as the definer role returning the source's `token_generation, token_salt`, if
+/// a row.
+fn token_row_by(sql: &str, args: Vec<pgrx::datum::DatumWithOid<'_>>) -> Result<Option<TokenRow>, CbError> {
     as_definer(|| {
         Spi::connect_mut(|c| {
             let rows = c.update(sql, Some(1), &args).map_err(spi)?;
-            match rows.into_iter().next() {
-                Some(r) => r.get::<i32>(1).map_err(spi),
-                None => Ok(None),
-            }
+            let Some(r) = rows.into_iter().next() else { return Ok(None) };
+            let generation = r.get::<i32>(1).map_err(spi)?.unwrap_or(1);
+            let salt = r.get::<Uuid>(2).map_err(spi)?.map(|u| *u.as_bytes()).unwrap_or_default();
+            Ok(Some((generation, salt)))
         })
     })
 }
 
+/// Refuses (42501) a caller that is not an operator acting on a source trusted with every job
+/// (its token writes every job's files); P0002 when `source` is not registered.
+fn may_act_on(source: &str, what: &str) -> Result<(), CbError> {
+    let all_jobs = as_definer(|| {
+        Spi::connect(|c| {
+            let rows = c
+                .select(
+                    "SELECT all_jobs FROM cortex_buffer.push_source WHERE source OPERATOR(pg_catalog.=) $1",
+                    Some(1),
+                    &[source.into()],
+                )
+                .map_err(spi)?;
+            match rows.into_iter().next() {
+                Some(r) => r.get::<bool>(1).map_err(spi),
+                None => Ok(None),
+            }
+        })
+    })?
+    .ok_or_else(|| not_registered(source))?;
+    if all_jobs && !operator_caller() {
+        return Err(trusted_with_every_job(source, what));
+    }
+    Ok(())
+}
+
+fn trusted_with_every_job(source: &str, what: &str) -> CbError {
+    CbError::new(
+        SqlState::InsufficientPrivilege,
+        format!("push source \"{source}\" is trusted with every job: only an operator {what} it"),
+    )
+    .with_hint(
+        "The control plane registers, and gets the tokens of, pods' own sources; a node's source is an operator's.",
+    )
+}
+
 /// Registers `source` (or updates it: re-registering is how a dispatch reuses a source), grants it
 /// `job_id` when given, and returns its token. No login is needed: `login` NULL lets any role with
-/// `cortex_buffer_pusher` push as the source with the token; a login restricts it further.
+/// `cortex_buffer_pusher` push as the source with the token; a login restricts it further. On a
+/// source already registered, `all_jobs`, `login` and `note` change only when given.
 #[pg_extern(volatile)]
 #[search_path(pg_catalog, pg_temp)]
 fn register_push_source(
     source: Option<&str>,
     job_id: default!(Option<Uuid>, "NULL"),
-    all_jobs: default!(Option<bool>, "false"),
+    all_jobs: default!(Option<bool>, "NULL"),
     login: default!(Option<&str>, "NULL"),
     note: default!(Option<&str>, "NULL"),
 ) -> String {
@@ -87,9 +127,8 @@ fn register_push_source(
                     .with_hint("Pass NULL (any pusher presenting the token), or an existing role."));
             }
         }
-        let all_jobs = all_jobs.unwrap_or(false);
         let operator = operator_caller();
-        if all_jobs && !operator {
+        if all_jobs == Some(true) && !operator {
             return Err(CbError::new(
                 SqlState::InsufficientPrivilege,
                 "only an operator registers a source trusted with every job (all_jobs)",
@@ -98,31 +137,33 @@ fn register_push_source(
                 "The control plane registers a pod's own source with its job (job_id); an operator registers a node's.",
             ));
         }
-        // The control plane never changes a source an operator trusted with every job.
-        let generation = generation_by(
+        // The control plane never changes (nor gets the token of) a source an operator trusted
+        // with every job.
+        let row = token_row_by(
             "INSERT INTO cortex_buffer.push_source AS s (source, login, all_jobs, note)
-             VALUES ($1, $2::pg_catalog.name, $3, $4)
+             VALUES ($1, $2::pg_catalog.name, COALESCE($3, false), $4)
              ON CONFLICT (source) DO UPDATE
-                SET login = excluded.login, all_jobs = excluded.all_jobs, note = COALESCE(excluded.note, s.note)
+                SET login = COALESCE(excluded.login, s.login), all_jobs = COALESCE($3, s.all_jobs),
+                    note = COALESCE(excluded.note, s.note)
               WHERE $5 OR NOT s.all_jobs
-             RETURNING s.token_generation",
+             RETURNING s.token_generation, s.token_salt",
             vec![source.into(), login.into(), all_jobs.into(), note.into(), operator.into()],
         )?
-        .ok_or_else(|| {
-            CbError::new(
-                SqlState::InsufficientPrivilege,
-                format!("push source \"{source}\" is trusted with every job: only an operator changes it"),
-            )
-            .with_hint("Register the pod's source under a name of its own.")
-        })?;
+        .ok_or_else(|| trusted_with_every_job(source, "registers"))?;
         if let Some(job) = job_id {
-            generation_by(
-                "INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ($1, $2) ON CONFLICT DO NOTHING
-                 RETURNING 1",
-                vec![source.into(), job.into()],
-            )?;
+            as_definer(|| {
+                Spi::connect_mut(|c| {
+                    c.update(
+                        "INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                        None,
+                        &[source.into(), job.into()],
+                    )
+                    .map(|_| ())
+                    .map_err(spi)
+                })
+            })?;
         }
-        token_of(source, generation)
+        token_of(source, row)
     };
     run().or_raise()
 }
@@ -134,12 +175,13 @@ fn push_source_token(source: &str) -> String {
     let run = || -> Result<String, CbError> {
         fleet_only("issues source tokens")?;
         valid_source(source)?;
-        let generation = generation_by(
-            "SELECT token_generation FROM cortex_buffer.push_source WHERE source OPERATOR(pg_catalog.=) $1",
+        may_act_on(source, "gets the token of")?;
+        let row = token_row_by(
+            "SELECT token_generation, token_salt FROM cortex_buffer.push_source WHERE source OPERATOR(pg_catalog.=) $1",
             vec![source.into()],
         )?
         .ok_or_else(|| not_registered(source))?;
-        token_of(source, generation)
+        token_of(source, row)
     };
     run().or_raise()
 }
@@ -151,13 +193,14 @@ fn revoke_push_source_token(source: &str) -> String {
     let run = || -> Result<String, CbError> {
         fleet_only("revokes source tokens")?;
         valid_source(source)?;
-        let generation = generation_by(
+        may_act_on(source, "revokes the token of")?;
+        let row = token_row_by(
             "UPDATE cortex_buffer.push_source SET token_generation = token_generation OPERATOR(pg_catalog.+) 1
-              WHERE source OPERATOR(pg_catalog.=) $1 RETURNING token_generation",
+              WHERE source OPERATOR(pg_catalog.=) $1 RETURNING token_generation, token_salt",
             vec![source.into()],
         )?
         .ok_or_else(|| not_registered(source))?;
-        token_of(source, generation)
+        token_of(source, row)
     };
     run().or_raise()
 }
@@ -165,15 +208,20 @@ fn revoke_push_source_token(source: &str) -> String {
 /// Drops `source`, its grants and its last confirmation (its pushed files and their rows stay):
 /// true when it was there. A job's sidecar source is dropped once its job is terminal: a plan of
 /// a later attempt trusts the source's files only after a confirmation (`confirm_pushed`), which
-/// a dropped source cannot give.
+/// a dropped source cannot give. Its tokens die with it: a source registered again under the same
+/// name has a new salt.
 #[pg_extern(volatile, strict)]
 #[search_path(pg_catalog, pg_temp)]
 fn drop_push_source(source: &str) -> bool {
     let run = || -> Result<bool, CbError> {
         fleet_only("drops push sources")?;
         valid_source(source)?;
-        Ok(generation_by(
-            "DELETE FROM cortex_buffer.push_source WHERE source OPERATOR(pg_catalog.=) $1 RETURNING token_generation",
+        match may_act_on(source, "drops") {
+            Err(e) if e.state == SqlState::NoDataFound => return Ok(false),
+            other => other?,
+        }
+        Ok(token_row_by(
+            "DELETE FROM cortex_buffer.push_source WHERE source OPERATOR(pg_catalog.=) $1 RETURNING token_generation, token_salt",
             vec![source.into()],
         )?
         .is_some())
@@ -184,13 +232,13 @@ fn drop_push_source(source: &str) -> bool {
 extension_sql!(
     r#"
 COMMENT ON FUNCTION cortex_buffer.register_push_source(text, uuid, boolean, text, text) IS
-'Registers a push source, or updates it (all_jobs, login, note), grants it job_id when given, and returns its token: what its shipper passes as source_token with every call (--source-token). No login is needed: with login NULL any role with cortex_buffer_pusher that presents the token pushes as the source; a login restricts it to that role''s members as well. For the control plane at dispatch, and operators.';
+'Registers a push source, or updates it (all_jobs, login and note, each when given), grants it job_id when given, and returns its token: what its shipper passes as source_token with every call (--source-token). No login is needed: with login NULL any role with cortex_buffer_pusher that presents the token pushes as the source; a login restricts it to that role''s members as well. For the control plane at dispatch, and operators.';
 COMMENT ON FUNCTION cortex_buffer.push_source_token(text) IS
-'The current token of a push source (the same until revoked). For the control plane and operators.';
+'The current token of a push source (the same until revoked, or until the source is dropped). For the control plane (pods'' own sources: never one trusted with every job) and operators.';
 COMMENT ON FUNCTION cortex_buffer.revoke_push_source_token(text) IS
-'Revokes every token of a push source issued so far (its generation counts up) and returns the new one. For the control plane and operators.';
+'Revokes every token of a push source issued so far (its generation counts up) and returns the new one. For the control plane (pods'' own sources) and operators.';
 COMMENT ON FUNCTION cortex_buffer.drop_push_source(text) IS
-'Drops a push source with its grants and its last confirmation (its pushed files stay): true when it was there. For a sidecar''s source once its job is terminal: a later attempt''s plan trusts the source''s files only after a confirmation, which a dropped source cannot give. For the control plane and operators.';
+'Drops a push source with its grants, its last confirmation and every token issued for it (a source registered again under the name has new ones; its pushed files stay): true when it was there. For a sidecar''s source once its job is terminal: a later attempt''s plan trusts the source''s files only after a confirmation, which a dropped source cannot give. For the control plane and operators.';
 "#,
     name = "push_sources_comments",
     requires = ["push_schema", register_push_source, push_source_token, revoke_push_source_token, drop_push_source]

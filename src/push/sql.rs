@@ -97,7 +97,7 @@ fn check_mapping(source: &str, token: &str, job: Option<Uuid>) -> Result<(), CbE
                     "SELECT s.login::pg_catalog.text, s.all_jobs,
                             EXISTS (SELECT 1 FROM cortex_buffer.push_grant g
                                      WHERE g.source OPERATOR(pg_catalog.=) s.source AND g.job_id OPERATOR(pg_catalog.=) $2),
-                            s.token_generation, (SELECT k.secret FROM cortex_buffer.job_token_key k)
+                            s.token_generation, (SELECT k.secret FROM cortex_buffer.job_token_key k), s.token_salt
                        FROM cortex_buffer.push_source s WHERE s.source OPERATOR(pg_catalog.=) $1"
                         .to_owned()
                 },
@@ -114,17 +114,18 @@ fn check_mapping(source: &str, token: &str, job: Option<Uuid>) -> Result<(), CbE
                 r.get::<bool>(3).map_err(spi)?.unwrap_or(false),
                 r.get::<i32>(4).map_err(spi)?.unwrap_or(1),
                 r.get::<Vec<u8>>(5).map_err(spi)?,
+                r.get::<Uuid>(6).map_err(spi)?.map(|u| *u.as_bytes()).unwrap_or_default(),
             )))
         })
     })?;
-    let Some((login, all_jobs, granted, generation, secret)) = row else {
+    let Some((login, all_jobs, granted, generation, secret, salt)) = row else {
         return Err(CbError::new(SqlState::InsufficientPrivilege, format!("push source \"{source}\" is not registered"))
             .with_hint("The control plane or an operator registers it and gets its token: SELECT cortex_buffer.register_push_source(<source>, <job>)."));
     };
     if !caller_is_superuser() {
         // No secret yet: no token was ever issued here, so none can verify.
         let check = match &secret {
-            Some(secret) => source_token::check(secret, token, source, generation),
+            Some(secret) => source_token::check(secret, token, source, generation, &salt),
             None if token.is_empty() => source_token::Check::Missing,
             None => source_token::Check::Forged,
         };

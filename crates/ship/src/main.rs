@@ -92,11 +92,8 @@ fn main() {
             ("sslmode", V::S(&format!("{:?}", cfg.conn.ssl))),
         ],
     );
-    if tls::unverified(&cfg.conn) {
-        log::warn(
-            "sslmode=require without a root certificate: the connection is encrypted, but the server's certificate is not verified, so an impostor on the path is not told apart; use sslmode=verify-full with sslrootcert",
-            &[],
-        );
+    if let Some(warning) = tls::warning(&cfg.conn) {
+        log::warn(warning, &[]);
     }
     let code = run(&cfg);
     log::info("stopped", &[("source", V::S(&cfg.source))]);

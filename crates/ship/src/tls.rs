@@ -58,10 +58,26 @@ pub fn connector(conn: &Conn) -> Result<Tls, String> {
     Ok(Tls::Rustls(Box::new(MakeRustlsConnect::new(config))))
 }
 
-/// Whether `conn` encrypts without verifying whom it talks to, where it asked for TLS: what the
-/// shipper warns about at start.
-pub fn unverified(conn: &Conn) -> bool {
-    conn.ssl == SslMode::Require && conn.root_cert.is_none()
+/// What the shipper warns about at start: a connection over the network that does not verify
+/// whom it talks to (`require` without root certificates), or may not even be encrypted
+/// (`prefer`, the default, and `allow`: an attacker on the path can answer that the server has
+/// no TLS). None over a Unix socket, or when the server is verified.
+pub fn warning(conn: &Conn) -> Option<&'static str> {
+    let tcp = conn.dsn.parse::<postgres::Config>().is_ok_and(|c| {
+        c.get_hosts().iter().any(|h| matches!(h, postgres::config::Host::Tcp(_))) || !c.get_hostaddrs().is_empty()
+    });
+    match conn.ssl {
+        SslMode::Require if conn.root_cert.is_none() => Some(
+            "sslmode=require without a root certificate: the connection is encrypted, but the server's certificate is not verified, so an impostor on the path is not told apart; use sslmode=verify-full with sslrootcert",
+        ),
+        SslMode::Prefer if tcp => Some(
+            "sslmode=prefer (the default): the server is not verified and an attacker on the path can make the connection plain text, source token and password included; use sslmode=verify-full with sslrootcert",
+        ),
+        SslMode::Disable if tcp => Some(
+            "sslmode=disable over the network: transcripts, the source token and the password cross it in plain text; use sslmode=verify-full with sslrootcert",
+        ),
+        _ => None,
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -196,8 +212,12 @@ mod tests {
         let e = connector(&conn(SslMode::VerifyFull, empty.to_str())).err().unwrap();
         assert!(e.contains("no certificate"), "{e}");
         let _ = std::fs::remove_file(&empty);
-        assert!(unverified(&conn(SslMode::Require, None)));
-        assert!(!unverified(&conn(SslMode::Require, Some("/r.pem"))));
-        assert!(!unverified(&conn(SslMode::VerifyFull, Some("/r.pem"))));
+        assert!(warning(&conn(SslMode::Require, None)).is_some_and(|w| w.contains("require")));
+        assert!(warning(&conn(SslMode::Require, Some("/r.pem"))).is_none());
+        assert!(warning(&conn(SslMode::VerifyFull, Some("/r.pem"))).is_none());
+        let over = |ssl, dsn: &str| Conn { dsn: dsn.to_owned(), ssl, root_cert: None };
+        assert!(warning(&over(SslMode::Prefer, "host=db.example")).is_some_and(|w| w.contains("prefer")));
+        assert!(warning(&over(SslMode::Disable, "host=10.0.0.1")).is_some());
+        assert!(warning(&over(SslMode::Prefer, "host=/run/postgresql")).is_none(), "a Unix socket");
     }
 }

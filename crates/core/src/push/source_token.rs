@@ -5,25 +5,28 @@
 //! pooler). Pure.
 //!
 //! A token is `cbst1.<generation>.<mac>.<source>`, the MAC being HMAC-SHA256, in lower-case hex,
-//! of `cortex_buffer/source-token/v1\n<source>\n<generation>` under the installation's token
-//! secret (the job tokens' own, which only the definer role reads). The source comes last
+//! of `cortex_buffer/source-token/v1\n<source>\n<generation>\n<salt>` under the installation's
+//! token secret (the job tokens' own, which only the definer role reads). The source comes last
 //! because its name may hold dots. Revoking a source's token counts its generation up
-//! (`push_source.token_generation`), so the same source and generation always give the same
-//! token and issuing is idempotent.
+//! (`push_source.token_generation`); the salt (`push_source.token_salt`, random) is drawn anew
+//! whenever the source's row is made, so a source dropped and registered again under the same
+//! name never takes back a token issued before. The same row and generation always give the same
+//! token: issuing is idempotent.
 
 use crate::error::{CbError, SqlState};
 use crate::job::token::hmac_sha256;
 
 const PREFIX: &str = "cbst1";
 
-fn mac(secret: &[u8], source: &str, generation: i32) -> String {
-    let message = format!("cortex_buffer/source-token/v1\n{source}\n{generation}");
+fn mac(secret: &[u8], source: &str, generation: i32, salt: &[u8]) -> String {
+    let salt: String = salt.iter().map(|b| format!("{b:02x}")).collect();
+    let message = format!("cortex_buffer/source-token/v1\n{source}\n{generation}\n{salt}");
     hmac_sha256(secret, message.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The token of `source` at `generation`.
-pub fn issue(secret: &[u8], source: &str, generation: i32) -> String {
-    format!("{PREFIX}.{generation}.{}.{source}", mac(secret, source, generation))
+/// The token of `source` at `generation`, for its row's `salt`.
+pub fn issue(secret: &[u8], source: &str, generation: i32, salt: &[u8]) -> String {
+    format!("{PREFIX}.{generation}.{}.{source}", mac(secret, source, generation, salt))
 }
 
 /// What a presented token proves.
@@ -37,8 +40,9 @@ pub enum Check {
     Malformed,
     /// A token of another source.
     OtherSource,
-    /// A token of this source whose MAC does not verify: forged, or from another installation
-    /// (or issued before the secret was replaced).
+    /// A token of this source whose MAC does not verify: forged, from another installation (or
+    /// issued before the secret was replaced), or issued before the source was dropped and
+    /// registered again.
     Forged,
     /// A genuine token of a generation since revoked.
     Revoked,
@@ -53,9 +57,9 @@ pub fn named_source(token: &str) -> Option<&str> {
     }
 }
 
-/// Checks `token` (as presented, possibly empty) for `source` at its current `generation`, in
-/// constant time over the MAC.
-pub fn check(secret: &[u8], token: &str, source: &str, generation: i32) -> Check {
+/// Checks `token` (as presented, possibly empty) for `source` at its current `generation` and
+/// its row's `salt`, in constant time over the MAC.
+pub fn check(secret: &[u8], token: &str, source: &str, generation: i32, salt: &[u8]) -> Check {
     if token.is_empty() {
         return Check::Missing;
     }
@@ -67,7 +71,7 @@ pub fn check(secret: &[u8], token: &str, source: &str, generation: i32) -> Check
     if named != source {
         return Check::OtherSource;
     }
-    let want = mac(secret, named, token_generation);
+    let want = mac(secret, named, token_generation, salt);
     let same = want.len() == m.len() && want.bytes().zip(m.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
     if !same {
         return Check::Forged;
@@ -90,7 +94,7 @@ pub fn refusal(check: Check, source: &str) -> Option<CbError> {
         Check::OtherSource => denied(format!("source_token is another source's, not push source \"{source}\"'s"))
             .with_hint("A source's token acts as that source only: pass the source the token names, or that source's token."),
         Check::Forged => denied(format!("source_token does not verify for push source \"{source}\""))
-            .with_hint("The token was altered or issued by another installation: ask the control plane for the source's token again (push_source_token)."),
+            .with_hint("The token was altered, issued by another installation, or issued before the source was dropped and registered again: ask the control plane for the source's token again (push_source_token)."),
         Check::Revoked => denied(format!("source_token of push source \"{source}\" was revoked"))
             .with_hint("An operator or the control plane revoked it (revoke_push_source_token): ask for the source's current token (push_source_token)."),
     })
@@ -101,28 +105,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_token_is_good_for_its_source_and_generation_only() {
+    fn a_token_is_good_for_its_source_generation_and_row_only() {
         let secret = [7u8; 32];
-        let t = issue(&secret, "node-b.example:1", 1);
+        let salt = [5u8; 16];
+        let t = issue(&secret, "node-b.example:1", 1, &salt);
         assert!(t.starts_with("cbst1.1."), "{t}");
         assert_eq!(named_source(&t), Some("node-b.example:1"), "a source with dots and colons");
-        assert_eq!(check(&secret, &t, "node-b.example:1", 1), Check::Valid);
-        assert_eq!(check(&secret, &t, "node-b", 1), Check::OtherSource);
-        assert_eq!(check(&secret, &t, "node-b.example:1", 2), Check::Revoked);
-        assert_eq!(check(&[8u8; 32], &t, "node-b.example:1", 1), Check::Forged, "another installation");
+        assert_eq!(check(&secret, &t, "node-b.example:1", 1, &salt), Check::Valid);
+        assert_eq!(check(&secret, &t, "node-b", 1, &salt), Check::OtherSource);
+        assert_eq!(check(&secret, &t, "node-b.example:1", 2, &salt), Check::Revoked);
+        assert_eq!(check(&[8u8; 32], &t, "node-b.example:1", 1, &salt), Check::Forged, "another installation");
+        assert_eq!(check(&secret, &t, "node-b.example:1", 1, &[6u8; 16]), Check::Forged, "a row made again");
         let relabelled = t.replacen("cbst1.1.", "cbst1.2.", 1);
         assert_eq!(
-            check(&secret, &relabelled, "node-b.example:1", 2),
+            check(&secret, &relabelled, "node-b.example:1", 2, &salt),
             Check::Forged,
             "the generation is under the MAC"
         );
         let renamed = t.replace("node-b.example:1", "node-c");
-        assert_eq!(check(&secret, &renamed, "node-c", 1), Check::Forged, "the source is under the MAC");
-        assert_eq!(check(&secret, "", "s", 1), Check::Missing);
+        assert_eq!(check(&secret, &renamed, "node-c", 1, &salt), Check::Forged, "the source is under the MAC");
+        assert_eq!(check(&secret, "", "s", 1, &salt), Check::Missing);
         for bad in ["x", "cbst1.a.b.s", "cbst1.1.m", "cbjt1.1.m.s", "cbst1..m.s"] {
-            assert_eq!(check(&secret, bad, "s", 1), Check::Malformed, "{bad}");
+            assert_eq!(check(&secret, bad, "s", 1, &salt), Check::Malformed, "{bad}");
         }
-        assert_eq!(issue(&secret, "s", 3), issue(&secret, "s", 3), "issuing is idempotent");
+        assert_eq!(issue(&secret, "s", 3, &salt), issue(&secret, "s", 3, &salt), "issuing is idempotent");
     }
 
     #[test]
