@@ -325,8 +325,9 @@ GRANT EXECUTE ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz)
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_operator;
 GRANT SELECT ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO cortex_buffer_operator;
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
--- A pod's own source only: never one trusted with every job (all_jobs stays false).
-GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
+-- A pod's own source only: never one trusted with every job (all_jobs stays false). No DELETE:
+-- drop_push_source removes a pod's source, and refuses an operator's node source.
+GRANT SELECT, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
 -- Sources and their tokens through functions (register_push_source refuses all_jobs to all but
 -- operators): what a shipper presents with every call.
 GRANT EXECUTE ON FUNCTION

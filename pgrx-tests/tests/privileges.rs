@@ -833,7 +833,7 @@ fn roles(c: &Cluster, funcs: &[Func], rels: &[(String, String, bool)], token: &s
             "INSERT INTO cortex_buffer.push_source (source, login) VALUES ('r7-pod', 'r7_pusher')".into(),
             format!("INSERT INTO cortex_buffer.push_grant (source, job_id) VALUES ('r7-pod', '{JO}')"),
             "DELETE FROM cortex_buffer.push_grant WHERE source = 'r7-pod'".into(),
-            "DELETE FROM cortex_buffer.push_source WHERE source = 'r7-pod'".into(),
+            "SELECT cortex_buffer.drop_push_source('r7-pod')".into(),
         ]),
         ("r7_op", vec![
             "SELECT count(*) FROM cortex_buffer.verify_checkpoints()".into(),
@@ -882,6 +882,7 @@ fn roles(c: &Cluster, funcs: &[Func], rels: &[(String, String, bool)], token: &s
             "UPDATE cortex_buffer.circuit SET open_until = NULL".into(),
             "DELETE FROM cortex_buffer.job".into(),
             "UPDATE cortex_buffer.push_source SET all_jobs = true".into(),
+            "DELETE FROM cortex_buffer.push_source WHERE source = 'r7-node'".into(),
             "INSERT INTO cortex_buffer.push_source (source, login, all_jobs) VALUES ('r7-all', 'r7_pusher', true)".into(),
         ]),
         ("r7_op", vec![

@@ -770,6 +770,15 @@ mod tests {
             .map(|f| error_of(&format!("SELECT cortex_buffer.{f}('node-all')")).map(|e| e.0));
         run("RESET ROLE");
         assert_eq!(node_token, [Some("42501".to_owned()), Some("42501".to_owned()), Some("42501".to_owned())]);
+        // A pod's source an operator makes trusted with every job takes a new salt: the token the
+        // pod held does not carry that trust.
+        let pod_token = one("SELECT cortex_buffer.push_source_token('pod-cp')");
+        let promoted = one("SELECT cortex_buffer.register_push_source('pod-cp', all_jobs => true)");
+        assert_ne!(promoted, pod_token);
+        run("SET ROLE cb_src_pusher");
+        let stale = error_of(&format!("SELECT count(*) FROM cortex_buffer.pushed_offsets('pod-cp', '{pod_token}')"));
+        run("RESET ROLE");
+        assert_eq!(stale.map(|e| e.0).as_deref(), Some("42501"));
         run("SET ROLE cb_src_nobody");
         let nobody = error_of("SELECT cortex_buffer.push_source_token('pod-cp')");
         run("RESET ROLE");

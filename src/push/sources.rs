@@ -66,9 +66,11 @@ fn token_row_by(sql: &str, args: Vec<pgrx::datum::DatumWithOid<'_>>) -> Result<O
     })
 }
 
-/// Refuses (42501) a caller that is not an operator acting on a source trusted with every job
-/// (its token writes every job's files); P0002 when `source` is not registered.
-fn may_act_on(source: &str, what: &str) -> Result<(), CbError> {
+/// Why a statement on `source` that was limited to what the caller may act on found no row:
+/// P0002 when the source is not registered, 42501 when it is trusted with every job (the
+/// statement itself carried the condition, so no change between a check and the act can slip
+/// through).
+fn missed(source: &str, what: &str) -> CbError {
     let all_jobs = as_definer(|| {
         Spi::connect(|c| {
             let rows = c
@@ -83,12 +85,12 @@ fn may_act_on(source: &str, what: &str) -> Result<(), CbError> {
                 None => Ok(None),
             }
         })
-    })?
-    .ok_or_else(|| not_registered(source))?;
-    if all_jobs && !operator_caller() {
-        return Err(trusted_with_every_job(source, what));
+    });
+    match all_jobs {
+        Ok(Some(true)) => trusted_with_every_job(source, what),
+        Ok(_) => not_registered(source),
+        Err(e) => e,
     }
-    Ok(())
 }
 
 fn trusted_with_every_job(source: &str, what: &str) -> CbError {
@@ -144,7 +146,11 @@ fn register_push_source(
              VALUES ($1, $2::pg_catalog.name, COALESCE($3, false), $4)
              ON CONFLICT (source) DO UPDATE
                 SET login = COALESCE(excluded.login, s.login), all_jobs = COALESCE($3, s.all_jobs),
-                    note = COALESCE(excluded.note, s.note)
+                    note = COALESCE(excluded.note, s.note),
+                    -- Trusted with every job from now on: tokens issued before (the row may have
+                    -- been a pod's, its token in a pod's hands) must not carry that trust.
+                    token_salt = CASE WHEN COALESCE($3, s.all_jobs) AND NOT s.all_jobs
+                                      THEN pg_catalog.gen_random_uuid() ELSE s.token_salt END
               WHERE $5 OR NOT s.all_jobs
              RETURNING s.token_generation, s.token_salt",
             vec![source.into(), login.into(), all_jobs.into(), note.into(), operator.into()],
@@ -175,12 +181,12 @@ fn push_source_token(source: &str) -> String {
     let run = || -> Result<String, CbError> {
         fleet_only("issues source tokens")?;
         valid_source(source)?;
-        may_act_on(source, "gets the token of")?;
         let row = token_row_by(
-            "SELECT token_generation, token_salt FROM cortex_buffer.push_source WHERE source OPERATOR(pg_catalog.=) $1",
-            vec![source.into()],
+            "SELECT token_generation, token_salt FROM cortex_buffer.push_source
+              WHERE source OPERATOR(pg_catalog.=) $1 AND ($2 OR NOT all_jobs)",
+            vec![source.into(), operator_caller().into()],
         )?
-        .ok_or_else(|| not_registered(source))?;
+        .ok_or_else(|| missed(source, "gets the token of"))?;
         token_of(source, row)
     };
     run().or_raise()
@@ -193,13 +199,12 @@ fn revoke_push_source_token(source: &str) -> String {
     let run = || -> Result<String, CbError> {
         fleet_only("revokes source tokens")?;
         valid_source(source)?;
-        may_act_on(source, "revokes the token of")?;
         let row = token_row_by(
             "UPDATE cortex_buffer.push_source SET token_generation = token_generation OPERATOR(pg_catalog.+) 1
-              WHERE source OPERATOR(pg_catalog.=) $1 RETURNING token_generation, token_salt",
-            vec![source.into()],
+              WHERE source OPERATOR(pg_catalog.=) $1 AND ($2 OR NOT all_jobs) RETURNING token_generation, token_salt",
+            vec![source.into(), operator_caller().into()],
         )?
-        .ok_or_else(|| not_registered(source))?;
+        .ok_or_else(|| missed(source, "revokes the token of"))?;
         token_of(source, row)
     };
     run().or_raise()
@@ -216,15 +221,18 @@ fn drop_push_source(source: &str) -> bool {
     let run = || -> Result<bool, CbError> {
         fleet_only("drops push sources")?;
         valid_source(source)?;
-        match may_act_on(source, "drops") {
-            Err(e) if e.state == SqlState::NoDataFound => return Ok(false),
-            other => other?,
+        let dropped = token_row_by(
+            "DELETE FROM cortex_buffer.push_source
+              WHERE source OPERATOR(pg_catalog.=) $1 AND ($2 OR NOT all_jobs) RETURNING token_generation, token_salt",
+            vec![source.into(), operator_caller().into()],
+        )?;
+        match dropped {
+            Some(_) => Ok(true),
+            None => match missed(source, "drops") {
+                e if e.state == SqlState::NoDataFound => Ok(false),
+                e => Err(e),
+            },
         }
-        Ok(token_row_by(
-            "DELETE FROM cortex_buffer.push_source WHERE source OPERATOR(pg_catalog.=) $1 RETURNING token_generation, token_salt",
-            vec![source.into()],
-        )?
-        .is_some())
     };
     run().or_raise()
 }
