@@ -299,8 +299,3 @@ pub fn installation_secret() -> Result<Vec<u8>, CbError> {
         })
     })
 }
-
-/// The installation's token secret if one was made, for a check (as the definer role).
-pub fn existing_secret() -> Result<Option<Vec<u8>>, CbError> {
-    as_definer(|| Spi::connect(key))
-}

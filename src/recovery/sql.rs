@@ -10,6 +10,7 @@ use crate::pg::args::{numeric, required};
 use crate::pg::jsonb::{jsonb_of_text, RawJsonb};
 use crate::pg::time::timestamptz;
 use crate::pg::OrRaise;
+use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::int::count_i64 as count;
 use cortex_buffer_core::json::writer::JsonWriter;
 use cortex_buffer_core::recovery::agent_state::Verdict;
@@ -35,22 +36,27 @@ fn recovery_plan(
 /// A Claude Code transcript's plan (same keys as `recovery_plan`): its whole tool-call record.
 #[pg_extern(volatile, strict, name = "session_recovery")]
 fn session_recovery(path: &str) -> RawJsonb {
-    let path = crate::indexer::file_access::absolute(path).or_raise();
-    jsonb_of_text(&crate::job::authority::act_on_file(&path, || plan::transcript_plan(&path)).or_raise()).or_raise()
+    jsonb_of_text(&on_path(path, plan::transcript_plan)).or_raise()
 }
 
 /// `session_recovery` by Claude Code session id.
 #[pg_extern(volatile, strict, name = "session_recovery")]
 fn session_recovery_by_id(session_id: Uuid) -> RawJsonb {
-    let path = transcript_by_id(session_id);
-    jsonb_of_text(&crate::job::authority::act_on_file(&path, || plan::transcript_plan(&path)).or_raise()).or_raise()
+    jsonb_of_text(&on_session(session_id, plan::transcript_plan)).or_raise()
 }
 
-/// The one transcript of session `id` this session may see: for an agent, in its own job's
-/// directory (checked again, with the call, by `act_on_file`).
-fn transcript_by_id(id: Uuid) -> String {
+/// `f` on the file at `path` (relative to `sessions_dir`, or absolute), with the caller's
+/// authority over it (`act_on_file`).
+fn on_path<R>(path: &str, f: impl FnOnce(&str) -> Result<R, CbError>) -> R {
+    let path = crate::indexer::file_access::absolute(path).or_raise();
+    crate::job::authority::act_on_file(&path, || f(&path)).or_raise()
+}
+
+/// `f` on the one transcript of session `id` this session may see: for an agent, looked up and
+/// read inside its own job's directory, under the one check of its token (`in_own_job`).
+fn on_session<R>(id: Uuid, f: impl FnOnce(&str) -> Result<R, CbError>) -> R {
     use crate::job::authority::{in_own_job, job_dir_prefix};
-    in_own_job(|scope| transcript::transcript_of(id, scope.map(job_dir_prefix).as_deref())).or_raise()
+    in_own_job(|scope| f(&transcript::transcript_of(id, scope.map(job_dir_prefix).as_deref())?)).or_raise()
 }
 
 /// `agent_state`'s row (the names are in [`agent_state_overload`]).
@@ -71,7 +77,7 @@ fn state_row(v: Verdict) -> TableIterator<'static, StateRow> {
 /// pgrx reads a function's result columns from the tokens of its signature (a type alias is
 /// not understood), so the two `agent_state` overloads get their shared signature from here.
 macro_rules! agent_state_overload {
-    ($(#[doc = $doc:literal])* fn $name:ident($arg:ident: $($ty:tt)+) => |$bound:ident| $path:expr) => {
+    ($(#[doc = $doc:literal])* fn $name:ident($arg:ident: $($ty:tt)+) => |$bound:ident| $verdict:expr) => {
         $(#[doc = $doc])*
         #[pg_extern(volatile, strict, name = "agent_state")]
         #[allow(clippy::type_complexity)]
@@ -90,9 +96,7 @@ macro_rules! agent_state_overload {
             ),
         > {
             let $bound = $arg;
-            let named: String = $path;
-            let path = crate::indexer::file_access::absolute(&named).or_raise();
-            state_row(crate::job::authority::act_on_file(&path, || transcript::agent_state(&path)).or_raise())
+            state_row($verdict)
         }
     };
 }
@@ -100,14 +104,12 @@ macro_rules! agent_state_overload {
 agent_state_overload! {
     /// What the agent of a transcript is doing (`idle`, `acting`, `thinking`, `unknown`), how
     /// sure that is, and which line decided it.
-    fn agent_state(path: &str) => |p| p.to_owned()
+    fn agent_state(path: &str) => |p| on_path(p, transcript::agent_state)
 }
 
 agent_state_overload! {
     /// `agent_state` by Claude Code session id.
-    fn agent_state_by_id(session_id: Uuid) => |id| {
-        transcript_by_id(id)
-    }
+    fn agent_state_by_id(session_id: Uuid) => |id| on_session(id, transcript::agent_state)
 }
 
 /// A job's story: its events across sessions in order, with lost events, writer restarts,

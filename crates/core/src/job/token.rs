@@ -33,7 +33,8 @@ pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     outer.finalize().into()
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex, as the tokens write their MACs (and source tokens their salts).
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

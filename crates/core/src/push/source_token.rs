@@ -14,14 +14,13 @@
 //! token: issuing is idempotent.
 
 use crate::error::{CbError, SqlState};
-use crate::job::token::hmac_sha256;
+use crate::job::token::{hex, hmac_sha256};
 
 const PREFIX: &str = "cbst1";
 
 fn mac(secret: &[u8], source: &str, generation: i32, salt: &[u8]) -> String {
-    let salt: String = salt.iter().map(|b| format!("{b:02x}")).collect();
-    let message = format!("cortex_buffer/source-token/v1\n{source}\n{generation}\n{salt}");
-    hmac_sha256(secret, message.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    let message = format!("cortex_buffer/source-token/v1\n{source}\n{generation}\n{}", hex(salt));
+    hex(&hmac_sha256(secret, message.as_bytes()))
 }
 
 /// The token of `source` at `generation`, for its row's `salt`.
