@@ -34,7 +34,17 @@ files no page produces are removed.
       `let name = format!("…")`, or the string arms of `let (…, name) = match … { … };`) — and
       from `HINT = '…'` / `HINT = pg_catalog.format('…', …)` (`%I`, `%s`, `%L` written as `…`)
       in the SQL files above. Test code is skipped: files named *_pg_tests.rs, testing.rs,
-      tests.rs, and modules under `#[cfg(test)]` or `#[cfg(any(test, …))]`.
+      tests.rs, and modules under `#[cfg(test)]` or `#[cfg(any(test, …))]`;
+  (d) a reference does not resolve. In the code (src/, crates/, sql/bootstrap.sql,
+      sql/privileges.sql, scripts/, pgrx-tests/, examples/, clients/) and in README.md,
+      CONTRIBUTING.md, UPDATING.md and docs/*.md: `README: Section` (a heading of the README),
+      `docs/<page>.md` (the page exists), `docs/<page>.md#anchor`, a Markdown link
+      `(<page>.md#anchor)` between pages and `(#anchor)` within one (the anchor is one of the
+      page's headings, GitHub's way), and `docs/design.md §Section` (a heading of design.md);
+  (e) the roles the docs name disagree with sql/bootstrap.sql: every `cortex_buffer_<name>`
+      in README.md and docs/*.md that is not a crate or a Prometheus metric is one of the
+      roles it creates, and a count of roles ("four roles") is either how many roles it
+      creates or how many are granted to login roles (those it does not forbid members for).
 """
 
 from __future__ import annotations
@@ -655,6 +665,130 @@ def check_error_table(all_tables: list[tuple[Path, list]]) -> None:
             problem(f, line, f"this hint has no row in docs/operations.md's error table: {h}")
 
 
+# --- references and roles --------------------------------------------------------------------
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"`|\*|_(?=\W)|(?<=\W)_", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def headings(page: Path) -> list[str]:
+    out, fence = [], False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if FENCE.match(line):
+            fence = not fence
+        elif not fence and (m := re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)):
+            out.append(m.group(1))
+    return out
+
+
+def reference_sources() -> list[Path]:
+    files: list[Path] = []
+    for base, globs in (
+        ("src", ("**/*.rs", "**/*.sql")),
+        ("crates", ("**/*.rs",)),
+        ("scripts", ("*.sh", "*.py")),
+        ("pgrx-tests", ("tests/*.rs", "src/**/*.rs", "isolation/specs/*.spec")),
+        ("examples", ("**/*.js", "**/*.mjs", "**/*.ts", "**/*.yml", "**/*.yaml")),
+        ("clients", ("**/*.ts", "**/*.js", "**/*.mjs", "**/*.md")),
+    ):
+        for g in globs:
+            files += [f for f in (ROOT / base).glob(g) if "node_modules" not in f.parts and "dist" not in f.parts]
+    files += [ROOT / "sql" / "bootstrap.sql", ROOT / "sql" / "privileges.sql"]
+    files += [ROOT / n for n in ("README.md", "CONTRIBUTING.md", "UPDATING.md")]
+    files += sorted((ROOT / "docs").glob("*.md"))
+    return [f for f in files if f.is_file() and f != Path(__file__).resolve()]
+
+
+README_REF = re.compile(r"README(?::|'s|,) \*?([A-Z][\w' -]*[\w])")
+PAGE_REF = re.compile(r"docs/([\w-]+)\.md(#[\w-]+| §\s?[A-Z][\w' -]*[\w])?")
+LINK_REF = re.compile(r"\]\((?:\.\./)?(?:docs/)?([\w-]+\.md)?(#[\w-]+)\)")
+
+
+def check_references() -> None:
+    cache: dict[Path, list[str]] = {}
+
+    def heads(page: Path) -> list[str]:
+        if page not in cache:
+            cache[page] = headings(page) if page.exists() else []
+        return cache[page]
+
+    readme = ROOT / "README.md"
+    for f in reference_sources():
+        for n, line in enumerate(f.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            for m in README_REF.finditer(line):
+                want = m.group(1).strip()
+                if not any(h.lower() == want.lower() for h in heads(readme)):
+                    problem(f, n, f"'README: {want}' names no heading of the README")
+            for m in PAGE_REF.finditer(line):
+                page = ROOT / "docs" / f"{m.group(1)}.md"
+                if not page.exists():
+                    problem(f, n, f"docs/{m.group(1)}.md does not exist")
+                    continue
+                ref = m.group(2) or ""
+                if ref.startswith("#") and ref[1:] not in {slug(h) for h in heads(page)}:
+                    problem(f, n, f"docs/{m.group(1)}.md{ref}: no such heading")
+                elif ref.lstrip().startswith("§"):
+                    want = ref.strip().lstrip("§").strip()
+                    # A reference may break across lines: its first words must begin a heading.
+                    w = want.lower()
+                    if not any(w.startswith(h.lower()) or h.lower().startswith(w) for h in heads(page)):
+                        problem(f, n, f"docs/{m.group(1)}.md §{want}: no such heading")
+            if f.suffix != ".md":
+                continue
+            for m in LINK_REF.finditer(line):
+                target = m.group(1)
+                if target is None:
+                    page = f
+                elif f.parent == ROOT and "docs/" not in m.group(0) and target != "README.md":
+                    page = ROOT / target
+                elif target == "README.md":
+                    page = readme
+                else:
+                    page = ROOT / "docs" / target if (f.parent != ROOT or "docs/" in m.group(0)) else ROOT / target
+                if not page.exists():
+                    problem(f, n, f"link to {target}: no such page")
+                elif m.group(2)[1:] not in {slug(h) for h in heads(page)}:
+                    problem(f, n, f"link to {target or f.name}{m.group(2)}: no such heading")
+
+
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
+# Crates, and the trigger `bind_job_table` puts on the control plane's table.
+NOT_ROLES = re.compile(r"cortex_buffer_(core|watch|ship|e2e|checkpoint_marked)\b")
+
+
+def check_roles() -> None:
+    boot = (ROOT / "sql" / "bootstrap.sql").read_text(encoding="utf-8")
+    m = re.search(r"FOREACH role_name IN ARRAY ARRAY\[(.*?)\]", boot, re.S)
+    if not m:
+        problem(ROOT / "sql" / "bootstrap.sql", 1, "no role list (FOREACH role_name IN ARRAY ARRAY[...]) found")
+        return
+    roles = set(re.findall(r"'(cortex_buffer_\w+)'", m.group(1)))
+    internal = set(re.findall(r"role (cortex_buffer_\w+) has members", boot))
+    metrics = set()
+    for f in (ROOT / "examples" / "monitoring").glob("*"):
+        metrics |= set(re.findall(r"\b(cortex_buffer_\w+)", f.read_text(encoding="utf-8")))
+    counts = {len(roles), len(roles - internal)}
+    for f in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+            for name in re.findall(r"\bcortex_buffer_\w+", line):
+                if name in roles or NOT_ROLES.match(name) or any(name.startswith(x) for x in metrics):
+                    continue
+                problem(f, n, f"{name} is not a role sql/bootstrap.sql creates")
+            for word in re.findall(r"\b(\w+) roles\b", line, re.I):
+                k = NUMBERS.get(word.lower(), int(word) if word.isdigit() else None)
+                if k is not None and k not in counts:
+                    problem(
+                        f,
+                        n,
+                        f"'{word} roles': sql/bootstrap.sql creates {len(roles)}, "
+                        f"{len(roles - internal)} of them granted to login roles",
+                    )
+
+
 def main(argv: list[str]) -> int:
     args = set(argv[1:])
     unknown = args - {"--extract", "--check"}
@@ -669,6 +803,8 @@ def main(argv: list[str]) -> int:
     check_extracted()
     all_tables = lint_tables()
     check_error_table(all_tables)
+    check_references()
+    check_roles()
     for p in problems:
         print(p)
     if problems:

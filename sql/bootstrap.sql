@@ -38,8 +38,8 @@ BEGIN
 END
 $$;
 
--- The roles (cluster-wide: created only when missing, never dropped; see the README's
--- Privileges). cortex_buffer_definer is the role the extension's own writes run as: it must
+-- The roles (cluster-wide: created only when missing, never dropped; see
+-- docs/operations.md#privileges). cortex_buffer_definer is the role the extension's own writes run as: it must
 -- not be able to log in, be a superuser, or have members.
 DO $$
 DECLARE

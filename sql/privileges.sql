@@ -1,4 +1,4 @@
--- Who may do what (README: Privileges): every grant and revoke of the extension's objects is
+-- Who may do what (docs/operations.md#privileges): every grant and revoke of the extension's objects is
 -- here. Runs last in a fresh install; the upgrade scripts set the same.
 --
 -- First, every object's privileges go back to its owner's alone (and PUBLIC's USAGE of the

@@ -41,9 +41,9 @@ mod tests {
         assert_eq!(missing.ok().flatten(), None, "objects without COMMENT");
     }
 
-    /// The README's *Privileges* section grants the three roles to login roles; these lines
-    /// are in it verbatim.
-    const README_GRANTS: &str = "GRANT cortex_buffer_agent TO agent_app;
+    /// docs/install.md#grant-the-roles grants the roles to login roles; these lines are in it
+    /// verbatim.
+    const DOC_GRANTS: &str = "GRANT cortex_buffer_agent TO agent_app;
 GRANT cortex_buffer_control_plane TO control_plane_app;
 GRANT cortex_buffer_operator TO operator_app;";
 
@@ -56,7 +56,7 @@ GRANT cortex_buffer_operator TO operator_app;";
         state
     }
 
-    /// Each role does its whole job with exactly the grants the README gives it, and cannot do
+    /// Each role does its whole job with exactly the grants docs/install.md gives it, and cannot do
     /// the next role's: the agent not the control plane's, the control plane not the
     /// operator's, the operator not the agent's. A role with no grants can do none of it.
     #[pg_test]
@@ -64,12 +64,12 @@ GRANT cortex_buffer_operator TO operator_app;";
         use crate::testing::{new_job, new_job_with, one, run, spend_calls, TempRoot};
 
         assert!(
-            include_str!("../README.md").contains(README_GRANTS),
-            "the README's grants changed: update README_GRANTS"
+            include_str!("../docs/install.md").contains(DOC_GRANTS),
+            "docs/install.md's grants changed: update DOC_GRANTS"
         );
         run("CREATE ROLE agent_app NOLOGIN; CREATE ROLE control_plane_app NOLOGIN; CREATE ROLE operator_app NOLOGIN");
         run("CREATE ROLE stranger NOLOGIN");
-        run(README_GRANTS);
+        run(DOC_GRANTS);
         run("SET cortex_buffer.settle_period = 0");
         // The cluster's sessions_dir (lib.rs: pg_test): a non-superuser indexes only there.
         let root = TempRoot::at("/tmp/cortex_buffer-pgtest-sessions");

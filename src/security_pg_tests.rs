@@ -1,4 +1,4 @@
-//! `#[pg_test]`s of the security rules (README: Privileges): no function resolves an operator
+//! `#[pg_test]`s of the security rules (docs/operations.md#privileges): no function resolves an operator
 //! or function through a search path someone else controls, file reads reveal nothing outside
 //! `sessions_dir`, superuser-only cases are refused inside security-restricted operations, and
 //! a job's lines are never taken from another job's directory.

@@ -1,4 +1,4 @@
-//! R7, privileges (README: Privileges; docs/operations.md#privileges), on a real cluster with the
+//! R7, privileges (docs/operations.md#privileges), on a real cluster with the
 //! worker running, as LOGIN roles created here:
 //!
 //! 1. every function and relation of the schema, found in the catalogue (so new ones are covered

@@ -1,4 +1,4 @@
-//! Security on real clusters with the background worker (README: Privileges):
+//! Security on real clusters with the background worker (docs/operations.md#privileges):
 //!
 //! - the worker, connected to a database whose owner set `search_path = public, pg_catalog`
 //!   and where overloads of the operators and functions it uses wait in `public`, never calls

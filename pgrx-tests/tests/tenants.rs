@@ -1,5 +1,5 @@
 //! R7, beside `privileges`: what one tenant can do to another through names it chooses (the third
-//! security pass, docs/operations.md#threat-model). On a real cluster with the worker, as LOGIN
+//! security pass, docs/operations.md#threat-model-push-sources-and-poolers). On a real cluster with the worker, as LOGIN
 //! roles with exactly the documented grants:
 //!
 //! 1. **Session ids are scoped.** A pod names a file in its own job's directory after another

@@ -127,5 +127,5 @@ COMMENT ON COLUMN cortex_buffer.circuit_outcome.job_id IS 'The job.';
 COMMENT ON COLUMN cortex_buffer.circuit_outcome.success IS 'Whether the job succeeded.';
 COMMENT ON COLUMN cortex_buffer.circuit_outcome.counted IS 'A failure reported while closed by a job admitted since the breaker last closed: it counts towards a trip.';
 COMMENT ON COLUMN cortex_buffer.circuit_outcome.recorded_at IS 'When it was reported.';
-COMMENT ON INDEX cortex_buffer.job_running_heartbeat_idx IS 'The zombie reaper''s index: RUNNING jobs by heartbeat (makes heartbeats non-HOT updates; see the README).';
+COMMENT ON INDEX cortex_buffer.job_running_heartbeat_idx IS 'The zombie reaper''s index: RUNNING jobs by heartbeat (makes heartbeats non-HOT updates; docs/control-plane.md#the-reapers-index).';
 COMMENT ON INDEX cortex_buffer.job_waiting_idx IS 'Paused jobs, for idle_paused_jobs().';

@@ -1,4 +1,4 @@
-//! Every `cortex_buffer.*` setting, defined in one place so the README's GUC table has one
+//! Every `cortex_buffer.*` setting, defined in one place so the settings table of docs/operations.md#settings has one
 //! source. All but `workers` are reloadable (SIGHUP): the worker re-reads them when the
 //! configuration is reloaded; a changed `database` makes it restart itself to reconnect.
 

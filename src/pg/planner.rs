@@ -13,6 +13,10 @@
 //!   bitmap index scan visits (and never marks) every dead entry, so a "cheap" bitmap plan
 //!   chosen for a small-looking table gets slower with every write. A plain index scan in
 //!   `history_id DESC` order stops at the live entries and marks the dead ones it passes.
+//! - `plan_cache_mode = force_generic_plan` with them: every statement is a lookup by key that
+//!   the index serves whatever the parameters, and a custom plan (which PostgreSQL keeps choosing
+//!   for some of them, their subquery making the generic plan look dearer) costs a planning per
+//!   call: it was a tenth of `recovery_plan`.
 //! - `jit` off, always: the statements are small lookups, and a disabled sequential scan's cost
 //!   (10^10) would otherwise cross `jit_above_cost` and spend ~100 ms compiling each one.
 
@@ -43,6 +47,7 @@ fn scoped<R>(index_scans_only: bool, f: impl FnOnce() -> R) -> R {
     if index_scans_only {
         set(c"enable_seqscan", c"off");
         set(c"enable_bitmapscan", c"off");
+        set(c"plan_cache_mode", c"force_generic_plan");
     }
     let result = f();
     // SAFETY: pops exactly the nest level pushed above.

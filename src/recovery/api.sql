@@ -35,7 +35,7 @@ COMMENT ON FUNCTION cortex_buffer.session_recovery(text) IS
 COMMENT ON FUNCTION cortex_buffer.session_recovery(uuid) IS
 'session_recovery(path) for the transcript of a Claude Code session id.';
 COMMENT ON FUNCTION cortex_buffer.agent_state(text) IS
-'What the agent of a session file is doing: idle, acting, thinking or unknown; confirmed or inferred; the line that decided and the rule (README: Agent state). Reads the index, and the file''s bytes the index does not hold yet (files outside sessions_dir: superusers only).';
+'What the agent of a session file is doing: idle, acting, thinking or unknown; confirmed or inferred; the line that decided and the rule (docs/api.md#agent-state-rules). Reads the index, and the file''s bytes the index does not hold yet (files outside sessions_dir: superusers only).';
 COMMENT ON FUNCTION cortex_buffer.agent_state(uuid) IS
 'agent_state(path) for the transcript of a Claude Code session id.';
 COMMENT ON FUNCTION cortex_buffer.job_timeline(uuid) IS

@@ -1,7 +1,7 @@
 //! Errors of the pure core, carried to SQL with a SQLSTATE and a HINT by `pg::raise`.
 //!
 //! SQLSTATEs are standard ones (pgrx can only raise the codes Postgres defines); each is listed
-//! with its meaning in the README's error table. File-access errors follow Postgres' own
+//! with its meaning in the error table of docs/operations.md#errors. File-access errors follow Postgres' own
 //! `errcode_for_file_access()` mapping.
 
 use std::fmt;

@@ -20,22 +20,3 @@ SELECT p->>'action' AS action, p->'checkpoint'->>'resume_step' AS resume_step, p
        jsonb_path_query_array(p, '$.completed[*].tool_name') AS skip,
        jsonb_path_query_array(p, '$.in_flight[*].tool_name') AS verify_first
   FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p;
--- README.md ## In your own server (hidden setup)
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'agent_app') THEN CREATE ROLE agent_app NOLOGIN; END IF;
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'control_plane_app') THEN CREATE ROLE control_plane_app NOLOGIN; END IF;
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'operator_app') THEN CREATE ROLE operator_app NOLOGIN; END IF;
-END $$;
--- README.md ## In your own server
-GRANT cortex_buffer_agent TO agent_app;
-GRANT cortex_buffer_control_plane TO control_plane_app;
-GRANT cortex_buffer_operator TO operator_app;
--- README.md ## In your own server (hidden setup)
-CREATE EXTENSION IF NOT EXISTS pg_cron;
-BEGIN; -- the test suite never lets the schedule fire
--- README.md ## In your own server
-SELECT cron.schedule('cortex-reaper', '* * * * *', $$SELECT count(*) FROM cortex_buffer.reap_zombies()$$);
-SELECT cron.schedule('cortex-cleanup', '0 3 * * *', $$SELECT count(*) FROM cortex_buffer.cleanup_session_buffers()$$);
--- README.md ## In your own server (hidden setup)
-ROLLBACK;

@@ -155,7 +155,7 @@ impl Mode {
     }
 }
 
-/// Why the plan is what it is: the documented closed list (README: Recovery plans).
+/// Why the plan is what it is: the documented closed list (docs/api.md#recovery-plans).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
     // buffer

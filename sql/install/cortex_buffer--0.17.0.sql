@@ -486,8 +486,8 @@ BEGIN
 END
 $$;
 
--- The roles (cluster-wide: created only when missing, never dropped; see the README's
--- Privileges). cortex_buffer_definer is the role the extension's own writes run as: it must
+-- The roles (cluster-wide: created only when missing, never dropped; see
+-- docs/operations.md#privileges). cortex_buffer_definer is the role the extension's own writes run as: it must
 -- not be able to log in, be a superuser, or have members.
 DO $$
 DECLARE
@@ -1354,7 +1354,7 @@ AS 'MODULE_PATHNAME', 'indexer_worker_wrapper';
 
 /* <begin connected objects> */
 -- finalize
--- Who may do what (README: Privileges): every grant and revoke of the extension's objects is
+-- Who may do what (docs/operations.md#privileges): every grant and revoke of the extension's objects is
 -- here. Runs last in a fresh install; the upgrade scripts set the same.
 --
 -- First, every object's privileges go back to its owner's alone (and PUBLIC's USAGE of the
@@ -1975,7 +1975,7 @@ COMMENT ON FUNCTION cortex_buffer.clear_quarantine(text) IS
 -- Retention's functions (sql.rs defines them): their comments; and the oversized_buffers view.
 -- Grants: sql/privileges.sql.
 COMMENT ON FUNCTION cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision) IS
-'Applies the retention policy (README: Retention): deletes job directories of jobs terminal for longer than post_terminal (cortex_buffer.keep_failed_for for failed ones, when longer) and of orphans whose newest file is older than post_terminal, files older than max_file_age (except those a live job''s recovery plan reads), index rows of files gone for cortex_buffer.gone_retention, and per-job rows of jobs gone or terminal past cortex_buffer.job_rows_retention. One row per action: delete_dir, delete_file, delete_rows, drop_partition, keep or error. Index rows go in the calling transaction; files are unlinked when it commits. In the partitioned layout (partition_events()) a deleted file''s index rows stay, marked gone, and its partition of event and corrupt_line is dropped whole once every file of its span is gone and older than max_file_age; each call also makes the partitions ahead of new files. Never follows symbolic links; locks no job row; refuses when most job ids are unknown to the job table (max_unknown_ratio). dry_run changes nothing and returns the same rows.';
+'Applies the retention policy (docs/operations.md#retention): deletes job directories of jobs terminal for longer than post_terminal (cortex_buffer.keep_failed_for for failed ones, when longer) and of orphans whose newest file is older than post_terminal, files older than max_file_age (except those a live job''s recovery plan reads), index rows of files gone for cortex_buffer.gone_retention, and per-job rows of jobs gone or terminal past cortex_buffer.job_rows_retention. One row per action: delete_dir, delete_file, delete_rows, drop_partition, keep or error. Index rows go in the calling transaction; files are unlinked when it commits. In the partitioned layout (partition_events()) a deleted file''s index rows stay, marked gone, and its partition of event and corrupt_line is dropped whole once every file of its span is gone and older than max_file_age; each call also makes the partitions ahead of new files. Never follows symbolic links; locks no job row; refuses when most job ids are unknown to the job table (max_unknown_ratio). dry_run changes nothing and returns the same rows.';
 COMMENT ON FUNCTION cortex_buffer.storage_report() IS
 'Session files in the index by job state (the job''s status, orphan, or not a job) and age bucket (by mtime): files, bytes on disk, index rows, and the same three that cleanup_session_buffers() with its defaults would free now (its dry run).';
 
@@ -2192,7 +2192,7 @@ COMMENT ON COLUMN cortex_buffer.circuit_outcome.job_id IS 'The job.';
 COMMENT ON COLUMN cortex_buffer.circuit_outcome.success IS 'Whether the job succeeded.';
 COMMENT ON COLUMN cortex_buffer.circuit_outcome.counted IS 'A failure reported while closed by a job admitted since the breaker last closed: it counts towards a trip.';
 COMMENT ON COLUMN cortex_buffer.circuit_outcome.recorded_at IS 'When it was reported.';
-COMMENT ON INDEX cortex_buffer.job_running_heartbeat_idx IS 'The zombie reaper''s index: RUNNING jobs by heartbeat (makes heartbeats non-HOT updates; see the README).';
+COMMENT ON INDEX cortex_buffer.job_running_heartbeat_idx IS 'The zombie reaper''s index: RUNNING jobs by heartbeat (makes heartbeats non-HOT updates; docs/control-plane.md#the-reapers-index).';
 COMMENT ON INDEX cortex_buffer.job_waiting_idx IS 'Paused jobs, for idle_paused_jobs().';
 /* </end connected objects> */
 
@@ -2779,7 +2779,7 @@ COMMENT ON FUNCTION cortex_buffer.session_recovery(text) IS
 COMMENT ON FUNCTION cortex_buffer.session_recovery(uuid) IS
 'session_recovery(path) for the transcript of a Claude Code session id.';
 COMMENT ON FUNCTION cortex_buffer.agent_state(text) IS
-'What the agent of a session file is doing: idle, acting, thinking or unknown; confirmed or inferred; the line that decided and the rule (README: Agent state). Reads the index, and the file''s bytes the index does not hold yet (files outside sessions_dir: superusers only).';
+'What the agent of a session file is doing: idle, acting, thinking or unknown; confirmed or inferred; the line that decided and the rule (docs/api.md#agent-state-rules). Reads the index, and the file''s bytes the index does not hold yet (files outside sessions_dir: superusers only).';
 COMMENT ON FUNCTION cortex_buffer.agent_state(uuid) IS
 'agent_state(path) for the transcript of a Claude Code session id.';
 COMMENT ON FUNCTION cortex_buffer.job_timeline(uuid) IS
