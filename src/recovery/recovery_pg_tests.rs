@@ -226,6 +226,42 @@ mod tests {
         assert_eq!(events, ["TOOL_START", "TOOL_RESULT", "TOOL_START"]);
     }
 
+    /// A pod that writes the key it sends with each call (`idempotency_key` in its start line)
+    /// gets that key back, as written, whatever its own numbering; a key that is not one (not 64
+    /// lower-case hex digits) is ignored and the key is derived.
+    #[pg_test]
+    fn keys_the_pod_wrote_come_back_as_written() {
+        let root = TempRoot::new("rp-written");
+        let job = spike_job(&root);
+        checkpoint(&job, C1, 3);
+        let own = "0f".repeat(32);
+        let mut s = Spike::new(&job, "p1", None);
+        s.written(Some(C1), 3);
+        let start = |s: &mut Spike, id: &str, key: &str| {
+            let extra = format!(
+                r#""invocation_id":"{id}","tool_name":"charge","input_hash":"h-charge","idempotency_key":"{key}""#
+            );
+            s.event("TOOL_START", &extra);
+        };
+        start(&mut s, "i1", &own);
+        s.result("i1", "charge", true);
+        start(&mut s, "i2", "NOT-A-KEY");
+        root.put(&format!("{job}/session_20260223T143000Z_p1.jsonl"), s.text.clone());
+        index(&root);
+        let p = plan(&job);
+        assert_eq!(reason(&p), ("buffer", "marker_matched"));
+        let done = &p["completed"][0];
+        assert_eq!((done["key"].as_str(), done["key_status"].as_str()), (Some("i1"), Some("written")));
+        assert_eq!(done["idempotency_key"].as_str(), Some(own.as_str()));
+        assert_eq!(done["replay_ordinal"], 1);
+        let open = &p["in_flight"][0];
+        assert_eq!((open["key"].as_str(), open["key_status"].as_str()), (Some("i2"), Some("derived")));
+        // The second charge since the checkpoint, by the formula.
+        assert_eq!((open["call_ordinal"].as_i64(), open["replay_ordinal"].as_i64()), (Some(2), Some(2)));
+        let derived = open["idempotency_key"].as_str().unwrap_or("");
+        assert!(derived.len() == 64 && derived != own, "{derived}");
+    }
+
     #[pg_test]
     fn a_marker_of_another_checkpoint_or_none_gives_checkpoint_only() {
         let root = TempRoot::new("rp-mismatch");

@@ -587,7 +587,33 @@ pub fn resolve(body: &mut Body, ctx: &KeyContext, facts: &Facts) {
     };
     let out: Vec<CallKeys> = (0..body.calls.len()).map(|i| report(r.pairs(i))).collect();
     for (c, k) in body.calls.iter_mut().zip(out) {
-        c.keys = k;
+        c.keys = match &c.written_key {
+            Some(w) => written(k, w),
+            None => k,
+        };
+    }
+}
+
+/// A call whose start line carries the key its pod sent: that key, as written. When the formula
+/// gives the same key, what it was built from stands; when it matches one of the candidates, it
+/// says which one the call was (their place in the replay too, if they agree); otherwise the pod
+/// built it its own way, and only the key is known, with the place the bytes give.
+fn written(derived: CallKeys, key: &str) -> CallKeys {
+    let agrees = derived.idempotency_key.as_deref() == Some(key);
+    let matching: Vec<&KeyCandidate> = derived.candidates.iter().filter(|c| c.idempotency_key == key).collect();
+    let places: BTreeSet<Option<u32>> = matching.iter().map(|c| c.replay_ordinal).collect();
+    let place = match places.len() {
+        1 => places.into_iter().next().flatten(),
+        _ => None,
+    };
+    let one = matching.first().filter(|_| matching.len() == 1);
+    CallKeys {
+        status: KeyStatus::Written,
+        replay_ordinal: derived.replay_ordinal.or(place),
+        idempotency_key: Some(key.to_owned()),
+        call_ordinal: if agrees { derived.call_ordinal } else { one.and_then(|c| c.call_ordinal) },
+        checkpoint_ref: if agrees { derived.checkpoint_ref } else { one.map(|c| c.checkpoint_ref.clone()) },
+        candidates: Vec::new(),
     }
 }
 

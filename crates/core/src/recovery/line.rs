@@ -66,6 +66,17 @@ pub struct Start {
     /// of an over-long line that cut the input: `keys::stored_input_hash`).
     pub input_hash: Option<String>,
     pub input: Option<Capped>,
+    /// The idempotency key the pod wrote in the line, the key it sent with the call
+    /// (`idempotency_key`, or `data.idempotencyKey` in the control plane's dialect): 64
+    /// lower-case hex digits, else ignored. Recovery reports it as written instead of deriving
+    /// one (docs/writing-sessions.md).
+    pub written_key: Option<String>,
+}
+
+/// A written idempotency key: a SHA-256 in lower-case hex, as `call_idempotency_key` gives.
+fn written_key(v: Option<Value<'_>>) -> Option<String> {
+    let k = string(v)?;
+    (k.len() == 64 && k.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))).then_some(k)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,6 +209,10 @@ pub fn facts(dialect: Dialect, row: &Row<'_>, max_bytes: usize) -> Facts {
                 "TOOL_START" | "TOOL_CALL" => {
                     // Without the line (no payload), the input is unknown; a line without an
                     // input is a call without one (`null`, as the pod hashes `toolInput ?? null`).
+                    let written = match dialect {
+                        Dialect::CortexSpike => written_key(data.and_then(|d| d.get("idempotency_key"))),
+                        _ => written_key(data.and_then(|d| d.get("idempotencyKey"))),
+                    };
                     let (hash, input) = match dialect {
                         Dialect::CortexSpike => {
                             let [h, summary, input] =
@@ -227,6 +242,7 @@ pub fn facts(dialect: Dialect, row: &Row<'_>, max_bytes: usize) -> Facts {
                         tool_name: owned(row.tool_name),
                         input_hash: hash,
                         input,
+                        written_key: written,
                     }])
                 }
                 "TOOL_RESULT" => {
@@ -262,6 +278,7 @@ pub fn facts(dialect: Dialect, row: &Row<'_>, max_bytes: usize) -> Facts {
                         tool_name: string(name),
                         input_hash: input.map_or_else(|| Some(NULL_INPUT_HASH.to_owned()), stored_input_hash),
                         input: input.map(|v| as_text(v, max_bytes)),
+                        written_key: None,
                     }),
                     Some("tool_result") if event_type == "user" => finishes.push(Finish {
                         id: string(tool_use_id),
@@ -306,6 +323,7 @@ mod tests {
                 tool_name: Some("web_search".into()),
                 input_hash: Some("ab".into()),
                 input: Some(Capped { text: "q=rust".into(), truncated: false }),
+                written_key: None,
             }])
         );
         let r = Row {
@@ -443,5 +461,31 @@ mod tests {
             Row { event_type: Some("TOOL_RESULT"), invocation_id: Some("i"), success: Some(false), ..Row::default() };
         let Facts::Finishes(f) = facts(Dialect::CortexSpike, &r, 10) else { panic!("not a finish") };
         assert_eq!((f[0].id.as_deref(), f[0].success, f[0].result.is_none()), (Some("i"), Some(false), true));
+    }
+
+    #[test]
+    fn a_key_the_pod_wrote_is_read_when_it_is_a_key() {
+        let key = "3f".repeat(32);
+        let start = |dialect, line: &str| match facts(
+            dialect,
+            &Row { invocation_id: Some("c1"), ..row("TOOL_START", line) },
+            100,
+        ) {
+            Facts::Starts(s) => s.into_iter().next().and_then(|s| s.written_key),
+            other => panic!("not a start: {other:?}"),
+        };
+        let spike = format!(r#"{{"type":"TOOL_START","input_hash":"ab","idempotency_key":"{key}"}}"#);
+        assert_eq!(start(Dialect::CortexSpike, &spike), Some(key.clone()));
+        let plane =
+            format!(r#"{{"type":"TOOL_CALL","data":{{"toolCallId":"c1","input":{{}},"idempotencyKey":"{key}"}}}}"#);
+        assert_eq!(start(Dialect::CortexPlane, &plane.replace("TOOL_CALL", "TOOL_START")), Some(key.clone()));
+        // Not a key: upper case, short, a number, or in the other dialect's spelling.
+        for bad in [key.to_uppercase(), "ab".into()] {
+            let line = format!(r#"{{"type":"TOOL_START","idempotency_key":"{bad}"}}"#);
+            assert_eq!(start(Dialect::CortexSpike, &line), None, "{bad}");
+        }
+        assert_eq!(start(Dialect::CortexSpike, r#"{"type":"TOOL_START","idempotency_key":12}"#), None);
+        let camel = format!(r#"{{"type":"TOOL_START","idempotencyKey":"{key}"}}"#);
+        assert_eq!(start(Dialect::CortexSpike, &camel), None);
     }
 }

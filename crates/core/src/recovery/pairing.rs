@@ -49,6 +49,8 @@ pub struct Call {
     pub start: Pos,
     pub input_hash: Option<String>,
     pub input: Option<Capped>,
+    /// The key the pod wrote in the call's start line ([`super::line::Start::written_key`]).
+    pub written_key: Option<String>,
     /// 1 for the first call of this tool in the plan, 2 for the second...
     pub tool_ordinal: u32,
     /// Writer segment (counted from 0 over the plan).
@@ -266,6 +268,8 @@ pub struct SegmentSpan {
 /// How well the bytes tell a call's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KeyStatus {
+    /// The key the pod wrote in the call's start line: the one it sent.
+    Written,
     /// One key, computed by the formula from what the writer wrote.
     Derived,
     /// More than one candidate: see the candidates.
@@ -278,6 +282,7 @@ pub enum KeyStatus {
 impl KeyStatus {
     pub fn label(self) -> &'static str {
         match self {
+            KeyStatus::Written => "written",
             KeyStatus::Derived => "derived",
             KeyStatus::Ambiguous => "ambiguous",
             KeyStatus::Unknown => "unknown",
@@ -591,6 +596,7 @@ impl Pairing {
             start: at,
             input_hash: s.input_hash,
             input: s.input,
+            written_key: s.written_key,
             tool_ordinal: ordinal,
             segment: self.segment,
             result: None,
@@ -679,6 +685,7 @@ impl Pairing {
                     start: at,
                     input_hash: None,
                     input: None,
+                    written_key: None,
                     tool_ordinal: 0,
                     segment: self.segment,
                     result: Some(CallResult { at, success: f.success, result: f.result, paired_by_order: by_order }),

@@ -301,6 +301,7 @@ mod tests {
             start,
             input_hash: Some(format!("h{}", start.byte_offset)),
             input: None,
+            written_key: None,
             tool_ordinal: 1,
             segment,
             result: result.map(|at| CallResult { at, success: Some(true), result: None, paired_by_order: true }),

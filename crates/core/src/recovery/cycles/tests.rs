@@ -53,6 +53,7 @@ impl Life {
             start: at,
             input_hash: Some(input.into()),
             input: None,
+            written_key: None,
             tool_ordinal: 0,
             segment: self.segment.unwrap_or(0),
             result: None,
@@ -373,4 +374,47 @@ fn a_checkpoint_stored_between_a_pods_plan_and_its_first_line_leaves_its_key_ope
     let sa = l.start_of(a);
     let body = plan_resumed(l, vec![origin(), c], 1, vec![after]);
     assert_eq!(by_start(&body, sa).keys.idempotency_key, Some(key("crc:3", 1, "send", "y")));
+}
+
+#[test]
+fn a_key_the_pod_wrote_settles_which_call_a_repeat_was() {
+    // a_second_crash_in_one_step_leaves_only_the_repeat_ambiguous, with the keys written: pod 2
+    // wrote its repeat of B with the key of the second charge, so the plan knows it was that
+    // one (and it finished: skipped, not verified); D's written key is what its pod numbered
+    // its own way, reported as written, in the place the bytes give.
+    let mut l = Life::default();
+    let c = Store { reference: Ref::Crc(5), own: false, place: Place::Mark(vec![None]), at_us: 0 };
+    let mut resumes = vec![Resume { reference: Ref::Crc(5), place: Place::Mark(vec![None]), at_us: 1 }];
+    l.writer();
+    let a = l.call("read", "x");
+    l.result(a);
+    let b = l.call("charge", "42");
+    resumes.push(Resume { reference: Ref::Crc(5), place: l.mark(), at_us: 2 });
+    l.writer();
+    let b2 = l.call("charge", "42");
+    l.result(b2);
+    let d = l.call("email", "z");
+    let own = "ab".repeat(32);
+    let second = key("crc:5", 2, "charge", "42");
+    for (i, k) in [(b2, second.clone()), (d, own.clone())] {
+        if let Some(call) = l.body.calls.get_mut(i) {
+            call.written_key = Some(k);
+        }
+    }
+    let (sb, sb2, sd) = (l.start_of(b), l.start_of(b2), l.start_of(d));
+    let body = plan_resumed(l, vec![origin(), c], 1, resumes);
+    let repeat = &by_start(&body, sb2).keys;
+    assert_eq!(
+        (repeat.status, repeat.idempotency_key.as_deref(), repeat.replay_ordinal, repeat.call_ordinal),
+        (KeyStatus::Written, Some(second.as_str()), Some(2), Some(2))
+    );
+    assert!(repeat.candidates.is_empty());
+    assert_eq!(by_start(&body, sb2).verdict, Verdict::Completed);
+    let own_key = &by_start(&body, sd).keys;
+    assert_eq!(
+        (own_key.status, own_key.idempotency_key.as_deref(), own_key.replay_ordinal, own_key.call_ordinal),
+        (KeyStatus::Written, Some(own.as_str()), Some(1), None)
+    );
+    // B wrote no key: derived, as before.
+    assert_eq!(by_start(&body, sb).keys.status, KeyStatus::Derived);
 }
