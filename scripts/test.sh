@@ -2,7 +2,8 @@
 # Runs every test: the pure crates' unit tests (plain cargo test), the #[pg_test]s (one
 # `cargo pgrx test`), pgspot over the install and upgrade scripts, the golden-file SQL tests
 # (pg_regress), then the end-to-end suite in pgrx-tests/ against private clusters with the
-# library preloaded, and the reliability suite (scripts/reliability.sh) in its short setting.
+# library preloaded, the reliability suite (scripts/reliability.sh) in its short setting, and
+# the Debian packages (scripts/test_package.sh).
 # Installs whatever is missing first. Safe to run again.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -66,5 +67,10 @@ say "end-to-end worker suites in poll mode (CORTEX_E2E_WATCH=poll)"
 # (CORTEX_RELIABILITY=full by hand).
 say "reliability suite, short setting (scripts/reliability.sh)"
 bash scripts/reliability.sh --installed
+
+# Last, since it takes away the source install: the Debian packages built, installed on a
+# system cleared of that install, the golden files run against them, and removed cleanly.
+say "Debian packages (scripts/test_package.sh)"
+bash scripts/test_package.sh
 
 say "all tests passed"
