@@ -148,3 +148,35 @@ impl Drop for TempRoot {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Keeps a JSON answer a test got (a plan, a row), so that `schemas/validate.mjs` can check it
+/// against the schema `kind` names (`recovery_plan`, `session_recovery`, `agent_state`,
+/// `job_timeline`). Written to `answers/pg_test/` beside the test cluster's data directory
+/// (scripts/test.sh validates them after the run); nothing when that directory cannot be made.
+pub fn keep_answer(kind: &str, json: &str) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    // SAFETY: DataDir is set once at startup, before any backend runs a test.
+    let data = unsafe { std::ffi::CStr::from_ptr(pgrx::pg_sys::DataDir) };
+    let Some(parent) = std::path::Path::new(&*data.to_string_lossy()).parent().map(|p| p.join("answers/pg_test"))
+    else {
+        return;
+    };
+    if std::fs::create_dir_all(&parent).is_err() {
+        return;
+    }
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let _ = std::fs::write(parent.join(format!("{kind}-{}-{n}.json", std::process::id())), json);
+}
+
+/// Keeps every row `sql` returns as one JSON answer each (`SELECT row_to_json(r) FROM … r`).
+pub fn keep_rows(kind: &str, sql: &str) {
+    let rows: Vec<String> = Spi::connect(|c| {
+        c.select(&format!("SELECT row_to_json(r)::text FROM ({sql}) r"), None, &[])
+            .map(|t| t.filter_map(|r| r.get::<String>(1).ok().flatten()).collect())
+            .unwrap_or_default()
+    });
+    for r in rows {
+        keep_answer(kind, &r);
+    }
+}

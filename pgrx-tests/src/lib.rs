@@ -476,3 +476,16 @@ pub fn report(row: &str, what: &str, figures: &str) {
 pub fn env_size(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(default)
 }
+
+/// Keeps a JSON answer a test got (a plan, a row) in `$CORTEX_ANSWERS_DIR/e2e/`, named by the
+/// schema that describes it (`recovery_plan`, `session_recovery`, ...): scripts/test.sh checks
+/// every kept answer against `schemas/` afterwards. Nothing when the variable is unset.
+pub fn keep_answer(kind: &str, json: &str) {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let Ok(dir) = std::env::var("CORTEX_ANSWERS_DIR") else { return };
+    let dir = Path::new(&dir).join("e2e");
+    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    fs::write(dir.join(format!("{kind}-{}-{n}.json", std::process::id())), json)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+}

@@ -118,6 +118,7 @@ pub fn text(t: &str) -> Value {
 /// The job's recovery plan, as a superuser asks for it (no resume is recorded).
 pub fn plan(c: &Cluster, job: &str) -> Value {
     let text = c.psql(&format!("SELECT cortex_buffer.recovery_plan('{job}')"));
+    crate::keep_answer("recovery_plan", &text);
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 

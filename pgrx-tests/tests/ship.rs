@@ -309,8 +309,7 @@ fn a_job_tailed_on_one_node_and_shipped_from_another_recovers_across_both() {
         Some(30),
     );
     ship_once(&c, &node2, "node-2", &["--settle", "60"]);
-    let plan: Value =
-        serde_json::from_str(&c.psql(&format!("SELECT cortex_buffer.recovery_plan('{job}')"))).expect("plan");
+    let plan: Value = cortex_buffer_e2e::pods::plan(&c, &job);
     let sessions: Vec<String> = plan["sessions"]
         .as_array()
         .into_iter()
@@ -536,7 +535,7 @@ fn signal(child: &Child, sig: &str) {
 }
 
 fn plan_of(c: &Cluster, job: &str) -> Value {
-    serde_json::from_str(&c.psql(&format!("SELECT cortex_buffer.recovery_plan('{job}')"))).expect("plan")
+    cortex_buffer_e2e::pods::plan(c, job)
 }
 
 /// The tools of a plan's entries under `key` (completed, in_flight, verify).

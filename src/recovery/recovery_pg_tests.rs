@@ -7,7 +7,7 @@ mod tests {
     use pgrx::prelude::*;
     use serde_json::Value;
 
-    use crate::testing::{assert_fails, new_job, one, run, TempRoot};
+    use crate::testing::{assert_fails, keep_answer, keep_rows, new_job, one, run, TempRoot};
 
     /// A session file as the spike's writer writes it: `SESSION_START` (seq 0), then
     /// `CHECKPOINT_LOADED`, then whatever the pod does; flat snake_case, one seq per event.
@@ -139,8 +139,12 @@ mod tests {
         run(&format!("SELECT * FROM cortex_buffer.write_checkpoint('{job}', '{{\"checkpoint_id\":\"{id}\",\"step_index\":{step}}}')"));
     }
 
+    /// A plan (recovery_plan or session_recovery), kept for the schema check.
     fn plan_of(sql: &str) -> Value {
-        serde_json::from_str(&one(&format!("SELECT ({sql})::text"))).unwrap_or(Value::Null)
+        let text = one(&format!("SELECT ({sql})::text"));
+        let kind = if sql.contains("session_recovery") { "session_recovery" } else { "recovery_plan" };
+        keep_answer(kind, &text);
+        serde_json::from_str(&text).unwrap_or(Value::Null)
     }
 
     fn plan(job: &str) -> Value {
@@ -648,6 +652,10 @@ mod tests {
         root.put("p/aaaaaaaa-0000-4000-8000-000000000001.jsonl", format!("{prompt}\n{tool}\n"));
         index(&root);
         let state = || {
+            keep_rows(
+                "agent_state",
+                "SELECT * FROM cortex_buffer.agent_state('p/aaaaaaaa-0000-4000-8000-000000000001.jsonl')",
+            );
             one("SELECT state || '/' || decided_by_line FROM cortex_buffer.agent_state('p/aaaaaaaa-0000-4000-8000-000000000001.jsonl')")
         };
         assert_eq!(state(), "acting/2");
@@ -666,6 +674,10 @@ mod tests {
         );
         // An empty file: nothing tells.
         root.put("p/cccccccc-0000-4000-8000-000000000003.jsonl", "");
+        keep_rows(
+            "agent_state",
+            "SELECT * FROM cortex_buffer.agent_state('p/cccccccc-0000-4000-8000-000000000003.jsonl')",
+        );
         assert_eq!(one("SELECT state || '/' || confidence FROM cortex_buffer.agent_state('p/cccccccc-0000-4000-8000-000000000003.jsonl')"), "idle/inferred");
     }
 
@@ -797,6 +809,7 @@ mod tests {
             "SELECT string_agg(DISTINCT source, ',' ORDER BY source) FROM cortex_buffer.job_timeline('{job}')"
         ));
         assert_eq!(sources, "checkpoint_history,circuit_admission,corrupt_line,crash,event,gap,usage");
+        keep_rows("job_timeline", &format!("SELECT * FROM cortex_buffer.job_timeline('{job}')"));
         let events = one(&format!("SELECT string_agg(kind, ',' ORDER BY n) FROM cortex_buffer.job_timeline('{job}') WITH ORDINALITY t(at, source, kind, session, line_no, byte_offset, seq, detail, n) WHERE source IN ('event', 'gap', 'corrupt_line')"));
         assert_eq!(events, "SESSION_START,CHECKPOINT_LOADED,TOOL_START,lost_events,TOOL_RESULT,corrupt_line");
         assert_eq!(one("SELECT count(*)::text FROM cortex_buffer.job_timeline(gen_random_uuid())"), "0");
@@ -987,6 +1000,7 @@ mod tests {
                 root.path(rel)
             ));
             assert_eq!(got, want, "{rel}");
+            keep_rows("agent_state", &format!("SELECT * FROM cortex_buffer.agent_state('{}')", root.path(rel)));
             let responses = one(&format!(
                 "SELECT coalesce(sum(responses), 0)::text FROM cortex_buffer.session_usage('{}') WHERE path = '{}'",
                 root.path(rel),
