@@ -27,7 +27,6 @@ use crate::pg::guc;
 use crate::pg::privilege::as_definer;
 use crate::pg::spi_util::{prepared, prepared_read, spi};
 use crate::pg::time::unix_us;
-use cortex_buffer_core::checkpoint::identity::format_uuid;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::indexer::discovery::Layout;
 use cortex_buffer_core::indexer::index_plan::fingerprint_len;
@@ -35,6 +34,7 @@ use cortex_buffer_core::int::{bits_i64, bits_u64};
 use cortex_buffer_core::json::writer::JsonWriter;
 use cortex_buffer_core::recovery::keys::relative_to_job_dir;
 use cortex_buffer_core::recovery::marks::{Fingerprint, Mark, MarkFile};
+use cortex_buffer_core::shared::format_uuid;
 use cortex_buffer_watch::scan::{resolve_root, scan_dir};
 
 const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);

@@ -9,10 +9,10 @@ use crate::pg::args::required;
 use crate::pg::jsonb::{malformed, RawJsonb};
 use crate::pg::OrRaise;
 use cortex_buffer_core::checkpoint::crc::Canonical;
-use cortex_buffer_core::checkpoint::identity::format_uuid;
 use cortex_buffer_core::recovery::keys::{
     call_idempotency_key as call_idempotency_key_of, checkpoint_ref, sha256_hex, NULL_INPUT_HASH,
 };
+use cortex_buffer_core::shared::format_uuid;
 
 /// CRC-32 of the document's canonical JSON, as the control plane computes it (0 ..= 2^32-1).
 #[pg_extern(immutable, strict, parallel_safe)]

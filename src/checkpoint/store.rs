@@ -15,9 +15,10 @@ use crate::pg::planner::with_index_scans;
 use crate::pg::privilege::as_definer;
 use cortex_buffer_core::checkpoint::crc::{crc_as_int4, stored_crc, Canonical};
 use cortex_buffer_core::checkpoint::identity::{
-    doc_identity, format_uuid, may_checkpoint, plan_write, step_index_of, uuid_v7, Current, DocIdentity, UuidBytes,
+    doc_identity, may_checkpoint, plan_write, step_index_of, Current, DocIdentity,
 };
 use cortex_buffer_core::error::{CbError, SqlState};
+use cortex_buffer_core::shared::{format_uuid, uuid_v7, UuidBytes};
 
 const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
 const JSONB: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBOID);
@@ -135,7 +136,7 @@ fn read_job_row(client: &SpiClient<'_>, b: &Binding, job: Uuid, lock: bool) -> R
     let hist_id: Option<Uuid> = row.get(5).map_err(spi)?;
     let hist_step: Option<i32> = row.get(6).map_err(spi)?;
     let own = DocIdentity {
-        checkpoint_id: own_id.as_deref().and_then(cortex_buffer_core::checkpoint::identity::parse_uuid),
+        checkpoint_id: own_id.as_deref().and_then(cortex_buffer_core::shared::parse_uuid),
         step_index: own_step.as_deref().and_then(|s| s.parse::<f64>().ok()).and_then(step_index_of),
     };
     let history = hist_id.zip(hist_step).map(|(id, step)| (*id.as_bytes(), step));
@@ -484,7 +485,7 @@ fn verify_all_pinned() -> Result<Vec<Mismatch>, CbError> {
                         .get::<String>(4)
                         .map_err(spi)?
                         .as_deref()
-                        .and_then(cortex_buffer_core::checkpoint::identity::parse_uuid),
+                        .and_then(cortex_buffer_core::shared::parse_uuid),
                     step_index: r.get::<String>(5).map_err(spi)?.and_then(|s| s.parse().ok()),
                 };
                 let computed = doc.as_ref().map(crc_of).transpose()?;

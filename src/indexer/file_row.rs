@@ -270,7 +270,7 @@ fn finish_sql(columns: &[&str]) -> String {
 /// When a finish's file had its indexed bytes dropped (replaced, shrunk, rewritten): now.
 fn dropped_at(dropped: bool) -> Option<TimestampWithTimeZone> {
     if dropped {
-        timestamptz(Some(cortex_buffer_watch::pass::now_us()))
+        timestamptz(Some(cortex_buffer_core::shared::now_us()))
     } else {
         None
     }

@@ -190,7 +190,7 @@ fn never() -> bool {
 /// byte there is, nothing to watch per file and no stopping early.
 pub fn caller_pass(volume: &Volume, scope: Scope<'_>) -> Result<Pass, PassError<TxnFailure>> {
     let mut cache = KnownCache::default();
-    pass(volume, scope, &mut cache, cortex_buffer_watch::pass::now_us(), Mode::Caller, &mut |_| {}, never, |_, _| true)
+    pass(volume, scope, &mut cache, cortex_buffer_core::shared::now_us(), Mode::Caller, &mut |_| {}, never, |_, _| true)
 }
 
 /// Runs one pass over `volume` (or part of it). `before_file` sees each file before it is

@@ -18,7 +18,7 @@ use cortex_buffer_core::indexer::index_file::{
 };
 use cortex_buffer_core::indexer::integrity::Severity;
 use cortex_buffer_core::indexer::timestamp::POSTGRES_EPOCH_OFFSET_US;
-use cortex_buffer_watch::pass::now_us;
+use cortex_buffer_core::shared::now_us;
 use cortex_buffer_watch::scan::{first_object_of, FileStat};
 use cortex_buffer_watch::volume::SessionRead;
 

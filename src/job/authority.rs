@@ -19,9 +19,9 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::Uuid;
 
-use cortex_buffer_core::checkpoint::identity::{format_uuid, parse_uuid};
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::job::token::{self, Check};
+use cortex_buffer_core::shared::{format_uuid, parse_uuid};
 
 use crate::job::binding::{self, Access};
 use crate::pg::guc;

@@ -228,7 +228,7 @@ fn append_session_bytes(
         r#final.unwrap_or(false),
         file_size,
     );
-    let now_s = cortex_buffer_watch::pass::now_us() / 1_000_000;
+    let now_s = cortex_buffer_core::shared::now_us() / 1_000_000;
     rate::charge(source, chunk.len() as u64, guc::push_rate_limit(), now_s).or_raise();
     let settings = Settings::current();
     let out = as_definer(|| store::apply(&push, &settings)).or_raise();
@@ -312,7 +312,7 @@ fn append_session_batch(
         bytes = bytes.saturating_add((chunk.len() as u64).max(rate::CALL_BYTES));
         pushes.push(checked(source, source_token, relpath, start, chunk, identity, last, size));
     }
-    let now_s = cortex_buffer_watch::pass::now_us() / 1_000_000;
+    let now_s = cortex_buffer_core::shared::now_us() / 1_000_000;
     rate::charge(source, bytes, guc::push_rate_limit(), now_s).or_raise();
     let settings = Settings::current();
     let outcomes = as_definer(|| batch::apply_batch(&pushes, &settings)).or_raise();

@@ -461,7 +461,7 @@ pub(super) fn concluded(
         generation: old.generation.max(1),
         device: 0,
         inode: u64::try_from(identity_number(p.identity)).unwrap_or(0),
-        mtime_us: cortex_buffer_watch::pass::now_us(),
+        mtime_us: cortex_buffer_core::shared::now_us(),
         fingerprint_len: f.head.len() as u64,
         fingerprint: crc32fast::hash(&f.head),
         dialect: f.dialect,

@@ -13,11 +13,11 @@ use crate::checkpoint::marks::{self, Kind, Recorded};
 use crate::indexer::file_access::Target;
 use crate::pg::guc;
 use crate::pg::spi_util::{prepared_read, spi};
-use cortex_buffer_core::checkpoint::identity::format_uuid;
 use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::recovery::choose::{held_elsewhere, PlanMark, SessionFile};
 use cortex_buffer_core::recovery::cycles::{Place, Ref, Resume, Store};
 use cortex_buffer_core::recovery::marks::{entry_exact, place_by_identity, resolve, Holds, Lookup, MarkFile};
+use cortex_buffer_core::shared::format_uuid;
 
 /// The shell's answers to the mark rules: the bytes now (read through the safe opener), or the
 /// index's own fingerprint where the file cannot be read here (pushed, deleted).

@@ -18,7 +18,6 @@ use crate::indexer::file_access::Target;
 use crate::pg::guc;
 use crate::pg::planner::with_index_scans;
 use crate::pg::xact::with_fresh_snapshot;
-use cortex_buffer_core::checkpoint::identity::format_uuid;
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::indexer::dialect::Dialect;
 use cortex_buffer_core::json::reduce::holds_truncation;
@@ -30,6 +29,7 @@ use cortex_buffer_core::recovery::pairing::{Body, Pairing, SessionRef};
 use cortex_buffer_core::recovery::plan::{render, Freshness, Parts, Phase1, Source, Subject};
 use cortex_buffer_core::recovery::tail::stamped_at;
 use cortex_buffer_core::recovery::verdict::{settle, FileClock, TimeEvidence, Window, WRITE_DELAY_US};
+use cortex_buffer_core::shared::format_uuid;
 
 /// The most of a cut line read for its timestamp.
 const CUT_LINE_HEAD: usize = 4096;
@@ -245,7 +245,7 @@ fn record_resume(job: Uuid, p1: &Phase1) -> Result<(), CbError> {
     if read_only || in_recovery {
         return Ok(());
     }
-    let id = p1.checkpoint_id.as_deref().and_then(cortex_buffer_core::checkpoint::identity::parse_uuid);
+    let id = p1.checkpoint_id.as_deref().and_then(cortex_buffer_core::shared::parse_uuid);
     marks::record(job, p1.crc, id, "resume")
 }
 
@@ -257,7 +257,7 @@ fn plan_of(
     mut p1: Phase1,
     fresh: Freshness,
 ) -> Result<String, CbError> {
-    if let Some(id) = p1.checkpoint_id.as_deref().and_then(cortex_buffer_core::checkpoint::identity::parse_uuid) {
+    if let Some(id) = p1.checkpoint_id.as_deref().and_then(cortex_buffer_core::shared::parse_uuid) {
         p1.created_at_us = index::checkpoint_written_at(client, job, Uuid::from_bytes(id))?;
     }
     let expected = checkpoint_id.as_ref().map(uuid_text).or_else(|| p1.checkpoint_id.clone());

@@ -19,7 +19,6 @@ use crate::pg::raise::notice;
 use crate::pg::spi_util::{prepared_read, spi};
 use crate::pg::time::unix_us;
 use crate::pg::xact::with_fresh_snapshot;
-use cortex_buffer_core::checkpoint::identity::format_uuid;
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::indexer::dialect::Dialect;
 use cortex_buffer_core::recovery::agent_state::{
@@ -31,6 +30,7 @@ use cortex_buffer_core::recovery::session_id::the_one;
 use cortex_buffer_core::recovery::tail::lines_of;
 use cortex_buffer_core::recovery::timeline::{Entry, Source as TimelineSource, Timeline};
 use cortex_buffer_core::recovery::usage::{ModelTotals, Tally};
+use cortex_buffer_core::shared::format_uuid;
 use cortex_buffer_core::spend::decimal::Decimal;
 use cortex_buffer_core::spend::usage::Usage;
 use cortex_buffer_watch::volume::SessionRead;

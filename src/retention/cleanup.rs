@@ -45,7 +45,7 @@ use cortex_buffer_watch::scan::resolve_root;
 use cortex_buffer_watch::volume::{Kind, Volume};
 
 fn uuid_of(name: &str) -> Option<Uuid> {
-    cortex_buffer_core::checkpoint::identity::parse_uuid(name).map(Uuid::from_bytes)
+    cortex_buffer_core::shared::parse_uuid(name).map(Uuid::from_bytes)
 }
 
 /// Runs a cleanup. Refuses (55000) inside a subtransaction, whose rollback would keep rows the
@@ -78,7 +78,7 @@ fn decide_and_do(args: Args) -> Result<Vec<Action>, CbError> {
     }
     let (_, keep_failed_for_us, job_rows_retention_us) = guc::retention_us();
     let policy = Policy {
-        now_us: cortex_buffer_watch::pass::now_us(),
+        now_us: cortex_buffer_core::shared::now_us(),
         post_terminal_us: args.post_terminal_us,
         max_file_age_us: args.max_file_age_us,
         keep_failed_for_us,

@@ -73,7 +73,7 @@ pub fn report() -> Result<Vec<Line>, CbError> {
     let (_, keep_failed_for_us, _) = guc::retention_us();
     let day = 86_400_000_000i64;
     let policy = Policy {
-        now_us: cortex_buffer_watch::pass::now_us(),
+        now_us: cortex_buffer_core::shared::now_us(),
         post_terminal_us: day,
         max_file_age_us: 7 * day,
         keep_failed_for_us,

@@ -9,7 +9,7 @@
 //! rules), `push` (pushed chunks against what the server holds), `recovery` (the decision tree, pairing, keys, agent state), `retention` (what a cleanup deletes and keeps),
 //! `spend` (exact decimals, usage spellings, prices, budgets), `job` (the bound table's
 //! column contract), `readiness` (when the worker may index), `error` (errors with SQLSTATE
-//! and HINT).
+//! and HINT), `shared` (UUIDs and the wall clock, used everywhere).
 
 pub mod checkpoint;
 pub mod error;
@@ -22,4 +22,5 @@ pub mod push;
 pub mod readiness;
 pub mod recovery;
 pub mod retention;
+pub mod shared;
 pub mod spend;

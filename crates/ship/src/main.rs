@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use config::{Config, Parsed, WatchMode};
 use cortex_buffer_core::push::check_relpath;
-use cortex_buffer_watch::pass::now_us;
+use cortex_buffer_core::shared::now_us;
 use cortex_buffer_watch::scan::{read_head, relative, resolve_root, scan_dir, scan_root, Found};
 use cortex_buffer_watch::volume::Volume;
 use cortex_buffer_watch::watcher::Watcher;

@@ -784,14 +784,10 @@ pub fn top_dirs(volume: &Volume) -> Result<Vec<String>, CbError> {
     Ok(names.into_iter().filter_map(|n| n.into_string().ok()).collect())
 }
 
-/// Microseconds since the Unix epoch, for `now_us`.
-pub fn now_us() -> i64 {
-    crate::scan::wall_clock_us()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cortex_buffer_core::shared::now_us;
     use std::fs;
     use std::path::PathBuf;
 

@@ -170,13 +170,6 @@ impl Listings {
     }
 }
 
-/// Microseconds since the Unix epoch (`pass::now_us`).
-pub fn wall_clock_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-}
-
 /// Checks that `dir` can serve as a sessions root and opens it (by its canonical path).
 pub fn resolve_root(dir: &str) -> Result<Volume, CbError> {
     let path = Path::new(dir);
@@ -239,7 +232,7 @@ pub fn scan_root_with(volume: &Volume, listings: &mut Listings) -> Result<Scan, 
     let (names, read_at) = match kept {
         Some(kept) => (kept.names, None),
         None => {
-            let read_at = wall_clock_us();
+            let read_at = cortex_buffer_core::shared::now_us();
             let names = volume.list(&root).map_err(|e| CbError::io("list sessions directory", &shown, &e))?;
             (sorted(names), Some(read_at))
         }
@@ -403,7 +396,7 @@ impl Walker<'_> {
             }
         }
         let opened = if link { volume.open_dir(&rel) } else { volume.open_subdir(dir, name) };
-        let read_at = wall_clock_us();
+        let read_at = cortex_buffer_core::shared::now_us();
         match opened.and_then(|fd| volume.list(&fd).map(|names| (fd, names))) {
             Ok((fd, children)) => {
                 self.scan.dirs.push(seen);
@@ -758,7 +751,7 @@ mod tests {
 
     /// Sets `rel`'s modification time `secs` seconds back, as if it had not changed since.
     fn age(t: &TempDir, rel: &str, secs: i64) {
-        set_times(t, rel, wall_clock_us() / 1_000_000 - secs);
+        set_times(t, rel, cortex_buffer_core::shared::now_us() / 1_000_000 - secs);
     }
 
     /// Sets `rel`'s access and modification times to `at` (seconds since the epoch).
@@ -843,7 +836,7 @@ mod tests {
         // its kept listing has; its change time moves on all the same.
         let t = TempDir::new("listings-restored");
         t.put("job-a/session-001.jsonl", "{}\n");
-        let old = wall_clock_us() / 1_000_000 - 60;
+        let old = cortex_buffer_core::shared::now_us() / 1_000_000 - 60;
         set_times(&t, "job-a", old);
         let mut listings = Listings::default();
         listings.set_mode(ListingMode::Trust);

@@ -9,8 +9,8 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::checkpoint::identity::{format_uuid, parse_uuid};
 use crate::error::{CbError, SqlState};
+use crate::shared::{format_uuid, parse_uuid};
 
 const PREFIX: &str = "cbjt1";
 const BLOCK: usize = 64;

@@ -35,9 +35,9 @@
 //!      that time;
 //!    - otherwise (a spike writer that lost its marker) `no_marker`.
 
-use crate::checkpoint::identity::parse_uuid;
 use crate::error::CbError;
 use crate::indexer::dialect::Dialect;
+use crate::shared::parse_uuid;
 
 use super::cycles::Place;
 pub use super::files::{PushedReport, Replaced, SessionFile};
