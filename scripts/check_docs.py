@@ -691,7 +691,7 @@ def reference_sources() -> list[Path]:
         ("src", ("**/*.rs", "**/*.sql")),
         ("crates", ("**/*.rs",)),
         ("scripts", ("*.sh", "*.py")),
-        ("pgrx-tests", ("tests/*.rs", "src/**/*.rs", "isolation/specs/*.spec")),
+        ("pgrx-tests", ("tests/*.rs", "src/**/*.rs", "isolation/specs/*.spec", "oracle/*.mjs")),
         ("examples", ("**/*.js", "**/*.mjs", "**/*.ts", "**/*.yml", "**/*.yaml")),
         ("clients", ("**/*.ts", "**/*.js", "**/*.mjs", "**/*.md")),
     ):

@@ -1,7 +1,7 @@
 // The shipped control plane's session-buffer writer, restated so tests write files the way a pod
 // does: its BufferWriter (packages/shared/src/buffer/writer.ts) and writeEventToBuffer
 // (agent-execute.ts), which stores the backend's OutputEvent as `data`
-// (packages/shared/src/backends/types.ts). docs/design.md §The control plane's facts.
+// (packages/shared/src/backends/types.ts). docs/design.md §Interoperability facts.
 //
 // - Every writer (every pod that runs the job) appends to <dir>/<jobId>/session-001.jsonl and
 //   counts `sequence` from 0: a restarted job continues the same file with a sequence reset.
