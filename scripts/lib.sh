@@ -69,6 +69,10 @@ ensure_node_example() {
         say "installing the Node example's dependencies (npm ci)"
         (cd "${REPO_ROOT}/examples/node" && npm ci --no-audit --no-fund --loglevel=error)
     fi
+    if [ ! -d "${REPO_ROOT}/schemas/node_modules/ajv" ]; then
+        say "installing the JSON Schemas' validator and type generator (npm ci)"
+        (cd "${REPO_ROOT}/schemas" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
     if [ ! -x "${REPO_ROOT}/examples/graphile/node_modules/.bin/graphile-worker" ]; then
         say "installing Graphile Worker for the cron example (npm ci)"
         (cd "${REPO_ROOT}/examples/graphile" && npm ci --no-audit --no-fund --loglevel=error)

@@ -20,6 +20,8 @@ say "unit tests and #[pg_test]s"
 PGTEST_DIR="${WORK}/pgrx-test"
 mkdir -p "${PGTEST_DIR}"
 chown postgres "${PGTEST_DIR}"
+# The answers the tests keep (plans, agent_state and job_timeline rows) for the schema check.
+rm -rf "${PGTEST_DIR}/data/answers" "${WORK}/answers"
 unlink_installed_library
 cargo pgrx test "pg${PG_MAJOR}" --runas postgres --pgdata "${PGTEST_DIR}/data"
 
@@ -53,7 +55,12 @@ cargo build -p cortex_buffer_ship
 E2E_DIR="${WORK}/e2e"
 rm -rf "${E2E_DIR}"
 mkdir -p "${E2E_DIR}"
-(cd pgrx-tests && CORTEX_E2E_DIR="${E2E_DIR}" cargo test -- --test-threads="${CORTEX_E2E_THREADS:-3}")
+(cd pgrx-tests && CORTEX_E2E_DIR="${E2E_DIR}" CORTEX_ANSWERS_DIR="${WORK}/answers" cargo test -- --test-threads="${CORTEX_E2E_THREADS:-3}")
+
+say "JSON Schemas (schemas/): every answer the tests kept validates; the client's generated types are current"
+(cd schemas && node --test test/ && node gen-types.mjs --check)
+node schemas/validate.mjs "${PGTEST_DIR}/data/answers"
+node schemas/validate.mjs "${WORK}/answers"
 
 # The worker's suites again in poll mode (cortex_buffer.watch = poll: a network volume), so the
 # polling path keeps every guarantee the notify path has. (watch.rs tests notification itself.)

@@ -151,8 +151,9 @@ impl Drop for TempRoot {
 
 /// Keeps a JSON answer a test got (a plan, a row), so that `schemas/validate.mjs` can check it
 /// against the schema `kind` names (`recovery_plan`, `session_recovery`, `agent_state`,
-/// `job_timeline`). Written to `answers/pg_test/` beside the test cluster's data directory
-/// (scripts/test.sh validates them after the run); nothing when that directory cannot be made.
+/// `job_timeline`). Written to `answers/pg_test/` in the parent of the test cluster's data
+/// directory (`cargo pgrx test` makes it under `--pgdata`: scripts/test.sh validates
+/// `.work/pgrx-test/data/answers`); nothing when that directory cannot be made.
 pub fn keep_answer(kind: &str, json: &str) {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
