@@ -63,11 +63,16 @@ ensure_toolchain() {
 }
 
 # The Node client example (examples/node/) and its one dependency, pg, at the locked version;
-# and Graphile Worker for the cron example (examples/graphile/).
+# the TypeScript client (clients/node/) and the JSON Schemas' tools (schemas/); and Graphile
+# Worker for the cron example (examples/graphile/).
 ensure_node_example() {
     if [ ! -d "${REPO_ROOT}/examples/node/node_modules/pg" ]; then
         say "installing the Node example's dependencies (npm ci)"
         (cd "${REPO_ROOT}/examples/node" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+    if [ ! -d "${REPO_ROOT}/clients/node/node_modules/pg" ]; then
+        say "installing the TypeScript client's dependencies (npm ci)"
+        (cd "${REPO_ROOT}/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
     fi
     if [ ! -d "${REPO_ROOT}/schemas/node_modules/ajv" ]; then
         say "installing the JSON Schemas' validator and type generator (npm ci)"

@@ -55,6 +55,12 @@ cargo build -p cortex_buffer_ship
 E2E_DIR="${WORK}/e2e"
 rm -rf "${E2E_DIR}"
 mkdir -p "${E2E_DIR}"
+# The TypeScript client, packed once (graphile.rs installs the tarball; node_client.rs runs the
+# client's own tests and a newcomer's project, which build clients/node/ themselves).
+rm -rf "${WORK}/client" && mkdir -p "${WORK}/client"
+(cd clients/node && npm pack --silent --pack-destination "${WORK}/client" >/dev/null)
+CORTEX_CLIENT_TARBALL="$(find "${WORK}/client" -name '*.tgz' | head -1)"
+export CORTEX_CLIENT_TARBALL
 (cd pgrx-tests && CORTEX_E2E_DIR="${E2E_DIR}" CORTEX_ANSWERS_DIR="${WORK}/answers" cargo test -- --test-threads="${CORTEX_E2E_THREADS:-3}")
 
 say "JSON Schemas (schemas/): every answer the tests kept validates; the client's generated types are current"

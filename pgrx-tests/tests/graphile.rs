@@ -1,5 +1,6 @@
 //! Graphile Worker, the control plane's own job runner (npm graphile-worker, installed by
-//! scripts/lib.sh into examples/graphile/), running the example crontab's tasks for real
+//! scripts/lib.sh into examples/graphile/), running the example crontab with the TypeScript
+//! client's packaged tasks (`@cortex-buffer/client/graphile`, from its packed tarball) for real
 //! against a cluster: the reaper turns a zombie into RETRYING and re-enqueues it after its
 //! retry_after, and the retention cleanup deletes a terminal job's directory.
 
@@ -12,6 +13,42 @@ use cortex_buffer_e2e::{wait_for, Cluster};
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/graphile")
+}
+
+fn client() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../clients/node")
+}
+
+/// Installs the client's packed tarball as `dir/node_modules/@cortex-buffer/client` (what `npm
+/// install` of the tarball puts there; its one dependency, pg, linked from the client's own
+/// node_modules). The tarball is `$CORTEX_CLIENT_TARBALL` (scripts/test.sh packs it once, so
+/// that no test reads `clients/node/dist` while another rebuilds it), else packed here.
+fn install_client(dir: &Path) {
+    let tarball = match std::env::var("CORTEX_CLIENT_TARBALL") {
+        Ok(t) => PathBuf::from(t),
+        Err(_) => {
+            let out = Command::new("npm")
+                .args(["pack", "--silent", "--pack-destination"])
+                .arg(dir)
+                .current_dir(client())
+                .output()
+                .unwrap_or_else(|e| panic!("npm pack: {e}"));
+            assert!(out.status.success(), "npm pack: {}", String::from_utf8_lossy(&out.stderr));
+            dir.join(String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap_or_default())
+        }
+    };
+    let target = dir.join("node_modules/@cortex-buffer/client");
+    fs::create_dir_all(&target).unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new("tar")
+        .args(["xzf"])
+        .arg(&tarball)
+        .args(["--strip-components=1", "-C"])
+        .arg(&target)
+        .output()
+        .unwrap_or_else(|e| panic!("tar: {e}"));
+    assert!(out.status.success(), "tar {}: {}", tarball.display(), String::from_utf8_lossy(&out.stderr));
+    std::os::unix::fs::symlink(client().join("node_modules/pg"), dir.join("node_modules/pg"))
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// The worker, killed when the test ends.
@@ -45,12 +82,16 @@ fn graphile_worker_reaps_re_enqueues_and_cleans_up_on_its_crontab() {
     // What the control plane's dispatch task would do, recorded instead.
     c.psql("CREATE TABLE public.dispatched (job_id uuid, at timestamptz DEFAULT now())");
 
-    // The example's tasks, its crontab with the cleanup every minute too, and a stand-in for the
-    // control plane's run_agent_job task.
+    // The client's packaged tasks (each file of clients/node/tasks/ re-exports one, as a control
+    // plane's tasks directory would hold them), the example crontab with the cleanup every
+    // minute too, and a stand-in for the control plane's run_agent_job task.
     let dir = c.base.join("graphile");
     fs::create_dir_all(dir.join("tasks")).unwrap_or_else(|e| panic!("{e}"));
-    for task in ["reap_zombies.js", "cleanup_session_buffers.js"] {
-        fs::copy(example().join("tasks").join(task), dir.join("tasks").join(task)).unwrap_or_else(|e| panic!("{e}"));
+    install_client(&dir);
+    for task in ["reap_zombies", "cleanup_session_buffers"] {
+        // .mjs: ES modules, whatever the directory's package.json says.
+        fs::copy(client().join(format!("tasks/{task}.js")), dir.join(format!("tasks/{task}.mjs")))
+            .unwrap_or_else(|e| panic!("{e}"));
     }
     fs::write(
         dir.join("tasks/run_agent_job.js"),

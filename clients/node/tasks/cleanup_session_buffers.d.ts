@@ -1,0 +1,1 @@
+export { cleanupSessionBuffersTask as default } from "@cortex-buffer/client/graphile";

@@ -1,0 +1,1 @@
+export { dispatchWithTokenTask as default } from "@cortex-buffer/client/graphile";

@@ -1,0 +1,1 @@
+export { reapZombiesTask as default } from "@cortex-buffer/client/graphile";
