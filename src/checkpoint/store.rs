@@ -429,8 +429,8 @@ pub fn read(job: Uuid) -> Result<Read, CbError> {
                 });
             }
             Err(CbError::new(SqlState::DataCorrupted, format!("job {job} has no checkpoint that passes its CRC"))
-            .with_detail(failures.join("; "))
-            .with_hint("Fail the job: resuming from an unverifiable checkpoint could repeat or skip side effects (Spike #31/#34)."))
+                .with_detail(failures.join("; "))
+                .with_hint("Fail the job: resuming from an unverifiable checkpoint could repeat or skip side effects."))
         })
     })
 }

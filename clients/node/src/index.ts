@@ -20,3 +20,7 @@ export * from "./resume.js";
 export * from "./session-writer.js";
 export * from "./pod.js";
 export * from "./dispatch.js";
+/** The JSON Schemas' types (schemas/, generated: every jsonb answer and column a user reads). */
+export type * as JsonTypes from "./generated/json.js";
+/** Row types of every table function (generated from the install script). */
+export type * as RowTypes from "./generated/rows.js";
