@@ -51,6 +51,14 @@ CONTROL
     (cd "$root" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | sort -z | xargs -0 md5sum >DEBIAN/md5sums)
 }
 
+# The oldest glibc a binary runs on: the highest GLIBC_ symbol version it needs, so that apt
+# refuses the package on a system whose libc6 is older than the build's.
+libc_dep() {
+    local v
+    v="$(objdump -T "$1" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)"
+    printf 'libc6 (>= %s)' "${v:-2.17}"
+}
+
 say "building the extension for PostgreSQL ${PG_MAJOR} (cargo pgrx package, release)"
 STAGE="$(mktemp -d)"
 trap 'rm -rf "${STAGE}"' EXIT
@@ -71,8 +79,9 @@ install -d "${DOCDIR}"
 install -m 644 README.md UPDATING.md CHANGELOG.md "${DOCDIR}/"
 install -m 644 LICENSE "${DOCDIR}/copyright"
 find "${EXT_ROOT}" -type d -exec chmod 755 {} +
+find "${EXT_ROOT}" -type f -exec chmod 644 {} +
 strip --strip-unneeded "${LIBDIR}/cortex_buffer.so"
-control "${EXT_ROOT}" "postgresql-${PG_MAJOR}-cortex-buffer" "postgresql-${PG_MAJOR}, libc6, libgcc-s1" \
+control "${EXT_ROOT}" "postgresql-${PG_MAJOR}-cortex-buffer" "postgresql-${PG_MAJOR}, $(libc_dep "${LIBDIR}/cortex_buffer.so"), libgcc-s1" \
     "durable, verifiable execution state for LLM-agent control planes" \
     "cortex_buffer is a PostgreSQL ${PG_MAJOR} extension: CRC-validated checkpoints with history and fencing, heartbeats and a zombie reaper, crash-aware retry decisions, a per-agent circuit breaker, exact token and cost accounting, and a background worker that indexes agents' JSONL session files exactly once, so that a restarted agent learns in one call where to resume. Add cortex_buffer to shared_preload_libraries, restart, and run CREATE EXTENSION cortex_buffer (docs/install.md)."
 mkdir -p "${OUT}"
@@ -82,10 +91,11 @@ say "building the shipper (cortex-buffer-ship, release)"
 cargo build --release -p cortex_buffer_ship >&2
 SHIP_ROOT="${STAGE}/ship"
 install -d "${SHIP_ROOT}/usr/bin" "${SHIP_ROOT}/usr/share/doc/cortex-buffer-ship"
-install -m 755 target/release/cortex-buffer-ship "${SHIP_ROOT}/usr/bin/"
+install -m 755 "${CARGO_TARGET_DIR:-target}/release/cortex-buffer-ship" "${SHIP_ROOT}/usr/bin/"
 strip --strip-unneeded "${SHIP_ROOT}/usr/bin/cortex-buffer-ship"
 install -m 644 LICENSE "${SHIP_ROOT}/usr/share/doc/cortex-buffer-ship/copyright"
-control "${SHIP_ROOT}" "cortex-buffer-ship" "libc6, libgcc-s1" \
+find "${SHIP_ROOT}" -type d -exec chmod 755 {} +
+control "${SHIP_ROOT}" "cortex-buffer-ship" "$(libc_dep "${SHIP_ROOT}/usr/bin/cortex-buffer-ship"), libgcc-s1" \
     "pushes agents' session files to a cortex_buffer database" \
     "cortex-buffer-ship runs beside agent pods (a sidecar or a DaemonSet) where the database server cannot see their volume, and pushes every new byte of their JSONL session files over SQL to cortex_buffer, which indexes it exactly once. Stateless: it asks the server where each file stands."
 dpkg-deb --root-owner-group -Zxz --build "${SHIP_ROOT}" "${SHIP_DEB}" >&2

@@ -145,7 +145,7 @@ export interface HeartbeatStop {
    * refused otherwise. `aborted`: the signal given to the loop. `stopped`: `stop()`. `error`:
    * `maxErrors` calls in a row failed.
    */
-  reason: "not_running" | "superseded" | "token_refused" | "aborted" | "stopped" | "error";
+  reason: "not_running" | "superseded" | "token_refused" | "aborted" | "stopped" | "error" | "silent";
   beats: number;
   error?: unknown;
 }
@@ -157,6 +157,14 @@ export interface HeartbeatOptions {
   signal?: AbortSignal;
   /** Consecutive failed calls (a lost connection) before the loop gives up. Default 3. */
   maxErrors?: number;
+  /**
+   * The longest the loop goes without a heartbeat the server took before it gives up
+   * (`reason: 'silent'`), however the calls fail or hang (a half-open connection can hang a call
+   * for many minutes). Keep it below the reaper's `stale_after` (5 minutes by default), so that
+   * the pod stops before it is reaped and a successor starts. Default 4 × `intervalMs`, at most
+   * 2 minutes.
+   */
+  maxSilenceMs?: number;
   /** Called once, when the loop ends. */
   onStop?: (stop: HeartbeatStop) => void;
 }
@@ -175,6 +183,8 @@ export class HeartbeatLoop {
   private done = false;
   private beats = 0;
   private errors = 0;
+  private lastBeat = Date.now();
+  private watchdog: NodeJS.Timeout | undefined;
   private resolve!: (s: HeartbeatStop) => void;
   private readonly onAbort = (): void => this.finish({ reason: "aborted", beats: this.beats });
 
@@ -188,6 +198,12 @@ export class HeartbeatLoop {
       return;
     }
     opts.signal?.addEventListener("abort", this.onAbort, { once: true });
+    // A hung call never fails: the watchdog ends the loop when no beat succeeded for too long.
+    const silence = opts.maxSilenceMs ?? Math.min(4 * (opts.intervalMs ?? 30_000), 120_000);
+    this.watchdog = setInterval(() => {
+      if (Date.now() - this.lastBeat > silence) this.finish({ reason: "silent", beats: this.beats });
+    }, Math.max(50, Math.min(silence / 4, 5_000)));
+    this.watchdog.unref?.();
     void this.beat();
   }
 
@@ -208,6 +224,7 @@ export class HeartbeatLoop {
       if (this.done) return;
       this.beats += 1;
       this.errors = 0;
+      this.lastBeat = Date.now();
       if (!ok) return this.finish({ reason: "not_running", beats: this.beats });
     } catch (e) {
       if (this.done) return;
@@ -223,6 +240,7 @@ export class HeartbeatLoop {
     if (this.done) return;
     this.done = true;
     if (this.timer) clearTimeout(this.timer);
+    if (this.watchdog) clearInterval(this.watchdog);
     this.opts.signal?.removeEventListener("abort", this.onAbort);
     if (stop.reason !== "stopped") this.controller.abort(stop);
     try {
@@ -271,6 +289,8 @@ export class Pod {
   private readonly token: string | undefined;
   /** Set inside {@link Pod.transaction}: the connection of the open transaction. */
   private readonly tx: Queryable | undefined;
+  /** Inside {@link Pod.transaction}: what a stored checkpoint does once the transaction commits. */
+  private readonly afterCommit: Array<() => void> = [];
   private readonly presented = new WeakSet<object>();
   private fenceId: string | null = null;
   private fenceKnown = false;
@@ -338,17 +358,22 @@ export class Pod {
       if (this.token) {
         await c.query(`SELECT pg_catalog.set_config('cortex_buffer.job_token', $1, ${this.tokenScope === "transaction"})`, [this.token]);
       }
-      const inner = new Pod(this.db, { jobId: this.jobId, token: this.token, tokenScope: this.tokenScope }, c);
+      inner = new Pod(this.db, { jobId: this.jobId, token: this.token, tokenScope: this.tokenScope }, c);
       if (this.fenceKnown) inner.setFence(this.fenceId);
-      const out = await work(inner);
-      if (inner.fenceKnown) this.setFence(inner.fenceId);
-      return out;
+      return work(inner);
     };
+    let inner: Pod | undefined;
+    let out: T;
     try {
-      return await inTransaction(this.db, run);
+      out = await inTransaction(this.db, run);
     } catch (e) {
       throw toCortexError(e, "transaction");
     }
+    // Only once the transaction committed: a checkpoint it stored moves the fence, keys the
+    // resumer's next calls and writes its marker (rolled back, it stored nothing).
+    if (inner?.fenceKnown) this.setFence(inner.fenceId);
+    for (const step of inner?.afterCommit ?? []) step();
+    return out;
   }
 
   // --- authority ----------------------------------------------------------------------------
@@ -465,8 +490,13 @@ export class Pod {
     const full: CheckpointDoc = { checkpoint_id: randomUUID(), ...doc };
     const written = await this.writeCheckpoint(full, { expectedCheckpointId: this.fenceId, allowStepRegression: allowStepRegression ?? false });
     this.setFence(written.checkpoint_id);
-    resumer?.stored(written.ref);
-    writer?.checkpointWritten(written.checkpoint_id, written.step_index);
+    const stored = (): void => {
+      resumer?.stored(written.ref);
+      writer?.checkpointWritten(written.checkpoint_id, written.step_index);
+    };
+    // Inside Pod.transaction, the resumer and the marker wait for its commit.
+    if (this.tx) this.afterCommit.push(stored);
+    else stored();
     return { ...written, flushed };
   }
 

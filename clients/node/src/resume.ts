@@ -99,7 +99,13 @@ export interface ResumeOptions {
   writer?: SessionWriter;
 }
 
-/** What the external system says about a call to verify. */
+/**
+ * What the external system says about a call to verify. Say `ran: true` only when it is proven:
+ * one of `decision.keys` was found, or (when `decision.byContent`, or one of `decision.maybe`
+ * was found: that key may be another call's with the same tool and input) the call's own
+ * content or effect was. A `maybe` key alone is not proof: the call is then settled in the
+ * session file and every later pod skips it.
+ */
 export type VerifyOutcome = { ran: true; result?: unknown } | { ran: false };
 
 export interface CallHandlers<T> {
@@ -111,10 +117,17 @@ export interface CallHandlers<T> {
    * it a verify decision throws.
    */
   verify?: (decision: VerifyDecision) => Promise<VerifyOutcome>;
+  /**
+   * Whether an error `run` threw proves the call had no effect (a validation error the system
+   * returned, say). Then a failed result is written and the next plan skips the call, replaying
+   * the failure; otherwise (the default: a timeout, a reset connection) nothing is written, the
+   * call stays open, and the next pod verifies it.
+   */
+  definiteFailure?: (error: unknown) => boolean;
 }
 
 export type CallOutcome<T> =
-  | { action: "skip"; key: string; result: string | null }
+  | { action: "skip"; key: string; result: string | null; success: boolean | null; resultTruncated: boolean }
   | { action: "run"; key: string; result: T; verified?: VerifyDecision }
   | { action: "verified"; key: string; result: unknown; decision: VerifyDecision };
 
@@ -177,7 +190,10 @@ export class Resumer {
     const ordinalKey = bump(this.inKey, id);
     const key = callKey(this.jobId, this.keyRef, ordinalKey, tool, hash);
     if (!this.readBuffer) {
-      if (this.firstAttempt && this.plan.action === "first_run") return { action: "run", key };
+      // The job's first attempt, with no checkpoint: nothing can have run, unless the plan is
+      // stale (the server could not see the files: a restarted container of the same attempt
+      // may have written some).
+      if (this.firstAttempt && this.plan.action === "first_run" && !this.plan.fresh?.stale) return { action: "run", key };
       return { action: "verify", key, keys: [key], maybe: [], byContent: true, why: this.plan.fresh?.stale ? "stale_plan" : this.plan.reason, entries: [] };
     }
     const same = (e: PlanEntry): boolean => e.tool_name === tool && e.input_hash === hash;
@@ -193,7 +209,10 @@ export class Resumer {
     const first = exact[0];
     let why: VerifyWhy | undefined = first ? (first.list === "verify" ? first.reason : "in_flight") : undefined;
     for (const e of exact) {
-      if (e.idempotency_key) keys.add(e.idempotency_key);
+      // A key the pod wrote that the formula does not give (call_ordinal NULL): the plan cannot
+      // vouch it is this call's own, so finding it proves nothing by itself.
+      if (e.idempotency_key && e.key_status === "written" && e.call_ordinal == null) maybe.add(e.idempotency_key);
+      else if (e.idempotency_key) keys.add(e.idempotency_key);
       else if (e.key_candidates.length === 0) byContent = true;
       else for (const c of e.key_candidates) maybe.add(c.idempotency_key);
     }
@@ -206,6 +225,7 @@ export class Resumer {
         mayHaveRun = true;
         byContent = true;
         why ??= reason ?? "unplaced";
+        if (e.idempotency_key) maybe.add(e.idempotency_key); // a key it was sent with, place unknown
       }
       for (const c of e.key_candidates) {
         if (c.replay_ordinal == null || c.replay_ordinal === ordinalPlan) {
@@ -246,7 +266,9 @@ export class Resumer {
    */
   async call<T>(tool: string, input: unknown, handlers: CallHandlers<T>): Promise<CallOutcome<T>> {
     const d = this.decide(tool, input);
-    if (d.action === "skip") return { action: "skip", key: d.key, result: d.result };
+    if (d.action === "skip") {
+      return { action: "skip", key: d.key, result: d.result, success: d.entry.success ?? null, resultTruncated: d.entry.result_truncated ?? false };
+    }
     let verified: VerifyDecision | undefined;
     if (d.action === "verify") {
       if (!handlers.verify) throw new TypeError(`${tool}: the plan says this call may have run (${d.why}); pass a verify handler`);
@@ -262,7 +284,11 @@ export class Resumer {
     try {
       result = await handlers.run(d.key);
     } catch (e) {
-      if (handle) this.writer?.toolResult(handle, { success: false, result: e instanceof Error ? e.message : String(e) });
+      // A failure is written only when it proves the call had no effect: a result means
+      // "finished" to recovery, and the next plan would skip the call.
+      if (handle && handlers.definiteFailure?.(e)) {
+        this.writer?.toolResult(handle, { success: false, result: e instanceof Error ? e.message : String(e) });
+      }
       throw e;
     }
     if (handle) this.writer?.toolResult(handle, { success: true, result });

@@ -151,7 +151,13 @@ test("call() skips, verifies through the handler, and runs with the key", async 
   const d = new Resumer(plan({ completed: [{ ...entry("send", {}, 1), result: "sent" }], in_flight: [inFlight] }));
   const ran: string[] = [];
   const skip = await d.call("send", {}, { run: async (k) => void ran.push(k) });
-  assert.deepEqual(skip, { action: "skip", key: (entry("send", {}, 1) as { idempotency_key: string }).idempotency_key, result: "sent" });
+  assert.deepEqual(skip, {
+    action: "skip",
+    key: (entry("send", {}, 1) as { idempotency_key: string }).idempotency_key,
+    result: "sent",
+    success: null,
+    resultTruncated: false,
+  });
   const verified = await d.call("charge", { usd: 5 }, { run: async (k) => void ran.push(k), verify: async () => ({ ran: true, result: "ch_1" }) });
   assert.equal(verified.action, "verified");
   const fresh = await d.call("charge", { usd: 6 }, { run: async (k) => (ran.push(k), "ch_2") });
@@ -160,4 +166,22 @@ test("call() skips, verifies through the handler, and runs with the key", async 
   const again = new Resumer(plan({ in_flight: [inFlight] }));
   await assert.rejects(again.call("charge", { usd: 5 }, { run: async () => 1 }), /pass a verify handler/);
   assert.deepEqual(ran, [fresh.key], "nothing ran");
+});
+
+test("a run that throws leaves the call open unless the failure is definite", async () => {
+  const lines: string[] = [];
+  const writer = {
+    toolStart: (tool: string) => (lines.push(`start ${tool}`), { callId: `c${lines.length}`, tool }),
+    toolResult: (_h: unknown, r: { success: boolean }) => void lines.push(`result ${r.success}`),
+  };
+  const d = new Resumer(plan({}), { writer: writer as never });
+  const timeout = new Error("timeout");
+  await assert.rejects(d.call("charge", { usd: 1 }, { run: async () => { throw timeout; } }), /timeout/);
+  assert.deepEqual(lines, ["start charge"], "a timeout proves nothing: no result, the next pod verifies");
+  const refused = new Error("card declined");
+  await assert.rejects(
+    d.call("charge", { usd: 2 }, { run: async () => { throw refused; }, definiteFailure: (e) => e === refused }),
+    /declined/,
+  );
+  assert.deepEqual(lines, ["start charge", "start charge", "result false"]);
 });

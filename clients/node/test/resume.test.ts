@@ -84,7 +84,7 @@ for (const dialect of ["cortex-plane", "cortex-spike"] as const) {
           verify: async (d) => (decisions.push(d), ext.lookup([...d.keys, ...d.maybe])),
         });
       const e2 = await replay("send_email", { to: "ops" }, "sent again?!");
-      assert.deepEqual(e2, { action: "skip", key: email.key, result: "sent 5521" });
+      assert.deepEqual(e2, { action: "skip", key: email.key, result: "sent 5521", success: true, resultTruncated: false });
       const c2 = await replay("charge", { usd: 42 }, "ch_2");
       assert.equal(c2.action, "verified");
       assert.equal(decisions[0]?.action === "verify" && decisions[0].keys.includes(chargeKey), true, "verified by the key pod 1 sent");

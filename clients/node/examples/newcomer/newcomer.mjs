@@ -19,8 +19,8 @@ const jobId = await createJob(controlPlane, { agentId: randomUUID() });
 const provider = new Map(); // the outside world: idempotency key -> what happened
 const effects = []; // every side effect that really happened
 const tool = (name) => async (key) => (effects.push(name), provider.set(key, `${name} done`), `${name} done`);
-const verify = async (d) => {
-  const key = [...d.keys, ...d.maybe].find((k) => provider.has(k));
+const verify = async (d) => { // proof only: a key of this very call (d.maybe: ask about the call itself)
+  const key = d.keys.find((k) => provider.has(k));
   return key ? { ran: true, result: provider.get(key) } : { ran: false };
 };
 async function startPod() {

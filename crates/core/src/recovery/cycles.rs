@@ -586,12 +586,29 @@ pub fn resolve(body: &mut Body, ctx: &KeyContext, facts: &Facts) {
         places_memo: BTreeMap::new(),
     };
     let out: Vec<CallKeys> = (0..body.calls.len()).map(|i| report(r.pairs(i))).collect();
+    let reused = reused_written_keys(body);
     for (c, k) in body.calls.iter_mut().zip(out) {
         c.keys = match &c.written_key {
-            Some(w) => written(k, w),
-            None => k,
+            Some(w) if !reused.contains(w.as_str()) => written(k, w),
+            _ => k,
         };
     }
+}
+
+/// Written keys that calls of different tools or inputs share: a pod that writes one key for
+/// several calls (a key per step, a stale variable) names none of them, so the plan derives
+/// theirs. The same key on the same tool and input is a call and its repeat, and stands.
+fn reused_written_keys(body: &Body) -> BTreeSet<String> {
+    let mut seen: BTreeMap<&str, (Option<&str>, Option<&str>)> = BTreeMap::new();
+    let mut reused = BTreeSet::new();
+    for c in &body.calls {
+        let Some(w) = c.written_key.as_deref() else { continue };
+        let what = (c.tool_name.as_deref(), c.input_hash.as_deref());
+        if *seen.entry(w).or_insert(what) != what {
+            reused.insert(w.to_owned());
+        }
+    }
+    reused
 }
 
 /// A call whose start line carries the key its pod sent: that key, as written. When the formula

@@ -418,3 +418,25 @@ fn a_key_the_pod_wrote_settles_which_call_a_repeat_was() {
     // B wrote no key: derived, as before.
     assert_eq!(by_start(&body, sb).keys.status, KeyStatus::Derived);
 }
+
+#[test]
+fn a_written_key_on_calls_of_different_inputs_is_ignored() {
+    // A pod that wrote one key for two different calls named neither: both keys are derived.
+    let mut l = Life::default();
+    l.writer();
+    let a = l.call("charge", "1");
+    l.result(a);
+    let b = l.call("charge", "2");
+    let shared = "cd".repeat(32);
+    for i in [a, b] {
+        if let Some(call) = l.body.calls.get_mut(i) {
+            call.written_key = Some(shared.clone());
+        }
+    }
+    let (sa, sb) = (l.start_of(a), l.start_of(b));
+    let body = plan(l, vec![origin()], 0);
+    for (s, input) in [(sa, "1"), (sb, "2")] {
+        let k = &by_start(&body, s).keys;
+        assert_eq!((k.status, k.idempotency_key.clone()), (KeyStatus::Derived, Some(key("-", 1, "charge", input))));
+    }
+}
