@@ -7,6 +7,7 @@ pub mod jsonb;
 pub mod planner;
 pub mod privilege;
 pub mod raise;
+pub mod raw_rows;
 pub mod spi_util;
 pub mod time;
 pub mod xact;

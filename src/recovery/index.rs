@@ -4,9 +4,11 @@
 //! and sequential scans off (`planner::with_index_scans`, set by the callers).
 
 use pgrx::datum::TimestampWithTimeZone;
-use pgrx::spi::{SpiClient, SpiHeapTupleData};
+use pgrx::pg_sys;
+use pgrx::spi::{SpiClient, SpiHeapTupleData, SpiTupleTable};
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
+use crate::pg::raw_rows::{self, RawRow};
 use crate::pg::spi_util::{prepared_read, spi};
 use crate::pg::time::{timestamptz, unix_us};
 use cortex_buffer_core::error::CbError;
@@ -272,25 +274,50 @@ impl OwnedRow {
         }
     }
 
-    fn read(r: &SpiHeapTupleData<'_>) -> Result<OwnedRow, CbError> {
-        Ok(OwnedRow {
-            byte_offset: r.get::<i64>(1).map_err(spi)?.unwrap_or(0),
-            line_no: r.get::<i64>(2).map_err(spi)?.unwrap_or(0),
-            event_type: r.get(3).map_err(spi)?,
-            ts_us: unix_us(r.get::<TimestampWithTimeZone>(4).map_err(spi)?),
-            seq: r.get(5).map_err(spi)?,
-            invocation_id: r.get(6).map_err(spi)?,
-            tool_name: r.get(7).map_err(spi)?,
-            checkpoint_id: r.get(8).map_err(spi)?,
-            step_index: r.get(9).map_err(spi)?,
-            success: r.get(10).map_err(spi)?,
-            request_id: r.get(11).map_err(spi)?,
-            input_tokens: r.get(12).map_err(spi)?,
-            output_tokens: r.get(13).map_err(spi)?,
-            cache_write_tokens: r.get(14).map_err(spi)?,
-            cache_read_tokens: r.get(15).map_err(spi)?,
-            payload: r.get(16).map_err(spi)?,
-        })
+    /// The columns' types, in `EVENT_COLUMNS` order, and the payload's text last.
+    const TYPES: [pg_sys::Oid; 16] = [
+        pg_sys::INT8OID,
+        pg_sys::INT8OID,
+        pg_sys::TEXTOID,
+        pg_sys::TIMESTAMPTZOID,
+        pg_sys::INT8OID,
+        pg_sys::TEXTOID,
+        pg_sys::TEXTOID,
+        pg_sys::TEXTOID,
+        pg_sys::INT4OID,
+        pg_sys::BOOLOID,
+        pg_sys::TEXTOID,
+        pg_sys::INT8OID,
+        pg_sys::INT8OID,
+        pg_sys::INT8OID,
+        pg_sys::INT8OID,
+        pg_sys::TEXTOID,
+    ];
+
+    fn read(r: &RawRow) -> OwnedRow {
+        OwnedRow {
+            byte_offset: r.int8(1).unwrap_or(0),
+            line_no: r.int8(2).unwrap_or(0),
+            event_type: r.text(3),
+            ts_us: r.timestamptz_us(4),
+            seq: r.int8(5),
+            invocation_id: r.text(6),
+            tool_name: r.text(7),
+            checkpoint_id: r.text(8),
+            step_index: r.int4(9),
+            success: r.bool(10),
+            request_id: r.text(11),
+            input_tokens: r.int8(12),
+            output_tokens: r.int8(13),
+            cache_write_tokens: r.int8(14),
+            cache_read_tokens: r.int8(15),
+            payload: r.text(16),
+        }
+    }
+
+    /// Every row of the events result `table` (right after its `select`).
+    fn read_all(table: &SpiTupleTable<'_>) -> Result<Vec<OwnedRow>, CbError> {
+        raw_rows::rows(table, &Self::TYPES, OwnedRow::read)
     }
 }
 
@@ -352,7 +379,7 @@ pub fn events_page(
     let rows = client
         .select(&*stmt, None, &[file_id.into(), from_offset.into(), PAGE_ROWS.into(), types.into()])
         .map_err(spi)?;
-    rows.into_iter().map(|r| OwnedRow::read(&r)).collect()
+    OwnedRow::read_all(&rows)
 }
 
 /// Calls `f` with each event of `file_id` from `from_offset` (inclusive) in file order, reading
@@ -399,7 +426,7 @@ pub fn events_before(
     let stmt = prepared_read(client, "recovery.events_before", events_before_sql, &[INT8, INT8, INT8, TEXT_ARRAY])?;
     let types: Vec<String> = payload_types.iter().map(|s| (*s).to_owned()).collect();
     let rows = client.select(&*stmt, None, &[file_id.into(), before.into(), n.into(), types.into()]).map_err(spi)?;
-    rows.into_iter().map(|r| OwnedRow::read(&r)).collect()
+    OwnedRow::read_all(&rows)
 }
 
 /// The decision tree's lookups for a job's files.
