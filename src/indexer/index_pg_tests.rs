@@ -377,7 +377,7 @@ mod tests {
     }
 
     #[pg_test]
-    fn indexer_jsonb_bytes_are_exactly_postgres_own() {
+    fn indexer_jsonb_bytes_and_recoverys_printed_text_are_exactly_postgres_own() {
         let mut docs: Vec<String> = include_str!("../../crates/core/src/spend/testdata/claude_code_usage.jsonl")
             .lines()
             .map(str::to_owned)
@@ -461,14 +461,34 @@ mod tests {
             docs.push(gen(&mut next, 0));
         }
         let mut differ = Vec::new();
+        let mut printed_differ = Vec::new();
         for d in &docs {
             let mut ours = Vec::new();
             cortex_buffer_core::json::jsonb_write::to_jsonb(d, &mut ours).unwrap_or_else(|e| panic!("{d}: {e:?}"));
-            if ours[4..] != postgres_jsonb(d)[..] {
+            let theirs = postgres_jsonb(d);
+            if ours[4..] != theirs[..] {
                 differ.push(d.clone());
+            }
+            // Recovery prints stored lines itself (`jsonb_text`): the text is jsonb_out's.
+            let mut printed = String::new();
+            let root = cortex_buffer_core::json::jsonb_format::Jsonb::root(&theirs).unwrap_or_else(|e| panic!("{e:?}"));
+            cortex_buffer_core::json::jsonb_text::write_value(root, &mut printed).unwrap_or_else(|e| panic!("{e:?}"));
+            let jsonb_out =
+                Spi::get_one_with_args::<String>("SELECT $1::pg_catalog.jsonb::pg_catalog.text", &[d.as_str().into()])
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .unwrap_or_default();
+            if printed != jsonb_out {
+                printed_differ.push((printed, jsonb_out));
             }
         }
         assert!(differ.is_empty(), "{} of {} differ, e.g. {:?}", differ.len(), docs.len(), differ.first());
+        assert!(
+            printed_differ.is_empty(),
+            "{} of {} print differently, e.g. {:?}",
+            printed_differ.len(),
+            docs.len(),
+            printed_differ.first()
+        );
     }
 
     #[pg_test]

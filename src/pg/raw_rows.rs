@@ -53,20 +53,26 @@ impl RawRow {
         pg.checked_add(POSTGRES_EPOCH_OFFSET_US)
     }
 
-    /// A `text` value, copied. Bytes that are not UTF-8 (a `SQL_ASCII` database) are replaced,
-    /// as a reader of the line would see them.
-    pub fn text(&self, col: usize) -> Option<String> {
+    /// `f` on a varlena value's bytes after its header (a `jsonb`'s root container), with its
+    /// compression or out-of-line storage undone.
+    pub fn varlena<R>(&self, col: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let d = self.datum(col)?;
-        // SAFETY: the column is `text` (checked in `rows`), so the datum points to a varlena in
-        // the result's memory; `pg_detoast_datum_packed` returns it, or a copy with its
-        // compression or out-of-line storage undone, in the current memory context, valid
-        // while the slice is used here.
+        // SAFETY: the column is a varlena type (checked in `rows`), so the datum points to a
+        // varlena in the result's memory; `pg_detoast_datum_packed` returns it, or a copy with
+        // its compression or out-of-line storage undone, in the current memory context, valid
+        // while `f` runs.
         let bytes = unsafe {
             let v = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
             let len = pgrx::varlena::varsize_any_exhdr(v);
             std::slice::from_raw_parts(pgrx::varlena::vardata_any(v).cast::<u8>(), len)
         };
-        Some(String::from_utf8_lossy(bytes).into_owned())
+        Some(f(bytes))
+    }
+
+    /// A `text` value, copied. Bytes that are not UTF-8 (a `SQL_ASCII` database) are replaced,
+    /// as a reader of the line would see them.
+    pub fn text(&self, col: usize) -> Option<String> {
+        self.varlena(col, |bytes| String::from_utf8_lossy(bytes).into_owned())
     }
 }
 

@@ -16,7 +16,7 @@ use cortex_buffer_core::indexer::dialect::Dialect;
 use cortex_buffer_core::int::bits_u64;
 use cortex_buffer_core::recovery::choose::{LoadedAt, MarkerAt, Probe, Replaced, SessionFile};
 use cortex_buffer_core::recovery::keys::relative_to_job_dir;
-use cortex_buffer_core::recovery::line::{MarkerKind, Row, LOADED_TYPE, MARKER_TYPES, TOOL_TYPES};
+use cortex_buffer_core::recovery::line::{facts_text, MarkerKind, Row, LOADED_TYPE, MARKER_TYPES, TOOL_TYPES};
 use cortex_buffer_core::recovery::session_id::{Match, MAX_LISTED};
 
 pub const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
@@ -25,6 +25,9 @@ pub const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
 pub const TEXT_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTARRAYOID);
 pub const INT8_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8ARRAYOID);
 pub const TIMESTAMPTZ: PgOid = PgOid::BuiltIn(PgBuiltInOids::TIMESTAMPTZOID);
+
+/// Event types that start a tool call (a Claude Code `assistant` line may).
+const CALL_START_TYPES: [&str; 3] = ["TOOL_START", "TOOL_CALL", "assistant"];
 
 /// Events read per page: memory follows the page, not the file.
 pub const PAGE_ROWS: i64 = 500;
@@ -109,6 +112,31 @@ pub const WRITER_START_SQL: &str = concat!(
     " AND byte_offset OPERATOR(pg_catalog.<=) $2
                     AND seq OPERATOR(pg_catalog.=) 0
                   ORDER BY byte_offset DESC LIMIT 1"
+);
+
+/// `Probe::read_across_start` in one statement: the last call started before `$2` (of the
+/// start types `$3`), the start of the writer that went past it, and the start of the writer
+/// before that one (each an index probe backwards from the previous one).
+pub const READ_ACROSS_START_SQL: &str = concat!(
+    "SELECT COALESCE((SELECT byte_offset FROM cortex_buffer.event
+                       WHERE file_id OPERATOR(pg_catalog.=) $1",
+    own_lines!("$1"),
+    " AND byte_offset OPERATOR(pg_catalog.<=) (w.went_past OPERATOR(pg_catalog.-) 1)
+                         AND seq OPERATOR(pg_catalog.=) 0
+                       ORDER BY byte_offset DESC LIMIT 1), 0)
+       FROM (SELECT COALESCE((SELECT byte_offset FROM cortex_buffer.event
+                               WHERE file_id OPERATOR(pg_catalog.=) $1",
+    own_lines!("$1"),
+    " AND byte_offset OPERATOR(pg_catalog.<=) c.call
+                                 AND seq OPERATOR(pg_catalog.=) 0
+                               ORDER BY byte_offset DESC LIMIT 1), 0) AS went_past
+               FROM (SELECT (SELECT byte_offset FROM cortex_buffer.event
+                              WHERE file_id OPERATOR(pg_catalog.=) $1",
+    own_lines!("$1"),
+    " AND byte_offset OPERATOR(pg_catalog.<) $2
+                                AND type OPERATOR(pg_catalog.=) ANY ($3)
+                              ORDER BY byte_offset DESC LIMIT 1) AS call) c
+              WHERE c.call IS NOT NULL) w"
 );
 
 pub const STARTED_BEFORE_SQL: &str = concat!(
@@ -311,13 +339,26 @@ impl OwnedRow {
             output_tokens: r.int8(13),
             cache_write_tokens: r.int8(14),
             cache_read_tokens: r.int8(15),
-            payload: r.text(16),
+            payload: None,
         }
     }
 
-    /// Every row of the events result `table` (right after its `select`).
-    fn read_all(table: &SpiTupleTable<'_>) -> Result<Vec<OwnedRow>, CbError> {
-        raw_rows::rows(table, &Self::TYPES, OwnedRow::read)
+    /// Every row of the events result `table` (right after its `select`), the payload as
+    /// `payload` asked for it.
+    fn read_all(table: &SpiTupleTable<'_>, payload: Payload) -> Result<Vec<OwnedRow>, CbError> {
+        match payload {
+            Payload::Facts(dialect) => {
+                let mut types = Self::TYPES;
+                types[15] = pg_sys::JSONBOID;
+                raw_rows::rows(table, &types, |r| OwnedRow {
+                    // A payload the printer cannot read (never expected from PostgreSQL) is
+                    // one the index does not hold: the call is verified, not guessed.
+                    payload: r.varlena(16, |bytes| facts_text(dialect, bytes).ok()).flatten(),
+                    ..OwnedRow::read(r)
+                })
+            }
+            _ => raw_rows::rows(table, &Self::TYPES, |r| OwnedRow { payload: r.text(16), ..OwnedRow::read(r) }),
+        }
     }
 }
 
@@ -329,6 +370,9 @@ pub enum Payload {
     /// A small object with what usage counting reads (`message.{id,model,usage}`, `model`,
     /// `data.{model,tokenUsage}`), for every event.
     Usage,
+    /// What line pairing reads of each tool event's line in a file of this dialect
+    /// (`line::facts_text`), printed from the stored `jsonb` (for [`PAIRING_TYPES`]).
+    Facts(Dialect),
 }
 
 /// Event types whose line pairing reads.
@@ -341,6 +385,7 @@ const EVENT_COLUMNS: &str = "byte_offset, line_no, type, ts, seq, invocation_id,
 pub fn events_sql(payload: Payload) -> String {
     let payload_sql = match payload {
         Payload::For(_) => "CASE WHEN type OPERATOR(pg_catalog.=) ANY ($4) THEN payload::pg_catalog.text END",
+        Payload::Facts(_) => "CASE WHEN type OPERATOR(pg_catalog.=) ANY ($4) THEN payload END",
         Payload::Usage => {
             "pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
                 'model', payload OPERATOR(pg_catalog.->) 'model',
@@ -370,16 +415,18 @@ pub fn events_page(
     let key = match payload {
         Payload::For(_) => "recovery.events",
         Payload::Usage => "recovery.events.usage",
+        Payload::Facts(_) => "recovery.events.facts",
     };
     let stmt = prepared_read(client, key, || events_sql(payload), &[INT8, INT8, INT8, TEXT_ARRAY])?;
     let types: Vec<String> = match payload {
         Payload::For(t) => t.iter().map(|s| (*s).to_owned()).collect(),
+        Payload::Facts(_) => PAIRING_TYPES.iter().map(|s| (*s).to_owned()).collect(),
         Payload::Usage => Vec::new(),
     };
     let rows = client
         .select(&*stmt, None, &[file_id.into(), from_offset.into(), PAGE_ROWS.into(), types.into()])
         .map_err(spi)?;
-    OwnedRow::read_all(&rows)
+    OwnedRow::read_all(&rows, payload)
 }
 
 /// Calls `f` with each event of `file_id` from `from_offset` (inclusive) in file order, reading
@@ -426,7 +473,7 @@ pub fn events_before(
     let stmt = prepared_read(client, "recovery.events_before", events_before_sql, &[INT8, INT8, INT8, TEXT_ARRAY])?;
     let types: Vec<String> = payload_types.iter().map(|s| (*s).to_owned()).collect();
     let rows = client.select(&*stmt, None, &[file_id.into(), before.into(), n.into(), types.into()]).map_err(spi)?;
-    OwnedRow::read_all(&rows)
+    OwnedRow::read_all(&rows, Payload::For(&[]))
 }
 
 /// The decision tree's lookups for a job's files.
@@ -505,9 +552,23 @@ impl Probe for IndexProbe<'_, '_> {
             || LAST_CALL_BEFORE_SQL.to_owned(),
             &[INT8, INT8, TEXT_ARRAY],
         )?;
-        let starts = text_array(&["TOOL_START", "TOOL_CALL", "assistant"]);
+        let starts = text_array(&CALL_START_TYPES);
         let rows = self.client.select(&*stmt, Some(1), &[file_id.into(), offset.into(), starts.into()]).map_err(spi)?;
         rows.into_iter().next().map(|r| r.get::<i64>(1).map_err(spi)).transpose().map(Option::flatten)
+    }
+
+    fn read_across_start(&mut self, session: usize, anchor_at: i64) -> Result<i64, CbError> {
+        let Some(&file_id) = self.file_ids.get(session) else { return Ok(0) };
+        let stmt = prepared_read(
+            self.client,
+            "recovery.read_across_start",
+            || READ_ACROSS_START_SQL.to_owned(),
+            &[INT8, INT8, TEXT_ARRAY],
+        )?;
+        let starts = text_array(&CALL_START_TYPES);
+        let rows =
+            self.client.select(&*stmt, Some(1), &[file_id.into(), anchor_at.into(), starts.into()]).map_err(spi)?;
+        Ok(rows.into_iter().next().map(|r| r.get::<i64>(1).map_err(spi)).transpose()?.flatten().unwrap_or(0))
     }
 
     fn last_offset_before(&mut self, session: usize, since_us: i64) -> Result<Option<i64>, CbError> {

@@ -92,7 +92,8 @@ fn read_events(
     for read in reads {
         let Some(file) = files.get(read.session) else { continue };
         pairing.begin(read.session, read.baseline);
-        index::for_each_event(client, file.file_id, read.from_offset, Payload::For(&PAIRING_TYPES), |row| {
+        let dialect = file.dialect.unwrap_or(Dialect::CortexSpike);
+        index::for_each_event(client, file.file_id, read.from_offset, Payload::Facts(dialect), |row| {
             let pairs = row.event_type.as_deref().is_some_and(|t| PAIRING_TYPES.contains(&t));
             let raw = match &row.payload {
                 None if pairs => anchors::raw_line(file, row.byte_offset, max_line),

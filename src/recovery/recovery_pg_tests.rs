@@ -175,6 +175,82 @@ mod tests {
         job
     }
 
+    /// The one-statement `read_across_start` answers what the three lookups it replaces answer,
+    /// from every line of a file three writers wrote (one crashed mid-call, one went past it).
+    #[pg_test]
+    fn read_across_start_in_one_lookup_is_the_three_lookups() {
+        use crate::recovery::index::IndexProbe;
+        use cortex_buffer_core::recovery::choose::{LoadedAt, MarkerAt, Probe};
+        /// The primitive lookups only: `read_across_start` is the trait's stepwise default.
+        struct Stepwise<'a, 'b, 'c>(&'a mut IndexProbe<'b, 'c>);
+        impl Probe for Stepwise<'_, '_, '_> {
+            fn last_marker(&mut self, s: usize) -> Result<Option<MarkerAt>, CbError> {
+                self.0.last_marker(s)
+            }
+            fn first_loaded(&mut self, s: usize) -> Result<Option<LoadedAt>, CbError> {
+                self.0.first_loaded(s)
+            }
+            fn tool_event_before(&mut self, s: usize, o: i64) -> Result<bool, CbError> {
+                self.0.tool_event_before(s, o)
+            }
+            fn last_offset_before(&mut self, s: usize, t: i64) -> Result<Option<i64>, CbError> {
+                self.0.last_offset_before(s, t)
+            }
+            fn writer_start(&mut self, s: usize, o: i64) -> Result<i64, CbError> {
+                self.0.writer_start(s, o)
+            }
+            fn last_call_before(&mut self, s: usize, o: i64) -> Result<Option<i64>, CbError> {
+                self.0.last_call_before(s, o)
+            }
+        }
+        use cortex_buffer_core::error::CbError;
+        let root = TempRoot::new("rp-across");
+        let job = spike_job(&root);
+        let mut text = String::new();
+        let mut w1 = Spike::new(&job, "p1", None);
+        w1.start("a1", "search").result("a1", "search", true).start("a2", "charge");
+        text.push_str(&w1.text);
+        let mut w2 = Spike::new(&job, "p2", None);
+        w2.start("b1", "charge").result("b1", "charge", true).start("b2", "email").result("b2", "email", true);
+        text.push_str(&w2.text);
+        let mut w3 = Spike::new(&job, "p3", None);
+        w3.start("c1", "search");
+        text.push_str(&w3.text);
+        root.put(&format!("{job}/session_20260223T143000Z_p1.jsonl"), &text);
+        index(&root);
+        let file_id: i64 = one(&format!("SELECT file_id::text FROM cortex_buffer.session_file WHERE job_id = '{job}'"))
+            .parse()
+            .unwrap_or(0);
+        let mut offsets: Vec<i64> = vec![0, 1];
+        let mut at = 0i64;
+        for line in text.lines() {
+            at += line.len() as i64 + 1;
+            offsets.extend([at - 1, at, at + 1]);
+        }
+        let mut differ = Vec::new();
+        let mut starts = std::collections::BTreeSet::new();
+        crate::pg::planner::with_index_scans(|| {
+            Spi::connect(|client| {
+                let mut probe = IndexProbe { client, file_ids: vec![file_id] };
+                for &o in &offsets {
+                    let one_lookup = probe.read_across_start(0, o);
+                    let stepwise = Stepwise(&mut probe).read_across_start(0, o);
+                    let (one_lookup, stepwise) = (one_lookup.map_err(|e| e.message), stepwise.map_err(|e| e.message));
+                    if one_lookup != stepwise {
+                        differ.push((o, one_lookup.clone(), stepwise));
+                    }
+                    starts.insert(one_lookup.unwrap_or(-1));
+                }
+                Ok::<(), CbError>(())
+            })
+        })
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(differ.is_empty(), "{differ:?}");
+        // The answers cover the file's start and the second writer's (the third went past
+        // nothing before its own call, so a later anchor reads from the second writer's start).
+        assert!(starts.len() >= 2, "{starts:?}");
+    }
+
     #[pg_test]
     fn a_first_run_that_crashed_skips_what_it_finished() {
         let root = TempRoot::new("rp-first");
@@ -870,6 +946,12 @@ mod tests {
             ("int8, int8, text[]", LAST_CALL_BEFORE_SQL.to_owned(), "1, 100, '{TOOL_START,TOOL_CALL}'"),
             ("int8, int8", LAST_EVENT_BEFORE_SQL.to_owned(), "1, 100"),
             ("int8, int8", WRITER_START_SQL.to_owned(), "1, 100"),
+            ("int8, int8, text[]", READ_ACROSS_START_SQL.to_owned(), "1, 100, '{TOOL_START,TOOL_CALL}'"),
+            (
+                "int8, int8, int8, text[]",
+                events_sql(Payload::Facts(cortex_buffer_core::indexer::dialect::Dialect::CortexPlane)),
+                "1, 0, 500, '{TOOL_CALL}'",
+            ),
             ("uuid", crate::checkpoint::marks::LOOKUP_SQL.to_owned(), "gen_random_uuid()"),
             ("uuid", crate::recovery::anchors::HISTORY_SQL.to_owned(), "gen_random_uuid()"),
             ("text, int8, int8, int8[]", STARTED_BEFORE_SQL.to_owned(), "'i', 1, 100, '{2,3}'"),

@@ -107,6 +107,43 @@ impl<'a> Container<'a> {
         Ok(())
     }
 
+    /// The values of `keys` in this object, in one pass over its entries without allocating
+    /// for the entries: `out[i]` is the value of `keys[i]` (`None` when the object lacks it, and
+    /// for all when this is an array). `out` is as long as `keys`.
+    pub fn pick_into(&self, keys: &[&str], out: &mut [Option<Jsonb<'a>>]) -> Result<(), Malformed> {
+        out.iter_mut().for_each(|o| *o = None);
+        if !self.is_object() {
+            return Ok(());
+        }
+        let pairs = usize::try_from(self.header()? & JB_CMASK).map_err(|_| Malformed("count"))?;
+        // For each wanted key, the index of the pair holding it (on the stack for a few keys).
+        let mut few = [None; 8];
+        let mut many = Vec::new();
+        let pair_of: &mut [Option<usize>] = if keys.len() <= few.len() {
+            few.get_mut(..keys.len()).unwrap_or_default()
+        } else {
+            many.resize(keys.len(), None);
+            &mut many
+        };
+        self.for_each_entry(|i, child| {
+            if i < pairs {
+                let Jsonb::String(key) = child else { return Err(Malformed("object key is not a string")) };
+                for (want, slot) in keys.iter().zip(pair_of.iter_mut()) {
+                    if want.as_bytes() == key {
+                        *slot = Some(i);
+                    }
+                }
+            } else {
+                for (slot, o) in pair_of.iter().zip(out.iter_mut()) {
+                    if *slot == Some(i - pairs) {
+                        *o = Some(child);
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// Every child in stored order (for objects: the keys, then the values).
     pub fn entries(&self, out: &mut Vec<Jsonb<'a>>) -> Result<(), Malformed> {
         self.for_each_entry(|_, child| {
@@ -160,9 +197,16 @@ impl<'a> JsonNode<'a> for Jsonb<'a> {
     }
 }
 
-/// Converts a `numeric` varlena to the double JavaScript's `JSON.parse` would produce from its
-/// decimal text: correctly rounded, ±Infinity beyond the double range, ±0 below it.
-pub fn numeric_to_f64(varlena: &[u8]) -> Result<f64, Malformed> {
+/// A `numeric` varlena taken apart: a special value's `numeric_out` text, or the sign, the
+/// weight (of the first base-10000 digit), the display scale and the digits' bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NumericParts<'a> {
+    Special(&'static str),
+    Finite { negative: bool, weight: i32, dscale: u16, digits: &'a [u8] },
+}
+
+/// Reads a `numeric` varlena's header (`utils/adt/numeric.c`: short and long formats).
+pub fn numeric_parts(varlena: &[u8]) -> Result<NumericParts<'_>, Malformed> {
     const NUMERIC_SIGN_MASK: u16 = 0xC000;
     const NUMERIC_NEG: u16 = 0x4000;
     const NUMERIC_SHORT: u16 = 0x8000;
@@ -171,8 +215,11 @@ pub fn numeric_to_f64(varlena: &[u8]) -> Result<f64, Malformed> {
     const NUMERIC_PINF: u16 = 0xD000;
     const NUMERIC_NINF: u16 = 0xF000;
     const NUMERIC_SHORT_SIGN_MASK: u16 = 0x2000;
+    const NUMERIC_SHORT_DSCALE_MASK: u16 = 0x1F80;
+    const NUMERIC_SHORT_DSCALE_SHIFT: u16 = 7;
     const NUMERIC_SHORT_WEIGHT_SIGN_MASK: u16 = 0x0040;
     const NUMERIC_SHORT_WEIGHT_MASK: u16 = 0x003F;
+    const NUMERIC_DSCALE_MASK: u16 = 0x3FFF;
 
     let first = *varlena.first().ok_or(Malformed("empty numeric"))?;
     // Little- and big-endian varlena headers differ; Postgres uses the platform's. A 1-byte
@@ -187,23 +234,36 @@ pub fn numeric_to_f64(varlena: &[u8]) -> Result<f64, Malformed> {
         payload.get(i..i + 2).map(|b| u16::from_ne_bytes([b[0], b[1]])).ok_or(Malformed("numeric header"))
     };
     let header = u16_at(0)?;
-    let (negative, weight, digits_at) = match header & NUMERIC_SIGN_MASK {
+    let (negative, weight, dscale, digits_at) = match header & NUMERIC_SIGN_MASK {
         NUMERIC_SPECIAL => {
-            return Ok(match header & 0xF000 {
-                NUMERIC_PINF => f64::INFINITY,
-                NUMERIC_NINF => f64::NEG_INFINITY,
-                _ if header == NUMERIC_NAN => f64::NAN,
+            return Ok(NumericParts::Special(match header & 0xF000 {
+                NUMERIC_PINF => "Infinity",
+                NUMERIC_NINF => "-Infinity",
+                _ if header == NUMERIC_NAN => "NaN",
                 _ => return Err(Malformed("numeric special value")),
-            });
+            }));
         }
         NUMERIC_SHORT => {
             let magnitude = i32::from(header & NUMERIC_SHORT_WEIGHT_MASK);
             let weight = if header & NUMERIC_SHORT_WEIGHT_SIGN_MASK != 0 { magnitude - 64 } else { magnitude };
-            (header & NUMERIC_SHORT_SIGN_MASK != 0, weight, 2)
+            let dscale = (header & NUMERIC_SHORT_DSCALE_MASK) >> NUMERIC_SHORT_DSCALE_SHIFT;
+            (header & NUMERIC_SHORT_SIGN_MASK != 0, weight, dscale, 2)
         }
-        sign => (sign == NUMERIC_NEG, i32::from(u16_at(2)? as i16), 4),
+        sign => (sign == NUMERIC_NEG, i32::from(u16_at(2)? as i16), header & NUMERIC_DSCALE_MASK, 4),
     };
-    let digit_bytes = payload.get(digits_at..).ok_or(Malformed("numeric digits"))?;
+    let digits = payload.get(digits_at..).ok_or(Malformed("numeric digits"))?;
+    Ok(NumericParts::Finite { negative, weight, dscale, digits: digits.get(..digits.len() / 2 * 2).unwrap_or(&[]) })
+}
+
+/// Converts a `numeric` varlena to the double JavaScript's `JSON.parse` would produce from its
+/// decimal text: correctly rounded, ±Infinity beyond the double range, ±0 below it.
+pub fn numeric_to_f64(varlena: &[u8]) -> Result<f64, Malformed> {
+    let (negative, weight, digit_bytes) = match numeric_parts(varlena)? {
+        NumericParts::Special("Infinity") => return Ok(f64::INFINITY),
+        NumericParts::Special("-Infinity") => return Ok(f64::NEG_INFINITY),
+        NumericParts::Special(_) => return Ok(f64::NAN),
+        NumericParts::Finite { negative, weight, digits, .. } => (negative, weight, digits),
+    };
     let ndigits = digit_bytes.len() / 2;
     // value = 0.d0 d1 ... (base 10000) * 10000^(weight + 1)
     let digit = |i: usize| u16::from_ne_bytes([digit_bytes[2 * i], digit_bytes[2 * i + 1]]);

@@ -6,6 +6,7 @@ pub mod canonical;
 pub mod canonical_text;
 pub mod jsonb_format;
 pub mod jsonb_layout;
+pub mod jsonb_text;
 pub mod jsonb_write;
 pub mod node;
 pub mod number;

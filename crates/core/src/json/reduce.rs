@@ -191,8 +191,10 @@ impl Problem {
 /// written `"cortex_buffer:truncated…`). Any string that starts with that name counts too (it
 /// cannot be told apart without parsing); callers use this to distrust a value, the safe side.
 pub fn holds_truncation(text: &str) -> bool {
-    const NEEDLE: &[u8] = b"\"cortex_buffer:truncated";
-    memchr::memmem::find(text.as_bytes(), NEEDLE).is_some()
+    // Built once: a recovery plan asks this of every line it reads.
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"cortex_buffer:truncated"));
+    FINDER.find(text.as_bytes()).is_some()
 }
 
 /// Reduces a whole text (tests and callers that hold it anyway).

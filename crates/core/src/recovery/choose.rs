@@ -116,6 +116,21 @@ pub trait Probe {
     fn writer_start(&mut self, session: usize, offset: i64) -> Result<i64, CbError>;
     /// Where the session's last tool call before `offset` started.
     fn last_call_before(&mut self, session: usize, offset: i64) -> Result<Option<i64>, CbError>;
+    /// Where [`read_across`] starts reading the session for an anchor at `anchor_at`: the start
+    /// of the writer before the one that went past the last call started before the anchor
+    /// (0 when there is none). A probe may answer it in one lookup.
+    fn read_across_start(&mut self, session: usize, anchor_at: i64) -> Result<i64, CbError> {
+        Ok(match self.last_call_before(session, anchor_at)? {
+            Some(call) => {
+                let went_past = self.writer_start(session, call)?;
+                match went_past.checked_sub(1) {
+                    Some(before) => self.writer_start(session, before)?,
+                    None => 0,
+                }
+            }
+            None => 0,
+        })
+    }
 }
 
 /// How to read a file from an anchor inside it: the events before the anchor are known but not
@@ -127,16 +142,7 @@ pub trait Probe {
 /// - that writer's keys can be worked out: the writer before it too, whose calls open when it
 ///   took over were that one's to go through.
 fn read_across(probe: &mut dyn Probe, session: usize, anchor_at: i64) -> Result<ReadFrom, CbError> {
-    let from = match probe.last_call_before(session, anchor_at)? {
-        Some(call) => {
-            let went_past = probe.writer_start(session, call)?;
-            match went_past.checked_sub(1) {
-                Some(before) => probe.writer_start(session, before)?,
-                None => 0,
-            }
-        }
-        None => 0,
-    };
+    let from = probe.read_across_start(session, anchor_at)?;
     Ok(ReadFrom { session, from_offset: from.min(anchor_at), baseline: Baseline::FileStart })
 }
 

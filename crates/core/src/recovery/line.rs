@@ -8,6 +8,8 @@
 //! | claude-code | every `tool_use` block of an `assistant` line | every `tool_result` block of a `user` line | — | — |
 
 use crate::indexer::dialect::Dialect;
+use crate::json::jsonb_format::{Jsonb, Malformed};
+use crate::json::jsonb_text::{escape_json, member, write_value};
 use crate::json::parse::{parse, Kind, Value};
 
 use std::borrow::Cow;
@@ -189,6 +191,67 @@ fn tool_result_text(content: Value<'_>, max_bytes: usize) -> Capped {
     Capped { truncated: capped.truncated || cut, ..capped }
 }
 
+/// The members of a stored line that [`facts`] reads, by dialect: those of the object under a
+/// top-level key, or of the line itself.
+fn fact_members(dialect: Dialect) -> (Option<&'static str>, &'static [&'static str]) {
+    match dialect {
+        Dialect::CortexSpike => {
+            (None, &["idempotency_key", "input_hash", "input_summary", "input", "result_summary", "error_code"])
+        }
+        Dialect::CortexPlane => (Some("data"), &["idempotencyKey", "toolInput", "output"]),
+        Dialect::ClaudeCode => (Some("message"), &["content"]),
+        Dialect::WinkLog => (None, &[]),
+    }
+}
+
+/// Appends `"key": value` to an object's text, after a separator when it has members already.
+fn put_member(out: &mut String, members: &mut usize, key: &str, v: Jsonb<'_>) -> Result<(), Malformed> {
+    if *members > 0 {
+        out.push_str(", ");
+    }
+    *members += 1;
+    escape_json(key, out);
+    out.push_str(": ");
+    write_value(v, out)
+}
+
+/// What [`facts`] reads of a stored line (binary `jsonb`, as SPI hands it over), as the JSON
+/// text `facts` takes: the dialect's members (under their key, `{"data": {…}}`), each printed as
+/// `jsonb_out` prints it, so a value is the same text it would be in the whole line. Recovery
+/// never has PostgreSQL print whole payloads only to read a few members of them.
+pub fn facts_text(dialect: Dialect, payload: &[u8]) -> Result<String, Malformed> {
+    let root = Jsonb::root(payload)?;
+    let (under, keep) = fact_members(dialect);
+    let mut out = String::with_capacity(payload.len().min(4096));
+    out.push('{');
+    let holder = match under {
+        Some(key) => member(root, key)?,
+        None => Some(root),
+    };
+    if let Some(obj) = holder {
+        if let Some(key) = under {
+            escape_json(key, &mut out);
+            out.push_str(": {");
+        }
+        let mut members = 0;
+        let mut values = [None; 8];
+        let values = values.get_mut(..keep.len()).ok_or(Malformed("too many members"))?;
+        if let Jsonb::Container(c) = obj {
+            c.pick_into(keep, values)?;
+        }
+        for (key, v) in keep.iter().zip(values.iter()) {
+            if let Some(v) = *v {
+                put_member(&mut out, &mut members, key, v)?;
+            }
+        }
+        if under.is_some() {
+            out.push('}');
+        }
+    }
+    out.push('}');
+    Ok(out)
+}
+
 /// What `row` (an event of a file of `dialect`) tells recovery. `max_bytes` caps results and
 /// inputs.
 pub fn facts(dialect: Dialect, row: &Row<'_>, max_bytes: usize) -> Facts {
@@ -304,6 +367,54 @@ pub fn facts(dialect: Dialect, row: &Row<'_>, max_bytes: usize) -> Facts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `facts` over what recovery reads of a stored line (`facts_text` of its binary form) is
+    /// `facts` over the whole line as PostgreSQL prints it, for every dialect and tool event
+    /// type, on the fuzz corpus, real Claude Code lines, and lines with reduced (cut) values.
+    #[test]
+    fn facts_of_the_members_read_are_facts_of_the_whole_line() {
+        use crate::json::jsonb_text::write_value;
+        use crate::json::jsonb_write::to_jsonb;
+        let corpus = concat!(
+            include_str!("../../fuzz-corpus/seeds.jsonl"),
+            "\n",
+            include_str!("../../fuzz-corpus/claude-code-lines.jsonl")
+        );
+        let made = [
+            r#"{"type":"TOOL_START","input_hash":"ab","input_summary":"q","input":{"b":[1.50,2e3],"a":"x\n"},"idempotency_key":"k","seq":1}"#,
+            r#"{"type":"TOOL_START","input":{"cortex_buffer:truncated":{"bytes":99,"head":"{\"a\":"}}}"#,
+            r#"{"type":"TOOL_RESULT","result_summary":{"cortex_buffer:truncated":{"bytes":9,"head":"abc"}},"error_code":"E"}"#,
+            r#"{"type":"TOOL_CALL","data":{"toolName":"t","toolInput":{"z":null,"y":[true,{"q":0.000}]},"idempotencyKey":"k","extra":1}}"#,
+            r#"{"type":"TOOL_RESULT","data":{"toolName":"t","output":["x",1e-7],"isError":false}}"#,
+            r#"{"type":"TOOL_CALL","data":"not an object"}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"i","name":"n","input":{"p":"\u0001"}}],"usage":{}}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"i","is_error":true,"content":[{"type":"text","text":"t"},{"type":"image"}]}]}}"#,
+            r#"{"message":[1,2]}"#,
+        ];
+        let mut compared = 0;
+        for line in corpus.lines().chain(made) {
+            let mut bytes = Vec::new();
+            if parse(line).is_err() || to_jsonb(line, &mut bytes).is_err() {
+                continue;
+            }
+            let Some(stored) = bytes.get(4..) else { continue };
+            let Ok(root) = Jsonb::root(stored) else { continue };
+            let mut whole = String::new();
+            if write_value(root, &mut whole).is_err() {
+                continue;
+            }
+            for dialect in [Dialect::CortexSpike, Dialect::CortexPlane, Dialect::ClaudeCode, Dialect::WinkLog] {
+                let read = facts_text(dialect, stored).unwrap_or_else(|e| panic!("{line}: {e:?}"));
+                for t in ["TOOL_START", "TOOL_CALL", "TOOL_RESULT", "assistant", "user"] {
+                    let a = Row { event_type: Some(t), payload: Some(&whole), ..Row::default() };
+                    let b = Row { event_type: Some(t), payload: Some(&read), ..Row::default() };
+                    assert_eq!(facts(dialect, &a, 64), facts(dialect, &b, 64), "{dialect:?} {t}: {line}\n{read}");
+                    compared += 1;
+                }
+            }
+        }
+        assert!(compared > 2000, "{compared}");
+    }
 
     fn row<'a>(t: &'a str, payload: &'a str) -> Row<'a> {
         Row { event_type: Some(t), payload: Some(payload), ..Row::default() }
