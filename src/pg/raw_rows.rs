@@ -11,7 +11,6 @@ use pgrx::pg_sys;
 use pgrx::spi::SpiTupleTable;
 
 use cortex_buffer_core::error::CbError;
-use cortex_buffer_core::indexer::timestamp::POSTGRES_EPOCH_OFFSET_US;
 
 /// Columns a row may have here (the widest reader's).
 const MAX_COLUMNS: usize = 24;
@@ -47,10 +46,7 @@ impl RawRow {
     /// A finite `timestamptz` as microseconds since the Unix epoch.
     pub fn timestamptz_us(&self, col: usize) -> Option<i64> {
         let pg = self.datum(col)?.value() as i64;
-        if pg == i64::MAX || pg == i64::MIN {
-            return None;
-        }
-        pg.checked_add(POSTGRES_EPOCH_OFFSET_US)
+        crate::pg::time::unix_us(pgrx::datum::TimestampWithTimeZone::try_from(pg).ok())
     }
 
     /// `f` on a varlena value's bytes after its header (a `jsonb`'s root container), with its

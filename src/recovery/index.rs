@@ -116,7 +116,8 @@ pub const WRITER_START_SQL: &str = concat!(
 
 /// `Probe::read_across_start` in one statement: the last call started before `$2` (of the
 /// start types `$3`), the start of the writer that went past it, and the start of the writer
-/// before that one (each an index probe backwards from the previous one).
+/// before that one (each an index probe backwards from the previous one). Without a call, the
+/// probes after it find nothing and the answer is 0, as the stepwise lookups give.
 pub const READ_ACROSS_START_SQL: &str = concat!(
     "SELECT COALESCE((SELECT byte_offset FROM cortex_buffer.event
                        WHERE file_id OPERATOR(pg_catalog.=) $1",
@@ -135,8 +136,7 @@ pub const READ_ACROSS_START_SQL: &str = concat!(
     own_lines!("$1"),
     " AND byte_offset OPERATOR(pg_catalog.<) $2
                                 AND type OPERATOR(pg_catalog.=) ANY ($3)
-                              ORDER BY byte_offset DESC LIMIT 1) AS call) c
-              WHERE c.call IS NOT NULL) w"
+                              ORDER BY byte_offset DESC LIMIT 1) AS call) c) w"
 );
 
 pub const STARTED_BEFORE_SQL: &str = concat!(

@@ -1,6 +1,6 @@
 //! Binary `jsonb` printed as PostgreSQL's `jsonb_out` prints it (`JsonbToCString` without
-//! indentation): `{"k": v, "k2": v2}`, `[a, b]`, strings escaped as `escape_json` does, numbers
-//! as `numeric_out` writes them. Pure.
+//! indentation): `{"k": v, "k2": v2}`, `[a, b]`, strings escaped as `escape_json` (and
+//! `JSON.stringify`) escape them, numbers as `numeric_out` writes them. Pure.
 //!
 //! Recovery reads only a few members of each stored line; printing those here from the bytes
 //! SPI hands over costs a fraction of having PostgreSQL print every whole payload as text.
@@ -8,6 +8,7 @@
 
 use super::jsonb_format::{Jsonb, Malformed};
 use super::node::JsonNode;
+use super::quote::write_js_string;
 
 /// Appends `v` as `jsonb_out` would print it.
 pub fn write_value(v: Jsonb<'_>, out: &mut String) -> Result<(), Malformed> {
@@ -25,7 +26,9 @@ fn write_at(v: Jsonb<'_>, out: &mut String, depth: usize) -> Result<(), Malforme
         Jsonb::Null => out.push_str("null"),
         Jsonb::Bool(true) => out.push_str("true"),
         Jsonb::Bool(false) => out.push_str("false"),
-        Jsonb::String(s) => escape_json(std::str::from_utf8(s).map_err(|_| Malformed("string is not UTF-8"))?, out),
+        // PostgreSQL's `escape_json` escapes exactly what `JSON.stringify` does (`"`, `\` and
+        // the C0 controls, lowercase `\u00xx`): the same function writes both.
+        Jsonb::String(s) => write_js_string(std::str::from_utf8(s).map_err(|_| Malformed("string is not UTF-8"))?, out),
         Jsonb::Numeric(n) => numeric_text(n, out)?,
         Jsonb::Container(c) => {
             let object = c.is_object();
@@ -37,7 +40,7 @@ fn write_at(v: Jsonb<'_>, out: &mut String, depth: usize) -> Result<(), Malforme
                     out.push_str(", ");
                 }
                 if let Some(k) = key {
-                    escape_json(k, out);
+                    write_js_string(k, out);
                     out.push_str(": ");
                 }
                 write_at(child, out, depth + 1)?;
@@ -48,43 +51,9 @@ fn write_at(v: Jsonb<'_>, out: &mut String, depth: usize) -> Result<(), Malforme
     Ok(())
 }
 
-/// A string as `escape_json` quotes it: the short escapes for `\b \f \n \r \t " \`, `\u00xx`
-/// for the other control characters, everything else as is.
-pub fn escape_json(s: &str, out: &mut String) {
-    out.push('"');
-    let mut plain = 0;
-    for (i, b) in s.bytes().enumerate() {
-        let escaped = match b {
-            0x08 => "\\b",
-            0x0c => "\\f",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b if b < b' ' => "",
-            _ => continue,
-        };
-        // Bytes below 0x80 are whole characters: slicing around them keeps UTF-8 intact.
-        out.push_str(s.get(plain..i).unwrap_or(""));
-        if escaped.is_empty() {
-            out.push_str("\\u00");
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xf)]));
-        } else {
-            out.push_str(escaped);
-        }
-        plain = i + 1;
-    }
-    out.push_str(s.get(plain..).unwrap_or(""));
-    out.push('"');
-}
-
-const HEX: [u8; 16] = *b"0123456789abcdef";
-
-/// Appends a base-10000 digit as exactly four decimal digits.
-fn push_four(out: &mut String, dig: u16) {
-    for div in [1000, 100, 10, 1] {
+/// Appends the first `n` (at most four) of a base-10000 digit's four decimal digits.
+fn push_four(out: &mut String, dig: u16, n: usize) {
+    for div in [1000, 100, 10, 1].into_iter().take(n) {
         out.push(char::from(b'0' + ((dig / div) % 10) as u8));
     }
 }
@@ -137,7 +106,7 @@ pub fn numeric_text(varlena: &[u8], out: &mut String) -> Result<(), Malformed> {
             if d == 0 {
                 super::number::push_u64(out, u64::from(dig));
             } else {
-                push_four(out, dig);
+                push_four(out, dig, 4);
             }
         }
     }
@@ -150,10 +119,8 @@ pub fn numeric_text(varlena: &[u8], out: &mut String) -> Result<(), Malformed> {
             if dig > 9999 {
                 return Err(Malformed("numeric digit out of range"));
             }
-            let mut four = String::with_capacity(4);
-            push_four(&mut four, dig);
             let take = left.min(4);
-            out.push_str(four.get(..take).unwrap_or(""));
+            push_four(out, dig, take);
             left -= take;
             d += 1;
         }

@@ -9,8 +9,9 @@
 
 use crate::indexer::dialect::Dialect;
 use crate::json::jsonb_format::{Jsonb, Malformed};
-use crate::json::jsonb_text::{escape_json, member, write_value};
+use crate::json::jsonb_text::{member, write_value};
 use crate::json::parse::{parse, Kind, Value};
+use crate::json::quote::write_js_string;
 
 use std::borrow::Cow;
 
@@ -210,7 +211,7 @@ fn put_member(out: &mut String, members: &mut usize, key: &str, v: Jsonb<'_>) ->
         out.push_str(", ");
     }
     *members += 1;
-    escape_json(key, out);
+    write_js_string(key, out);
     out.push_str(": ");
     write_value(v, out)
 }
@@ -230,7 +231,7 @@ pub fn facts_text(dialect: Dialect, payload: &[u8]) -> Result<String, Malformed>
     };
     if let Some(obj) = holder {
         if let Some(key) = under {
-            escape_json(key, &mut out);
+            write_js_string(key, &mut out);
             out.push_str(": {");
         }
         let mut members = 0;
