@@ -21,6 +21,9 @@
 #    line to its own file and calls await_pushed() for it, PUSH_SAMPLES (default 50) times: the
 #    time from the append until await_pushed returns true, p50 and p99 (and a trivial query's
 #    round trip in the same run, which that time includes).
+# WAL bytes per pushed byte (the shippers' rounds, and COPY's), and the WAL of 100 one-byte
+# pushes after a 1 MiB line with no newline yet (the held tail is kept as pieces: each push adds
+# one of about its own bytes).
 
 LINES="${PUSH_LINES:-100000}"
 NFILES="${PUSH_FILES:-1000}"
@@ -113,9 +116,10 @@ lines_in() { bench_psql -c "SELECT coalesce(sum(valid_lines), 0) FROM cortex_buf
 # ship_round SET SERIES: prints the ms from the files' arrival in the set's node directories
 # until every line is indexed; then removes them again (the shippers forget them).
 ship_round() {
-    local set="$1" series="$2" base t0 t1 s
+    local set="$1" series="$2" base t0 t1 s wal
     stage "$(corpus "${series}")" "${set}"
     base=$(lines_in)
+    wal=$(bench_psql -c "SELECT pg_catalog.pg_current_wal_insert_lsn()")
     t0=$(now_ms)
     for s in $(seq 1 "${SHIPPERS}"); do mv "${NODES}/stage-${set}-$s"/* "${NODES}/${set}-$s/"; done
     bench_psql -c "DO \$\$ BEGIN FOR i IN 1..60000 LOOP
@@ -133,6 +137,8 @@ ship_round() {
                      IF quiet >= 20 THEN RETURN; END IF;
                      PERFORM pg_catalog.pg_sleep(0.01); END LOOP;
                      RAISE EXCEPTION 'the shippers were still pushing 60 s after the round'; END \$\$" >/dev/null
+    # The round's WAL, for WAL bytes per pushed byte (every sending's, a storm's second ones too).
+    bench_psql -c "SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_insert_lsn(), '${wal}')" >"${BENCH}/wal-${set}"
     for s in $(seq 1 "${SHIPPERS}"); do
         find "${NODES}/${set}-$s" -mindepth 1 -maxdepth 1 -name "0193a8b2-7c41-7d2e-$(printf '%04x' $(( 0x9F00 + series )))-*" \
             -exec rm -rf {} +
@@ -153,12 +159,16 @@ check_all() { # every line once
 }
 
 copy_ms() {
+    local wal
     bench_psql -c "CHECKPOINT" >/dev/null
+    wal=$(bench_psql -c "SELECT pg_catalog.pg_current_wal_insert_lsn()")
     bench_psql <<SQL | ms_of
 \timing on
 COPY raw_lines (doc) FROM '${DATA}/corpus.jsonl' WITH (FORMAT csv, QUOTE E'\x01', DELIMITER E'\x02');
 SQL
+    bench_psql -c "SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_insert_lsn(), '${wal}')" >"${BENCH}/wal-copy"
 }
+CORPUS_BYTES=$(stat -c %s "${DATA}/corpus.jsonl")
 
 start_set p CB_SHIP_REPEAT=1
 start_set s CB_SHIP_REPEAT=2
@@ -167,12 +177,14 @@ start_set f CB_SHIP_PER_FILE=1
 # before; the measured rounds use series 4 on.
 series=1
 for set in p s f; do reset; ship_round "${set}" "${series}" >/dev/null; series=$(( series + 1 )); done
-ratios=(); storms=(); gains=()
+ratios=(); storms=(); gains=(); wals=(); copy_wals=()
 for r in $(seq 1 "${ROUNDS}"); do
     reset
     tp=$(ship_round p "${series}"); series=$(( series + 1 ))
     check_all
+    wals+=("$(awk -v w="$(cat "${BENCH}/wal-p")" -v b="${CORPUS_BYTES}" 'BEGIN { print w / b }')")
     tc=$(copy_ms)
+    copy_wals+=("$(awk -v w="$(cat "${BENCH}/wal-copy")" -v b="${CORPUS_BYTES}" 'BEGIN { print w / b }')")
     reset
     ts=$(ship_round s "${series}"); series=$(( series + 1 ))
     check_all
@@ -190,6 +202,8 @@ ratio=$(printf '%s\n' "${ratios[@]}" | median)
 ratio_spread=$(printf '%s\n' "${ratios[@]}" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f-%.2f", lo, hi}')
 storm=$(printf '%s\n' "${storms[@]}" | median)
 storm_spread=$(printf '%s\n' "${storms[@]}" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f-%.2f", lo, hi}')
+wal_per_byte=$(printf '%s\n' "${wals[@]}" | median)
+copy_wal_per_byte=$(printf '%s\n' "${copy_wals[@]}" | median)
 gain=$(printf '%s\n' "${gains[@]}" | median)
 gain_spread=$(printf '%s\n' "${gains[@]}" | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.2f-%.2f", lo, hi}')
 
@@ -224,11 +238,28 @@ pct() { printf '%s\n' "$@" | sort -n | awk -v p="$P" '{a[NR]=$1} END {i=int(NR*p
 w50=$(P=50 pct "${windows[@]}"); w99=$(P=99 pct "${windows[@]}")
 r50=$(P=50 pct "${trips[@]}")
 
+# --- 4. a push's writes against its bytes behind a long held line ------------------------------
+# A line of about 1 MiB with no newline yet (under the default 1 MiB cap, so held whole), then 100
+# one-byte pushes, each its own call and transaction: their WAL, against the bytes pushed.
+HELD_JOB=0193a8b2-7c41-7d2e-9f00-666666666666
+bench_psql -c "SELECT cortex_buffer.register_push_source('bench-held', all_jobs => true)" >/dev/null
+held_push() { # $1 = start offset, $2 = SQL bytea expression
+    bench_psql -c "SELECT action FROM cortex_buffer.append_session_bytes('bench-held', '${HELD_JOB}/session-001.jsonl', $1, $2, '1:1:h')" >/dev/null
+}
+held_line="convert_to('{\"type\":\"X\",\"job_id\":\"${HELD_JOB}\"}' || chr(10) || '{\"type\":\"TOOL_RESULT\",\"text\":\"' || repeat('a', 1048000), 'UTF8')"
+held_push 0 "${held_line}"
+held_at=$(bench_psql -c "SELECT indexed_offset + held_len FROM cortex_buffer.pushed_file JOIN cortex_buffer.session_file USING (file_id) WHERE job_id = '${HELD_JOB}'")
+held_wal=$(bench_psql -c "SELECT pg_catalog.pg_current_wal_insert_lsn()")
+for n in $(seq 0 99); do held_push $(( held_at + n )) "'\\x62'::bytea"; done
+held_wal=$(bench_psql -c "SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_insert_lsn(), '${held_wal}')")
+
 echo
 echo "== push ingestion: ${LINES} cortex-spike lines in ${NFILES} files over ${SHIPPERS} shippers on loopback TCP, release build, fsync=on, full_page_writes=on; median of ${ROUNDS} rounds =="
 printf '%d shippers vs COPY of the raw lines into a bare jsonb table: %.2fx (spread %s; target >= 0.7x; higher is better)\n' "${SHIPPERS}" "${ratio}" "${ratio_spread}"
 printf 'duplicate-chunk storm (every batch twice) vs none: %.2fx the time (spread %s; target <= 1.2x)\n' "${storm}" "${storm_spread}"
 printf 'append_session_batch vs one append_session_bytes call per file: %.2fx the throughput (spread %s; higher is better)\n' "${gain}" "${gain_spread}"
+printf 'WAL per pushed byte: %.2f (COPY of the raw lines: %.2f)\n' "${wal_per_byte}" "${copy_wal_per_byte}"
+printf '100 one-byte pushes after a 1 MiB unterminated line: %d bytes of WAL, %.0f per pushed byte (target < 1 MB)\n' "${held_wal}" "$(( held_wal / 100 ))"
 echo
 echo "== the flush window under load: append, then await_pushed() until the server has it (${SAMPLES} samples, the shippers pushing ${LINES} more lines meanwhile) =="
 echo "append-to-pushed p50 ${w50} ms, p99 ${w99} ms (of which a psql connection and query: p50 ${r50} ms); load lines indexed meanwhile: ${load_done} of $(( LINES + SHIPPERS ))"

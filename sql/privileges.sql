@@ -57,6 +57,7 @@ GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_d
 GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
 -- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO cortex_buffer_definer;
+GRANT SELECT, INSERT, DELETE ON cortex_buffer.pushed_held TO cortex_buffer_definer;
 GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
 -- register_push_source, revoke_push_source_token and drop_push_source write the mapping as the
 -- definer role, once they checked that a fleet role called them.
@@ -195,7 +196,7 @@ GRANT EXECUTE ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz)
 -- Push ingestion's mapping is the operator's to edit; the control plane registers a pod's
 -- sidecar source and grants it its job at dispatch (and removes both when the job ends).
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_operator;
-GRANT SELECT ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.pushed_file, cortex_buffer.pushed_held, cortex_buffer.push_confirmation TO cortex_buffer_operator;
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
 -- A pod's own source only: never one trusted with every job (all_jobs stays false). No DELETE:
 -- drop_push_source removes a pod's source, and refuses an operator's node source.

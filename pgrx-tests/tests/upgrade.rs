@@ -22,6 +22,14 @@ fn released_versions() -> Vec<String> {
     versions
 }
 
+/// A pushed file's job in the last release's data.
+const PUSH_JOB: &str = "0193a8b2-7c41-7d2e-9f00-00000000aa01";
+
+/// A version's numbers, to order them.
+fn version_key(v: &str) -> Vec<u64> {
+    v.split('.').map(|n| n.parse().unwrap_or(0)).collect()
+}
+
 #[test]
 fn updating_from_each_released_version_matches_a_fresh_install() {
     let c = Cluster::new("upgrade", &["cortex_buffer.worker_enabled = off"]);
@@ -35,6 +43,7 @@ fn updating_from_each_released_version_matches_a_fresh_install() {
 
     let versions = released_versions();
     assert!(!versions.is_empty(), "sql/released/ holds no earlier version");
+    let last = versions.iter().filter(|v| **v != current).max_by_key(|v| version_key(v)).cloned();
     for v in versions {
         if v == current {
             continue;
@@ -54,6 +63,18 @@ fn updating_from_each_released_version_matches_a_fresh_install() {
             ),
         )
         .unwrap_or_else(|e| panic!("{e}"));
+        // The last release holds a pushed file's unterminated line in pushed_file.held: the update
+        // moves it to pushed_held, and the next push finishes the line.
+        if Some(&v) == last.as_ref() {
+            c.try_psql(&db, &format!("WITH f AS (
+                    INSERT INTO cortex_buffer.session_file (path, job_dir, size_bytes, mtime, device, inode, job_id)
+                    VALUES ('push:/{PUSH_JOB}/session-001.jsonl', '{PUSH_JOB}', 11, now(), 0, 1, '{PUSH_JOB}') RETURNING file_id)
+                 INSERT INTO cortex_buffer.pushed_file (file_id, job_id, relpath, n, identity, first_source, source, held, held_len)
+                 SELECT file_id, '{PUSH_JOB}', '{PUSH_JOB}/session-001.jsonl', 1, '0:1:u', 'node-u', 'node-u',
+                        convert_to('{{\"type\":\"X\"', 'UTF8'), 11 FROM f;
+                 INSERT INTO cortex_buffer.push_source (source, all_jobs) VALUES ('node-u', true)"))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
         let refused = c.try_psql(&db, "SELECT count(*) FROM cortex_buffer.index_sessions()").err().unwrap_or_default();
         assert!(refused.contains("ALTER EXTENSION cortex_buffer UPDATE"), "{refused}");
         c.try_psql(&db, "ALTER EXTENSION cortex_buffer UPDATE").unwrap_or_else(|e| panic!("update from {v}: {e}"));
@@ -69,6 +90,32 @@ fn updating_from_each_released_version_matches_a_fresh_install() {
             missing.is_empty() && extra.is_empty(),
             "updating from {v} differs from a fresh install:\nmissing: {missing:#?}\nextra: {extra:#?}"
         );
+        if Some(&v) == last.as_ref() {
+            assert_eq!(
+                c.try_psql(&db, "SELECT encode(bytes, 'escape') FROM cortex_buffer.pushed_held").unwrap_or_default(),
+                "{\"type\":\"X\""
+            );
+            let pushed = c
+                .try_psql(
+                    &db,
+                    &format!("SELECT concat_ws(' ', committed_offset, action) FROM cortex_buffer.append_session_bytes(
+                                'node-u', '{PUSH_JOB}/session-001.jsonl', 11, convert_to('}}' || chr(10), 'UTF8'), '0:1:u')"),
+                )
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(pushed, "13 appended", "the held line, finished after the update");
+            assert_eq!(
+                c.try_psql(
+                    &db,
+                    "SELECT concat_ws(' ', total_lines, held_len, (SELECT count(*) FROM cortex_buffer.pushed_held))
+                                   FROM cortex_buffer.session_file JOIN cortex_buffer.pushed_file USING (file_id)"
+                )
+                .unwrap_or_default(),
+                "1 0 0"
+            );
+            c.try_psql(&db, "DELETE FROM cortex_buffer.session_file WHERE path LIKE 'push:%'")
+                .unwrap_or_else(|e| panic!("{e}"));
+            c.try_psql(&db, "DELETE FROM cortex_buffer.push_source").unwrap_or_else(|e| panic!("{e}"));
+        }
         assert_eq!(c.try_psql(&db, "SELECT count(*) FROM cortex_buffer.session_file").unwrap_or_default(), "1");
         // The old row is indexable, and new rows get ids after it.
         c.put("job/session-001.jsonl", "{\"type\":\"X\",\"timestamp\":\"t\"}\n");

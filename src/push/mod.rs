@@ -3,10 +3,10 @@
 //! sidecar or DaemonSet), and the server applies them with the tailer's own rules: the same
 //! line judge and inserts (`indexer::event_store`), the same row lock and compare-and-set
 //! (`indexer::file_row`), exactly once. The rules of placing a chunk are pure, in
-//! `cortex_buffer_core::push`; `store` applies them through SPI, `rate` is the per-source limit,
+//! `cortex_buffer_core::push`; `apply` applies them (one path for one push and for many), `store` holds their statements, `rate` is the per-source limit,
 //! `sources` registers sources and issues their tokens, `sql` the functions.
 
-pub(crate) mod batch;
+pub(crate) mod apply;
 pub mod confirm;
 #[cfg(any(test, feature = "pg_test"))]
 mod push_pg_tests;

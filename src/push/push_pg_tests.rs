@@ -240,6 +240,59 @@ mod tests {
         run("RESET cortex_buffer.max_line_bytes");
     }
 
+    /// WAL bytes written since `lsn`.
+    fn wal_since(lsn: &str) -> i64 {
+        val(&format!("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '{lsn}')")).parse().unwrap_or(i64::MAX)
+    }
+
+    /// 100 one-byte pushes after a line of about 1 MiB with no newline yet write about their own
+    /// bytes: the held tail is kept as pieces, and each push adds one (before 0.18.0 each
+    /// rewrote the whole tail: 115 MB of WAL). Held whole (under the line cap) and over the cap
+    /// (its first bytes and its reducer's state), and the line, once it ends, indexed as the
+    /// tailer indexes the same bytes.
+    #[pg_test]
+    fn one_byte_pushes_after_a_long_unterminated_line_write_about_their_bytes() {
+        setup();
+        for (name, cap, text) in
+            [("session-041.jsonl", 1 << 20, (1 << 20) - 400), ("session-042.jsonl", 1 << 19, (1 << 20) - 400)]
+        {
+            run(&format!("SET cortex_buffer.max_line_bytes = {cap}"));
+            let relpath = rel(name);
+            let mut data = format!("{}\n", line(0, "TOOL_START", r#","invocation_id":"i1""#)).into_bytes();
+            let long =
+                line(1, "TOOL_RESULT", &format!(r#","invocation_id":"i1","result_summary":"{}"#, "a".repeat(text)));
+            data.extend_from_slice(long.as_bytes());
+            push(&relpath, 0, &data, "9:9:w", false);
+            let lsn = val("SELECT pg_current_wal_insert_lsn()");
+            for _ in 0..100 {
+                push(&relpath, data.len(), b"b", "9:9:w", false);
+                data.push(b'b');
+            }
+            let wal = wal_since(&lsn);
+            let pieces = val(&format!(
+                "SELECT count(*) FROM cortex_buffer.pushed_held h JOIN cortex_buffer.pushed_file p USING (file_id) WHERE p.relpath = '{relpath}'"
+            ));
+            pgrx::log!("{name}: 100 one-byte pushes after a {} byte line (cap {cap}) wrote {wal} bytes of WAL, {pieces} pieces", long.len());
+            assert!(wal < 1_000_000, "{name}: {wal} bytes of WAL, {pieces} pieces");
+            let held = val(&format!(
+                "SELECT concat_ws(' ', p.held_len, octet_length((SELECT string_agg(bytes, ''::bytea ORDER BY at) FROM cortex_buffer.pushed_held h WHERE h.file_id = p.file_id)))
+                   FROM cortex_buffer.pushed_file p WHERE p.relpath = '{relpath}'"
+            ));
+            let whole = long.len() + 100;
+            let kept = if whole <= cap { whole } else { 1024 };
+            assert_eq!(held, format!("{whole} {kept}"), "{name}: held length and kept bytes");
+            let end = data.len();
+            data.extend_from_slice(format!("\"}}\n{}\n", line(2, "LLM_REQUEST", "")).as_bytes());
+            assert_eq!(push(&relpath, end, &data[end..], "9:9:w", false), format!("{} 2 0 appended", data.len()));
+            assert_eq!(val(&format!("SELECT count(*) FROM cortex_buffer.pushed_held h JOIN cortex_buffer.pushed_file p USING (file_id) WHERE p.relpath = '{relpath}'")), "0");
+            let root = TempRoot::new("push-held-pieces");
+            root.put(&format!("{JOB}/{name}"), &data);
+            run(&format!("SELECT count(*) FROM cortex_buffer.index_sessions('{}')", root.0.display()));
+            assert_eq!(rows_of(&format!("push:/{relpath}")), rows_of(&format!("{}/{JOB}/{name}", root.0.display())));
+        }
+        run("RESET cortex_buffer.max_line_bytes");
+    }
+
     /// A call whose input an over-long line's reduction cut is keyed from the line itself when
     /// the file holds it whole within max_line_memory (a tailed file), and verified
     /// (`input_unknown`) when it does not (a pushed file: the server kept only the reduction).
@@ -609,7 +662,9 @@ mod tests {
         }
         // What only a pushed file has, and the size and dialect its session_file row records.
         seen.push(one(&format!(
-            "SELECT string_agg(concat_ws(' ', p.relpath, p.n, md5(p.head), md5(p.held), p.held_len, p.reported_size,
+            "SELECT string_agg(concat_ws(' ', p.relpath, p.n, md5(p.head),
+                                         (SELECT md5(string_agg(h.bytes, ''::bytea ORDER BY h.at)) FROM cortex_buffer.pushed_held h WHERE h.file_id = p.file_id),
+                                         p.held_len, p.reported_size,
                                          p.pushes, p.dialect_decided, f.size_bytes, f.dialect), ' | ' ORDER BY p.relpath, p.n)
                FROM cortex_buffer.pushed_file p JOIN cortex_buffer.session_file f USING (file_id)
               WHERE p.job_id = '{JOB}'"
@@ -621,13 +676,13 @@ mod tests {
     fn a_batch_gives_the_outcomes_rows_and_integrity_of_its_pushes_sent_one_by_one() {
         setup();
         run("SET cortex_buffer.max_line_bytes = 2048");
-        let shared_before = crate::push::batch::shared_batches();
+        let shared_before = crate::push::apply::shared_batches();
         // The batch, rolled back afterwards; then the same pushes one by one.
         let batched = crate::pg::xact::rolled_back(|| {
             Ok(parity_rounds(&|pushes| push_batch(pushes).split('|').map(str::to_owned).collect()))
         })
         .unwrap_or_else(|e| panic!("{e}"));
-        let shared = crate::push::batch::shared_batches() - shared_before;
+        let shared = crate::push::apply::shared_batches() - shared_before;
         let single = parity_rounds(&|pushes| {
             pushes
                 .iter()

@@ -58,3 +58,13 @@ pub fn charge(source: &str, bytes: u64, limit: u64, now_s: i64) -> Result<(), Cb
         .with_hint("Send the chunk again after a moment (the shipper backs off by itself), or raise cortex_buffer.push_rate_limit.")),
     }
 }
+
+/// Counts `bytes` more against `source`'s budget for the current second, without refusing
+/// them: what a push stored beyond its chunk (the held tail's pieces, an over-long line's
+/// reducer state). The source's next push pays for them.
+pub fn charge_stored(source: &str, bytes: u64, limit: u64, now_s: i64) {
+    if bytes == 0 || limit == 0 || !ATTACHED.load(Ordering::Relaxed) {
+        return;
+    }
+    rules::add(&mut TABLE.exclusive().slots, source, bytes, now_s);
+}

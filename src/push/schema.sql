@@ -37,7 +37,6 @@ CREATE TABLE cortex_buffer.pushed_file (
     source          text NOT NULL,
     dialect_decided boolean NOT NULL DEFAULT false,
     head            bytea NOT NULL DEFAULT '\x'::pg_catalog.bytea,
-    held            bytea NOT NULL DEFAULT '\x'::pg_catalog.bytea,
     held_len        bigint NOT NULL DEFAULT 0 CHECK (held_len OPERATOR(pg_catalog.>=) 0),
     reported_size   bigint CHECK (reported_size OPERATOR(pg_catalog.>=) 0),
     reported_at     timestamptz,
@@ -68,7 +67,7 @@ COMMENT ON COLUMN cortex_buffer.push_grant.source IS 'The source.';
 COMMENT ON COLUMN cortex_buffer.push_grant.job_id IS 'A job whose files the source may push.';
 COMMENT ON COLUMN cortex_buffer.push_grant.granted_at IS 'When the grant was made.';
 COMMENT ON TABLE cortex_buffer.pushed_file IS
-'What the server holds of each pushed session file beyond its session_file row: its key (job, relpath, identity, n), the unterminated tail held between chunks, and the shipper''s last report.';
+'What the server holds of each pushed session file beyond its session_file row: its key (job, relpath, identity, n), the length of the unterminated tail held between chunks (its bytes are in pushed_held), and the shipper''s last report.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.file_id IS 'The file''s session_file row (path push:/<relpath>, and #n after the first).';
 COMMENT ON COLUMN cortex_buffer.pushed_file.job_id IS 'The job: the relpath''s first component.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.relpath IS 'The file''s path below its node''s sessions directory (<job_id>/session-001.jsonl).';
@@ -78,7 +77,6 @@ COMMENT ON COLUMN cortex_buffer.pushed_file.first_source IS 'The source that pus
 COMMENT ON COLUMN cortex_buffer.pushed_file.source IS 'The source that pushed it last.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.dialect_decided IS 'The dialect is decided (a complete line that is an object came, or 256 KiB without one, or the end of the file); until then every byte is held.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.head IS 'The file''s first bytes (up to 1024): a chunk that repeats them differently is a rewrite, not a replay.';
-COMMENT ON COLUMN cortex_buffer.pushed_file.held IS 'The bytes after indexed_offset the server holds: the unterminated tail, whole up to the line cap, else its first 1024 bytes (and held_reduction).';
 COMMENT ON COLUMN cortex_buffer.pushed_file.held_len IS 'How many bytes after indexed_offset the server has: the next chunk may start anywhere up to indexed_offset + held_len.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.reported_size IS 'The file''s size as the shipper last reported it; more than indexed_offset + held_len means bytes not pushed yet.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.reported_at IS 'When the shipper last reported the size (the server''s clock).';
@@ -88,6 +86,26 @@ COMMENT ON COLUMN cortex_buffer.pushed_file.pushed_at IS 'When the last push arr
 COMMENT ON COLUMN cortex_buffer.pushed_file.pushes IS 'Pushes received, replays included.';
 COMMENT ON INDEX cortex_buffer.pushed_file_identity_idx IS 'Finds the file a push continues.';
 COMMENT ON INDEX cortex_buffer.pushed_file_source_idx IS 'A source''s files, for pushed_offsets().';
+
+-- The bytes of each pushed file's held tail (pushed_file.held_len counts them all): the
+-- unterminated tail after indexed_offset, whole up to the line cap, else its first 1024 bytes
+-- (and pushed_file.held_reduction). Kept as pieces, each from its start to the next one's, so
+-- that a push that only adds to the tail writes a piece of about its own bytes instead of the
+-- whole tail again; each piece is kept larger than all after it together (a tail has at most
+-- log2 of its length pieces). No key: a push deletes pieces and writes one in one statement.
+CREATE TABLE cortex_buffer.pushed_held (
+    file_id bigint NOT NULL REFERENCES cortex_buffer.pushed_file (file_id) ON DELETE CASCADE,
+    at      bigint NOT NULL CHECK (at OPERATOR(pg_catalog.>=) 0),
+    bytes   bytea NOT NULL
+);
+CREATE INDEX pushed_held_file_idx ON cortex_buffer.pushed_held (file_id, at);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.pushed_held', '');
+COMMENT ON TABLE cortex_buffer.pushed_held IS
+'The bytes of each pushed file''s held tail (the unterminated tail after indexed_offset, whole up to the line cap, else its first 1024 bytes), as pieces: a push that only adds to the tail writes a piece of about its own bytes.';
+COMMENT ON COLUMN cortex_buffer.pushed_held.file_id IS 'The pushed file.';
+COMMENT ON COLUMN cortex_buffer.pushed_held.at IS 'Where the piece starts in the held tail (0: at indexed_offset); it runs to the next piece''s start.';
+COMMENT ON COLUMN cortex_buffer.pushed_held.bytes IS 'The piece''s bytes.';
+COMMENT ON INDEX cortex_buffer.pushed_held_file_idx IS 'A file''s pieces, in order.';
 
 -- Each source's word that it is caught up: every file it ships was pushed up to the size it had
 -- at confirmed_at. A pushed file is fresh for a recovery plan only when its source confirmed

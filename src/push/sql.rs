@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use pgrx::prelude::*;
 use pgrx::Uuid;
 
-use super::store::{self, Push};
-use super::{batch, rate};
+use super::store::Push;
+use super::{apply, rate};
 use crate::indexer::settings::Settings;
 use crate::pg::guc;
 use crate::pg::privilege::{as_definer, caller_is_superuser, role_oid};
@@ -229,11 +229,14 @@ fn append_session_bytes(
         file_size,
     );
     let now_s = cortex_buffer_core::shared::now_us() / 1_000_000;
-    rate::charge(source, chunk.len() as u64, guc::push_rate_limit(), now_s).or_raise();
+    let limit = guc::push_rate_limit();
+    rate::charge(source, chunk.len() as u64, limit, now_s).or_raise();
     let settings = Settings::current();
-    let out = as_definer(|| store::apply(&push, &settings)).or_raise();
-    let row: PushRow = (out.committed, out.events, out.corrupt, out.action.to_owned());
-    TableIterator::new(std::iter::once(row))
+    let applied = as_definer(|| apply::apply_batch(std::slice::from_ref(&push), &settings)).or_raise();
+    rate::charge_stored(source, applied.stored.saturating_sub(chunk.len() as u64), limit, now_s);
+    let rows: Vec<PushRow> =
+        applied.outcomes.into_iter().map(|o| (o.committed, o.events, o.corrupt, o.action.to_owned())).collect();
+    TableIterator::new(rows)
 }
 
 /// The most pushes one `append_session_batch` call takes.
@@ -301,6 +304,7 @@ fn append_session_batch(
     let element = |name: &str, k: usize| format!("{name}[{}]", k + 1);
     let mut pushes = Vec::with_capacity(n);
     let mut bytes: u64 = 0;
+    let mut chunk_bytes: u64 = 0;
     for k in 0..n {
         let relpath = required_in_batch(relpaths[k].as_deref(), &element("relpaths", k));
         let start = required_in_batch(starts[k], &element("start_offsets", k));
@@ -310,13 +314,17 @@ fn append_session_batch(
         let size = file_sizes.as_ref().and_then(|f| f[k]);
         // Each push costs at least what a call of append_session_bytes costs.
         bytes = bytes.saturating_add((chunk.len() as u64).max(rate::CALL_BYTES));
+        chunk_bytes = chunk_bytes.saturating_add(chunk.len() as u64);
         pushes.push(checked(source, source_token, relpath, start, chunk, identity, last, size));
     }
     let now_s = cortex_buffer_core::shared::now_us() / 1_000_000;
-    rate::charge(source, bytes, guc::push_rate_limit(), now_s).or_raise();
+    let limit = guc::push_rate_limit();
+    rate::charge(source, bytes, limit, now_s).or_raise();
     let settings = Settings::current();
-    let outcomes = as_definer(|| batch::apply_batch(&pushes, &settings)).or_raise();
-    let rows: Vec<BatchRow> = outcomes
+    let applied = as_definer(|| apply::apply_batch(&pushes, &settings)).or_raise();
+    rate::charge_stored(source, applied.stored.saturating_sub(chunk_bytes), limit, now_s);
+    let rows: Vec<BatchRow> = applied
+        .outcomes
         .into_iter()
         .enumerate()
         .map(|(k, o)| (i32::try_from(k + 1).unwrap_or(i32::MAX), o.committed, o.events, o.corrupt, o.action.to_owned()))

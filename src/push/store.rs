@@ -1,30 +1,25 @@
-//! Applying a pushed chunk through SPI, as `cortex_buffer_definer`: find (or start) the file it
-//! continues, under the row lock the indexer takes on `session_file`; place the chunk against
-//! what the server holds (`cortex_buffer_core::push`); judge and insert its complete lines with
-//! the tailer's own code (`event_store::index_streams`); record the new offset, the held tail and
-//! the shipper's report, all in the caller's transaction, so rows and offset commit together.
+//! The statements of push ingestion, as `cortex_buffer_definer`: lock (or start) the files a
+//! batch of pushes continues, under the row lock the indexer takes on `session_file`; record each
+//! file's new offset, its held tail and the shipper's report, in the caller's transaction, so
+//! rows and offset commit together. The rules of one push are `apply`'s.
 
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
-use crate::indexer::event_store;
 use crate::indexer::event_store::StreamItem;
 use crate::indexer::file_row::{self, AlsoRecordMany, Claimed, Finish};
 use crate::indexer::settings::Settings;
 use crate::pg::spi_util::{prepared, prepared_read, spi};
-use crate::pg::xact::subtransaction;
 use cortex_buffer_core::error::{CbError, SqlState};
-use cortex_buffer_core::indexer::dialect::{session_ordinal, Dialect};
+use cortex_buffer_core::indexer::dialect::Dialect;
 use cortex_buffer_core::indexer::discovery::Layout;
 use cortex_buffer_core::indexer::index_file::{FileRules, Progress};
 use cortex_buffer_core::indexer::index_plan::IndexState;
 use cortex_buffer_core::indexer::lines::Resume;
 use cortex_buffer_core::int::count_i64;
-use cortex_buffer_core::push::{
-    decide_dialect, grow_head, held_after, identity_number, keep_whole, place, recorded_path, Held, Placement, Stream,
-};
+use cortex_buffer_core::push::{held_after, held_write, identity_number, keep_whole, Held, HeldWrite, Stream};
 use cortex_buffer_core::recovery::choose::PushedReport;
 
 /// One call of `append_session_bytes`, checked.
@@ -50,6 +45,13 @@ pub struct Outcome {
     pub action: &'static str,
 }
 
+impl Outcome {
+    /// A push that indexed nothing, with the file committed to `committed`.
+    pub(super) fn nothing(committed: u64, action: &'static str) -> Outcome {
+        Outcome { committed: count_i64(committed), events: 0, corrupt: 0, action }
+    }
+}
+
 /// A pushed file as locked.
 pub(super) struct Pushed {
     pub(super) file_id: i64,
@@ -59,6 +61,10 @@ pub(super) struct Pushed {
     /// The head grew in this push (it is written only then).
     pub(super) head_changed: bool,
     pub(super) held: Held,
+    /// Where the stored pieces of the held tail start (`pushed_held`), as read.
+    pub(super) pieces: Vec<u64>,
+    /// The write of the held tail, when this push changed it without indexing.
+    pub(super) write: Option<HeldWrite>,
     /// Its `session_file` row as a claim reads it (the push holds the row's lock).
     pub(super) claimed: Claimed,
 }
@@ -67,19 +73,28 @@ impl Pushed {
     pub(super) fn committed(&self) -> u64 {
         self.claimed.state.offset
     }
+
+    /// Holds `held` from now on (nothing consumed), to be written with the file's record.
+    pub(super) fn hold(&mut self, held: Held) {
+        self.write = Some(held_write(&self.held, &self.pieces, &held, 0));
+        self.held = held;
+    }
 }
 
 const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
-const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
 const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
 
 /// The latest file of a job, relpath and identity (given as SQL expressions), both its rows
 /// locked, with what a claim of its `session_file` row reads (one statement for both).
 pub(super) fn lock_select(job: &str, relpath: &str, identity: &str) -> String {
     format!(
-        "SELECT p.file_id, p.dialect_decided, f.dialect, p.head, p.held, p.held_len, p.held_reduction, {}
+        "SELECT p.file_id, p.dialect_decided, f.dialect, p.head, h.held, p.held_len, p.held_reduction, h.held_at, {}
            FROM cortex_buffer.pushed_file p
            JOIN cortex_buffer.session_file f ON f.file_id OPERATOR(pg_catalog.=) p.file_id
+           CROSS JOIN LATERAL (
+               SELECT pg_catalog.string_agg(x.bytes, '\\x'::pg_catalog.bytea ORDER BY x.at) AS held,
+                      pg_catalog.array_agg(x.at ORDER BY x.at) AS held_at
+                 FROM cortex_buffer.pushed_held x WHERE x.file_id OPERATOR(pg_catalog.=) p.file_id) h
           WHERE p.job_id OPERATOR(pg_catalog.=) {job} AND p.relpath OPERATOR(pg_catalog.=) {relpath}
             AND p.identity OPERATOR(pg_catalog.=) {identity}
           ORDER BY p.n DESC LIMIT 1
@@ -94,39 +109,6 @@ pub(super) fn create_lock_key(job: &str, relpath: &str) -> String {
         "pg_catalog.hashtextextended('cortex_buffer push ' OPERATOR(pg_catalog.||) {job}::pg_catalog.text
                                      OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) {relpath}, 0)"
     )
-}
-
-/// Serialises the creation of a relpath's files (their numbers): an advisory lock on a hash of
-/// the job and relpath, held to the end of the transaction.
-fn create_lock_sql() -> String {
-    format!("SELECT pg_catalog.pg_advisory_xact_lock({})", create_lock_key("$1", "$2"))
-}
-
-const CREATE_SQL: &str = "
-    WITH n AS (
-        SELECT coalesce(pg_catalog.max(n), 0) OPERATOR(pg_catalog.+) 1 AS n FROM cortex_buffer.pushed_file
-         WHERE job_id OPERATOR(pg_catalog.=) $4 AND relpath OPERATOR(pg_catalog.=) $6
-    ), f AS (
-        INSERT INTO cortex_buffer.session_file (path, job_dir, size_bytes, mtime, device, inode, job_id, session_ordinal)
-        SELECT CASE WHEN n.n OPERATOR(pg_catalog.=) 1 THEN $1
-                    ELSE $1 OPERATOR(pg_catalog.||) '#' OPERATOR(pg_catalog.||)
-                         pg_catalog.lpad(n.n::pg_catalog.text, GREATEST(6, pg_catalog.length(n.n::pg_catalog.text)), '0') END,
-               $2, 0, pg_catalog.now(), 0, $3, $4, $5
-          FROM n
-        RETURNING file_id)
-    INSERT INTO cortex_buffer.pushed_file (file_id, job_id, relpath, n, identity, first_source, source)
-    SELECT f.file_id, $4, $6, n.n, $7, $8, $8 FROM f, n
-    RETURNING file_id";
-
-fn lock(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Option<Pushed>, CbError> {
-    let stmt = prepared(client, "push.lock", || lock_select("$1", "$2", "$3"), &[UUID, TEXT, TEXT])?;
-    let rows = client.update(&*stmt, Some(1), &[p.job.into(), p.relpath.into(), p.identity.into()]).map_err(spi)?;
-    if rows.is_empty() {
-        return Ok(None);
-    }
-    let ordinals = file_row::Ordinals::of(&rows)?;
-    let Some(r) = rows.into_iter().next() else { return Ok(None) };
-    Ok(Some(pushed_from(&r, &ordinals, 1)?))
 }
 
 /// A locked file from a row holding [`lock_select`]'s columns, the first at ordinal `first`.
@@ -147,22 +129,20 @@ pub(super) fn pushed_from(
             len: count(r.get::<i64>(first + 5).map_err(spi)?),
             reduction: r.get::<Vec<u8>>(first + 6).map_err(spi)?,
         },
+        pieces: r
+            .get::<Vec<Option<i64>>>(first + 7)
+            .map_err(spi)?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|at| u64::try_from(at.unwrap_or(-1)).unwrap_or(u64::MAX))
+            .collect(),
+        write: None,
         claimed: file_row::claimed_from(r, ordinals)?,
     })
 }
 
-/// Takes the advisory lock of the push's job and relpath, to the end of the transaction: what
-/// serialises the creation of a relpath's files. In a statement of its own, so that the next
-/// statement's snapshot sees every file a concurrent push created first.
-fn lock_relpath(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<(), CbError> {
-    let job_text = p.job.to_string();
-    let stmt = prepared(client, "push.create_lock", create_lock_sql, &[TEXT, TEXT])?;
-    client.update(&*stmt, None, &[job_text.as_str().into(), p.relpath.into()]).map_err(spi)?;
-    Ok(())
-}
-
 /// A file replaced by a rewrite will have no more bytes: its last report is what it has.
-fn settle_report(client: &mut SpiClient<'_>, file_id: i64) -> Result<(), CbError> {
+pub(super) fn settle_report(client: &mut SpiClient<'_>, file_id: i64) -> Result<(), CbError> {
     let stmt = prepared(
         client,
         "push.settle_report",
@@ -178,34 +158,6 @@ fn settle_report(client: &mut SpiClient<'_>, file_id: i64) -> Result<(), CbError
     Ok(())
 }
 
-/// Starts a new file under the push's relpath (the caller holds the relpath's lock, which
-/// serialises the numbering): the first one under its plain path; a later one (another
-/// identity, a rewrite) numbered after those there are, `#n` zero-padded to 6 digits, so that a
-/// relpath's files sort in the order they were pushed.
-fn create(client: &mut SpiClient<'_>, p: &Push<'_>) -> Result<Pushed, CbError> {
-    let types = [TEXT, TEXT, INT8, UUID, INT8, TEXT, TEXT, TEXT];
-    let stmt = prepared(client, "push.create", || CREATE_SQL.to_owned(), &types)?;
-    let path = recorded_path(p.relpath);
-    let args: [DatumWithOid<'_>; 8] = [
-        path.as_str().into(),
-        p.job_dir.as_str().into(),
-        identity_number(p.identity).into(),
-        p.job.into(),
-        session_ordinal(&p.file_name).into(),
-        p.relpath.into(),
-        p.identity.into(),
-        p.source.into(),
-    ];
-    let file_id = client
-        .update(&*stmt, Some(1), &args)
-        .map_err(spi)?
-        .next()
-        .and_then(|r| r.get::<i64>(1).ok().flatten())
-        .ok_or_else(|| CbError::internal("a pushed file's rows were not created"))?;
-    crate::partition::ensure_for(&[file_id])?;
-    Ok(created(file_id))
-}
-
 /// A file just created: nothing held, nothing indexed.
 pub(super) fn created(file_id: i64) -> Pushed {
     Pushed {
@@ -215,6 +167,8 @@ pub(super) fn created(file_id: i64) -> Pushed {
         head: Vec::new(),
         head_changed: false,
         held: Held::default(),
+        pieces: Vec::new(),
+        write: None,
         claimed: Claimed {
             path: String::new(),
             state: IndexState::default(),
@@ -222,12 +176,6 @@ pub(super) fn created(file_id: i64) -> Pushed {
             gone: false,
         },
     }
-}
-
-/// Records what the server holds of the file after a push that indexes nothing (a replay, a
-/// held tail, a restart).
-fn save(client: &mut SpiClient<'_>, p: &Push<'_>, f: &Pushed) -> Result<(), CbError> {
-    save_many(client, &[Record::of(p, f, &f.held, f.committed())])
 }
 
 /// The gap error: the chunk starts past what the server has.
@@ -243,7 +191,7 @@ pub fn gap(relpath: &str, start: u64, expected: u64) -> CbError {
 /// Forgets what was indexed of a file whose unterminated last line, judged when it settled, was
 /// continued: the tailer then re-indexes the file from its first byte as a new generation, and
 /// so does push, from the shipper's next chunk (it is told to send from 0).
-fn restart(client: &mut SpiClient<'_>, f: &mut Pushed) -> Result<(), CbError> {
+pub(super) fn restart(client: &mut SpiClient<'_>, f: &mut Pushed) -> Result<(), CbError> {
     file_row::delete_rows_from(client, f.file_id, 0)?;
     client
         .update(
@@ -261,144 +209,9 @@ fn restart(client: &mut SpiClient<'_>, f: &mut Pushed) -> Result<(), CbError> {
         .map_err(spi)?;
     f.claimed.state = IndexState { generation: f.claimed.state.generation + 1, ..IndexState::default() };
     f.claimed.integrity = Default::default();
-    f.held = Held::default();
+    f.hold(Held::default());
     f.dialect_decided = false;
     Ok(())
-}
-
-/// Applies one push in the current transaction (as the definer role).
-pub fn apply(p: &Push<'_>, settings: &Settings) -> Result<Outcome, CbError> {
-    Spi::connect_mut(|client| {
-        let (mut f, mut started) = match lock(client, p)? {
-            Some(f) => (f, false),
-            None => {
-                // Another connection may be creating the same file right now (overlapping
-                // shippers): take the relpath's lock, then look again before creating it.
-                lock_relpath(client, p)?;
-                match lock(client, p)? {
-                    Some(f) => (f, false),
-                    None => (create(client, p)?, true),
-                }
-            }
-        };
-        if f.claimed.state.quarantined {
-            return Ok(Outcome { committed: count_i64(f.committed()), events: 0, corrupt: 0, action: "quarantined" });
-        }
-        let have = f.committed().saturating_add(f.held.len);
-        // Its first bytes repeated differently, or the shipper sees it shorter than what the
-        // server has: the file was rewritten in place. A new file, after this one, whose rows
-        // stay.
-        let shrank = p.file_size.is_some_and(|size| size < have);
-        if !started && (shrank || place(have, &f.head, p.start, p.chunk) == Placement::Rewritten) {
-            // Under the relpath's lock, the file may have been started again by a concurrent
-            // push that saw the same rewrite: continue that one if so.
-            lock_relpath(client, p)?;
-            match lock(client, p)? {
-                Some(again) if again.file_id != f.file_id => f = again,
-                _ => {
-                    // The old file's bytes past what the server has are gone with the rewrite:
-                    // its report must not keep recovery plans stale.
-                    settle_report(client, f.file_id)?;
-                    f = create(client, p)?;
-                    started = true;
-                }
-            }
-        }
-        let have = f.committed().saturating_add(f.held.len);
-        let new: &[u8] = match place(have, &f.head, p.start, p.chunk) {
-            Placement::Gap { expected } => return Err(gap(p.relpath, p.start, expected)),
-            Placement::Rewritten => {
-                return Err(CbError::internal("a new pushed file already differs from the chunk's first bytes"))
-            }
-            Placement::Replay if !(p.last && f.held.len > 0) => {
-                save(client, p, &f)?;
-                return Ok(Outcome { committed: count_i64(f.committed()), events: 0, corrupt: 0, action: "replayed" });
-            }
-            Placement::Replay => &[],
-            Placement::Continue { skip } => p.chunk.get(skip..).unwrap_or_default(),
-        };
-        if f.claimed.state.tail_unterminated && !new.is_empty() {
-            // The last line, judged unterminated when it settled, goes on: as the tailer, start
-            // again from the first byte (a new generation); the shipper sends from 0.
-            restart(client, &mut f)?;
-            save(client, p, &f)?;
-            return Ok(Outcome { committed: 0, events: 0, corrupt: 0, action: "reindex" });
-        }
-        let head_before = f.head.len();
-        grow_head(&mut f.head, have, new);
-        f.head_changed = f.head.len() != head_before;
-        if !f.dialect_decided {
-            let mut prefix = f.held.bytes.clone();
-            prefix.extend_from_slice(new);
-            match decide_dialect(&p.file_name, p.layout, &prefix, p.last) {
-                None => {
-                    // Held whole until the dialect is known (at most the detection prefix and a
-                    // chunk): nothing is judged under rules that could change.
-                    f.held = Held { len: prefix.len() as u64, bytes: prefix, reduction: None };
-                    save(client, p, &f)?;
-                    let action = if started { "new" } else { "held" };
-                    return Ok(Outcome { committed: 0, events: 0, corrupt: 0, action });
-                }
-                Some(d) => {
-                    f.dialect = d;
-                    f.dialect_decided = true;
-                }
-            }
-        }
-        let before = f.committed();
-        let Some((progress, held)) = index(p, &f, new, settings)? else {
-            save(client, p, &f)?;
-            return Ok(Outcome { committed: count_i64(before), events: 0, corrupt: 0, action: "failed" });
-        };
-        f.held = held;
-        let action = if started {
-            "new"
-        } else if progress.offset > before {
-            "appended"
-        } else {
-            "held"
-        };
-        Ok(Outcome {
-            committed: count_i64(progress.offset),
-            events: count_i64(progress.events_added),
-            corrupt: count_i64(progress.corrupt_added),
-            action,
-        })
-    })
-}
-
-/// Judges and inserts the held tail and the new bytes, and records the file's new state (with
-/// the pushed file's row, in one statement), in a subtransaction: a failure is rolled back
-/// alone, counted against the file (quarantined after `quarantine_after`, as a tailed file
-/// is) and reported as a WARNING; `None` then.
-fn index(p: &Push<'_>, f: &Pushed, new: &[u8], settings: &Settings) -> Result<Option<(Progress, Held)>, CbError> {
-    let done = subtransaction(|| {
-        Spi::connect_mut(|client| {
-            let resume = f.held.resume();
-            let (item, lines) = stream_of(p, f, new, settings, resume.as_ref());
-            let progress = event_store::index_streams(client, vec![item], settings, lines)?
-                .pop()
-                .ok_or_else(|| CbError::internal("a pushed chunk was not indexed"))?;
-            let (finish, record, held) = concluded(p, f, new, &progress, settings);
-            finish_all(client, &[finish], &[record])?;
-            Ok((progress, held))
-        })
-    });
-    match done {
-        Ok(done) => Ok(Some(done)),
-        Err(failure) => {
-            let error = failure.to_string();
-            let quarantined = subtransaction(|| file_row::record_failure(f.file_id, &error, settings.quarantine_after))
-                .unwrap_or(false);
-            pgrx::warning!(
-                "cortex_buffer: could not index the chunk of \"{}\" pushed by \"{}\"{}: {error}",
-                p.relpath,
-                p.source,
-                if quarantined { " (the file is now quarantined)" } else { "" }
-            );
-            Ok(None)
-        }
-    }
 }
 
 /// What the tailer's reader and judge take for a push's held tail and new bytes (the stream,
@@ -447,13 +260,10 @@ pub(super) fn concluded(
     settings: &Settings,
 ) -> (Finish, Record, Held) {
     let old = &f.claimed.state;
-    let held = held_after(
-        &f.held,
-        new,
-        progress.offset.saturating_sub(old.offset),
-        keep_whole(settings.max_line_bytes),
-        progress.pending_reduction.clone(),
-    );
+    let consumed = progress.offset.saturating_sub(old.offset);
+    let held =
+        held_after(&f.held, new, consumed, keep_whole(settings.max_line_bytes), progress.pending_reduction.clone());
+    let write = held_write(&f.held, &f.pieces, &held, consumed);
     let report = progress.integrity.report(settings.max_corruption_ratio, false);
     let state = IndexState {
         offset: progress.offset,
@@ -479,7 +289,7 @@ pub(super) fn concluded(
         // A rewritten pushed file is a new file: the old one's rows stay.
         dropped: false,
     };
-    (finish, Record::of(p, f, &held, progress.offset), held)
+    (finish, Record::of(p, f, &held, write, progress.offset), held)
 }
 
 /// Records every indexed file's new state with its record, in one statement.
@@ -506,7 +316,7 @@ pub(super) struct Record {
     decided: bool,
     /// The file's first bytes, when this push grew them.
     head: Option<Vec<u8>>,
-    held: Vec<u8>,
+    held: HeldWrite,
     held_len: i64,
     /// The held over-long line's reducer state.
     reduction: Option<Vec<u8>>,
@@ -516,13 +326,14 @@ pub(super) struct Record {
 }
 
 impl Record {
-    pub(super) fn of(p: &Push<'_>, f: &Pushed, held: &Held, committed: u64) -> Record {
+    /// The record of `f` holding `held` after `committed`, its pieces changed by `write`.
+    pub(super) fn of(p: &Push<'_>, f: &Pushed, held: &Held, write: HeldWrite, committed: u64) -> Record {
         Record {
             file_id: f.file_id,
             source: p.source.to_owned(),
             decided: f.dialect_decided,
             head: f.head_changed.then(|| f.head.clone()),
-            held: held.bytes.clone(),
+            held: write,
             held_len: count_i64(held.len),
             reduction: held.reduction.clone(),
             reported: p.file_size.map(count_i64),
@@ -531,13 +342,27 @@ impl Record {
         }
     }
 
+    /// The record of a push that indexed nothing: the held tail as the push left it ([`Pushed::hold`]).
+    pub(super) fn saved(p: &Push<'_>, f: &Pushed) -> Record {
+        let unchanged = HeldWrite { cut: None, at: 0, piece: Vec::new() };
+        Record::of(p, f, &f.held, f.write.clone().unwrap_or(unchanged), f.committed())
+    }
+
+    /// Bytes the record stores besides the pushed lines' rows: the held tail's new piece and
+    /// the over-long line's reducer state (what the rate limit charges beyond the chunk).
+    pub(super) fn stored(&self) -> u64 {
+        self.held.written().saturating_add(self.reduction.as_ref().map_or(0, |r| r.len() as u64))
+    }
+
     /// One array per column of [`RECORD_COLUMNS`].
     fn args(records: &[Record]) -> Vec<DatumWithOid<'static>> {
         vec![
             records.iter().map(|r| r.source.clone()).collect::<Vec<String>>().into(),
             records.iter().map(|r| r.decided).collect::<Vec<bool>>().into(),
             records.iter().map(|r| r.head.clone()).collect::<Vec<Option<Vec<u8>>>>().into(),
-            records.iter().map(|r| r.held.clone()).collect::<Vec<Vec<u8>>>().into(),
+            records.iter().map(|r| r.held.cut.map(count_i64)).collect::<Vec<Option<i64>>>().into(),
+            records.iter().map(|r| count_i64(r.held.at)).collect::<Vec<i64>>().into(),
+            records.iter().map(|r| r.held.piece.clone()).collect::<Vec<Vec<u8>>>().into(),
             records.iter().map(|r| r.held_len).collect::<Vec<i64>>().into(),
             records.iter().map(|r| r.reduction.clone()).collect::<Vec<Option<Vec<u8>>>>().into(),
             records.iter().map(|r| r.reported).collect::<Vec<Option<i64>>>().into(),
@@ -547,11 +372,13 @@ impl Record {
     }
 }
 
-const RECORD_COLUMNS: [(&str, &str); 9] = [
+const RECORD_COLUMNS: [(&str, &str); 11] = [
     ("push_source", "text"),
     ("push_decided", "bool"),
     ("push_head", "bytea"),
-    ("push_held", "bytea"),
+    ("push_held_cut", "int8"),
+    ("push_held_at", "int8"),
+    ("push_held_piece", "bytea"),
     ("push_held_len", "int8"),
     ("push_reduction", "bytea"),
     ("push_reported", "int8"),
@@ -559,14 +386,23 @@ const RECORD_COLUMNS: [(&str, &str); 9] = [
     ("push_dialect", "text"),
 ];
 
-/// The pushed file's row, from `u` (one row per file).
+/// The pushed file's row and the pieces of its held tail, from `u` (one row per file): the
+/// pieces from the cut on go, the new piece comes (the deletion sees only the pieces there were:
+/// one snapshot for the whole statement).
 const RECORD_WITH: &str = "p AS (
     UPDATE cortex_buffer.pushed_file p
        SET source = u.push_source, dialect_decided = u.push_decided, head = coalesce(u.push_head, p.head),
-           held = u.push_held, held_len = u.push_held_len, held_reduction = u.push_reduction, reported_size = coalesce(u.push_reported, p.reported_size),
+           held_len = u.push_held_len, held_reduction = u.push_reduction, reported_size = coalesce(u.push_reported, p.reported_size),
            reported_at = CASE WHEN u.push_reported IS NULL THEN p.reported_at ELSE pg_catalog.now() END,
            pushed_at = pg_catalog.now(), pushes = p.pushes OPERATOR(pg_catalog.+) 1
-      FROM u WHERE p.file_id OPERATOR(pg_catalog.=) u.id)";
+      FROM u WHERE p.file_id OPERATOR(pg_catalog.=) u.id),
+    cut AS (
+    DELETE FROM cortex_buffer.pushed_held x USING u
+     WHERE x.file_id OPERATOR(pg_catalog.=) u.id AND x.at OPERATOR(pg_catalog.>=) u.push_held_cut),
+    piece AS (
+    INSERT INTO cortex_buffer.pushed_held (file_id, at, bytes)
+    SELECT u.id, u.push_held_at, u.push_held_piece FROM u
+     WHERE pg_catalog.octet_length(u.push_held_piece) OPERATOR(pg_catalog.>) 0)";
 
 /// `session_file`'s (as `f`) size, time and dialect, from `u`.
 const RECORD_SETS: &str = "dialect = u.push_dialect, size_bytes = GREATEST(f.size_bytes, u.push_size),
@@ -641,7 +477,7 @@ mod tests {
     #[test]
     fn the_save_of_many_unnests_one_array_per_recorded_column() {
         let sql = save_many_sql();
-        assert!(sql.contains("pg_catalog.unnest($10::pg_catalog.text[])") && !sql.contains("$11"));
+        assert!(sql.contains("pg_catalog.unnest($12::pg_catalog.text[])") && !sql.contains("$13"));
         assert!(sql.contains("AS u(id, push_source, push_decided,"));
         assert!(sql.contains("UPDATE cortex_buffer.pushed_file p"));
     }

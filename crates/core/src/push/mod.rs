@@ -183,6 +183,74 @@ pub fn held_after(held: &Held, new: &[u8], consumed: u64, keep: usize, reduction
     after
 }
 
+/// How the stored held tail changes after a push: the tail is kept as pieces (rows of their own,
+/// each the bytes from its start `at` in the tail to the next piece's), so that a push that only
+/// adds to an unterminated line writes about its own bytes instead of the whole tail again.
+///
+/// The pieces at or after `cut` go, then `piece` is written at `at` (nothing when empty).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeldWrite {
+    pub cut: Option<u64>,
+    pub at: u64,
+    pub piece: Vec<u8>,
+}
+
+impl HeldWrite {
+    /// Bytes this write stores.
+    pub fn written(&self) -> u64 {
+        self.piece.len() as u64
+    }
+}
+
+/// What turns the stored pieces of `before` (their starts, `pieces`) into `after`, the tail a
+/// push leaves when it consumed `consumed` bytes of the stream.
+///
+/// When the push only added bytes (nothing consumed, both kept whole), they go on as a new
+/// piece. To keep the pieces few, every piece stays larger than all the pieces after it
+/// together: the new piece absorbs the pieces from the first one that would not be. A tail then
+/// has at most log2 of its length pieces, and a byte is written again at most that many times
+/// (each time into a piece at least twice the size of the one it was in). Anything else (lines
+/// consumed, the tail cut to an over-long line's first bytes, pieces that do not describe
+/// `before`) writes `after` as one piece in place of all.
+pub fn held_write(before: &Held, pieces: &[u64], after: &Held, consumed: u64) -> HeldWrite {
+    if consumed == 0 && after.bytes == before.bytes {
+        // Nothing kept changed (a replay, or an over-long line that only grew in length).
+        return HeldWrite { cut: None, at: before.bytes.len() as u64, piece: Vec::new() };
+    }
+    let old = before.bytes.len() as u64;
+    let appended = consumed == 0
+        && !before.truncated()
+        && !after.truncated()
+        && after.bytes.get(..before.bytes.len()) == Some(before.bytes.as_slice())
+        && pieces_describe(pieces, old);
+    if !appended {
+        return HeldWrite { cut: Some(0), at: 0, piece: after.bytes.clone() };
+    }
+    // From the last piece back: the bytes after each piece (the new ones included); the
+    // earliest piece no larger than those is where the merged piece starts.
+    let mut end = old;
+    let mut cut = None;
+    for &start in pieces.iter().rev() {
+        let after_it = after.bytes.len() as u64 - end;
+        if end - start <= after_it {
+            cut = Some(start);
+        }
+        end = start;
+    }
+    let at = cut.unwrap_or(old);
+    let piece = after.bytes.get(usize::try_from(at).unwrap_or(usize::MAX)..).unwrap_or_default().to_vec();
+    HeldWrite { cut, at, piece }
+}
+
+/// Whether `pieces` are the starts of pieces that make up `len` bytes: the first at 0, strictly
+/// increasing, each within them (none when there are none).
+fn pieces_describe(pieces: &[u64], len: u64) -> bool {
+    match pieces.first() {
+        None => len == 0,
+        Some(&first) => first == 0 && pieces.windows(2).all(|w| w[0] < w[1]) && pieces.last().is_some_and(|&l| l < len),
+    }
+}
+
 /// `a` then `b`, held: whole up to `keep` bytes, else their first [`OVERSIZE_HEAD_BYTES`].
 fn kept(a: &[u8], b: &[u8], keep: usize) -> Held {
     let len = a.len() + b.len();

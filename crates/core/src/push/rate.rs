@@ -55,10 +55,31 @@ fn key_of(source: &str) -> [u8; 16] {
 /// source's window is empty, so a limit below the chunk size slows a source down but never stops
 /// it.
 pub fn charge(slots: &mut [Slot], source: &str, bytes: u64, limit: u64, now_s: i64) -> Charge {
+    let Some(slot) = slot_of(slots, source, now_s) else { return Charge::Full };
+    let bytes = bytes.max(CALL_BYTES);
+    let before = slot.bytes;
+    if before > 0 && before.saturating_add(bytes) > limit {
+        return Charge::Over { before };
+    }
+    slot.bytes = before.saturating_add(bytes);
+    Charge::Counted
+}
+
+/// Counts `bytes` more of `source` in `now_s`'s window, never refusing them: what a push stored
+/// beyond its chunk, known only once it is applied. The source's next push pays for them.
+pub fn add(slots: &mut [Slot], source: &str, bytes: u64, now_s: i64) -> Charge {
+    let Some(slot) = slot_of(slots, source, now_s) else { return Charge::Full };
+    slot.bytes = slot.bytes.saturating_add(bytes);
+    Charge::Counted
+}
+
+/// `source`'s entry for `now_s`'s window (emptied when it counted another window or was
+/// another source's), or `None` when every place it may take was charged by others in it.
+fn slot_of<'a>(slots: &'a mut [Slot], source: &str, now_s: i64) -> Option<&'a mut Slot> {
     let key = key_of(source);
     let n = slots.len();
     if n == 0 {
-        return Charge::Full;
+        return None;
     }
     let start = usize::from(u16::from_le_bytes([key[14], key[15]])) % n;
     let mut free = None;
@@ -74,17 +95,11 @@ pub fn charge(slots: &mut [Slot], source: &str, bytes: u64, limit: u64, now_s: i
             free = Some(at);
         }
     }
-    let Some(slot) = own.or(free).and_then(|at| slots.get_mut(at)) else { return Charge::Full };
+    let slot = own.or(free).and_then(|at| slots.get_mut(at))?;
     if slot.key != key || slot.window != now_s {
         *slot = Slot { key, window: now_s, bytes: 0 };
     }
-    let bytes = bytes.max(CALL_BYTES);
-    let before = slot.bytes;
-    if before > 0 && before.saturating_add(bytes) > limit {
-        return Charge::Over { before };
-    }
-    slot.bytes = before.saturating_add(bytes);
-    Charge::Counted
+    Some(slot)
 }
 
 #[cfg(test)]
@@ -106,6 +121,16 @@ mod tests {
         // Calls count at least CALL_BYTES.
         assert_eq!(charge(&mut t, "c", 1, 1000, 10), Charge::Counted);
         assert_eq!(charge(&mut t, "c", 1, 1000, 10), Charge::Over { before: CALL_BYTES });
+    }
+
+    #[test]
+    fn bytes_stored_beyond_the_chunk_are_counted_and_refuse_the_next_push() {
+        let mut t = table();
+        assert_eq!(charge(&mut t, "a", 600, 1000, 10), Charge::Counted);
+        assert_eq!(add(&mut t, "a", 900, 10), Charge::Counted, "never refused");
+        assert_eq!(charge(&mut t, "a", 1, 1000, 10), Charge::Over { before: 1500 });
+        assert_eq!(add(&mut t, "b", 0, 10), Charge::Counted);
+        assert_eq!(charge(&mut t, "a", 1, 1000, 11), Charge::Counted, "a new window");
     }
 
     #[test]

@@ -35,6 +35,9 @@ struct Server {
     held: Held,
     head: Vec<u8>,
     sink: Collect,
+    /// The held tail as stored: its pieces, `(start, bytes)`, and the bytes they took to write.
+    pieces: Vec<(u64, Vec<u8>)>,
+    written: u64,
 }
 
 impl Server {
@@ -59,9 +62,33 @@ impl Server {
         let mut rules = rules(last, max_line);
         rules.resume = resume.as_ref();
         let p = index_file(reader, self.progress.clone(), &rules, &mut self.sink).unwrap_or_else(|e| panic!("{e:?}"));
-        self.held = held_after(&self.held, new, p.offset - from, keep_whole(max_line), p.pending_reduction.clone());
+        let after = held_after(&self.held, new, p.offset - from, keep_whole(max_line), p.pending_reduction.clone());
+        self.store(&after, p.offset - from);
+        self.held = after;
         self.progress = p;
         placement
+    }
+
+    /// Stores `after` as the shell does, and checks that the pieces hold exactly its bytes.
+    fn store(&mut self, after: &Held, consumed: u64) {
+        let starts: Vec<u64> = self.pieces.iter().map(|(at, _)| *at).collect();
+        let w = held_write(&self.held, &starts, after, consumed);
+        if let Some(cut) = w.cut {
+            self.pieces.retain(|(at, _)| *at < cut);
+        }
+        if !w.piece.is_empty() {
+            self.pieces.push((w.at, w.piece.clone()));
+        }
+        self.written += w.written();
+        let stored: Vec<u8> = self.pieces.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+        assert_eq!(stored, after.bytes, "the pieces hold the tail");
+        let mut at = 0;
+        for (start, bytes) in &self.pieces {
+            assert_eq!(*start, at, "pieces follow each other");
+            at += bytes.len() as u64;
+        }
+        let bound = 1 + (after.bytes.len().max(1) as f64).log2() as usize + 1;
+        assert!(self.pieces.len() <= bound, "{} pieces for {} bytes", self.pieces.len(), after.bytes.len());
     }
 }
 
@@ -323,4 +350,63 @@ fn an_over_long_event_spanning_pushes_is_the_event_the_tailer_indexes() {
     }
     assert_eq!((damaged.sink.events.len(), damaged.sink.corrupt.len()), (2, 1));
     assert_eq!(damaged.progress.offset, data.len() as u64);
+}
+
+#[test]
+fn adding_to_a_held_line_writes_about_the_added_bytes() {
+    // A 1 MiB line with no newline yet, then 1-byte pushes, then chunks of varied sizes: what is
+    // stored stays the tail (checked on every push) in few pieces, and every byte is written
+    // again only a logarithmic number of times.
+    let max_line = 4 << 20;
+    let mut server = Server::default();
+    let mut line = b"{\"type\":\"X\",\"text\":\"".to_vec();
+    line.resize(1 << 20, b'a');
+    server.push(0, &line, false, max_line);
+    let first = server.written;
+    assert_eq!(first, line.len() as u64, "the line, once");
+    let mut sent = line.len() as u64;
+    for _ in 0..100 {
+        server.push(sent, b"b", false, max_line);
+        sent += 1;
+    }
+    let small = server.written - first;
+    assert!(small <= 100 * 8, "100 one-byte pushes wrote {small} bytes");
+    let mut rng = Rng(7);
+    let mut added = 0;
+    for _ in 0..300 {
+        let chunk = vec![b'c'; 1 + rng.below(5000) as usize];
+        server.push(sent, &chunk, false, max_line);
+        sent += chunk.len() as u64;
+        added += chunk.len() as u64;
+    }
+    let later = server.written - first - small;
+    assert!(later <= added * 12, "{later} bytes written for {added} added");
+    // The line ends: the pieces go, and nothing is held.
+    server.push(sent, b"\"}\n", false, max_line);
+    assert!(server.pieces.is_empty() && server.held.len == 0);
+    assert_eq!(server.progress.lines, 1);
+}
+
+#[test]
+fn a_held_write_replaces_the_pieces_when_they_do_not_describe_the_tail() {
+    let before = Held { bytes: b"abcdef".to_vec(), len: 6, reduction: None };
+    let after = Held { bytes: b"abcdefgh".to_vec(), len: 8, reduction: None };
+    // Pieces that do not start at 0, or pass the tail: written whole.
+    for pieces in [&[1u64][..], &[0, 6], &[0, 3, 3], &[]] {
+        assert_eq!(
+            held_write(&before, pieces, &after, 0),
+            HeldWrite { cut: Some(0), at: 0, piece: after.bytes.clone() }
+        );
+    }
+    // Described: only the new bytes, or the last piece and them when it is no larger.
+    assert_eq!(held_write(&before, &[0], &after, 0), HeldWrite { cut: None, at: 6, piece: b"gh".to_vec() });
+    // [abcd][ef] + gh: "ef" is no larger than "gh", and then "abcd" no larger than "efgh".
+    assert_eq!(held_write(&before, &[0, 4], &after, 0), HeldWrite { cut: Some(0), at: 0, piece: after.bytes.clone() });
+    // [abcde][f] + gh: only "f" goes into the new piece.
+    assert_eq!(held_write(&before, &[0, 5], &after, 0), HeldWrite { cut: Some(5), at: 5, piece: b"fgh".to_vec() });
+    // Lines consumed: replaced.
+    let rest = Held { bytes: b"h".to_vec(), len: 1, reduction: None };
+    assert_eq!(held_write(&before, &[0], &rest, 7), HeldWrite { cut: Some(0), at: 0, piece: b"h".to_vec() });
+    // Nothing changed: nothing written.
+    assert_eq!(held_write(&before, &[0], &before, 0).written(), 0);
 }
