@@ -13,9 +13,7 @@ use pgrx::spi::SpiClient;
 use pgrx::{pg_sys, PgBuiltInOids, PgMemoryContexts, PgOid, Uuid};
 
 use super::direct_insert::{EventTable, InsertPath, RowValues};
-use super::file_row::{
-    claim, claim_many, delete_rows_from, existing_rows, finish, finish_many, row_exists, Claimed, Finish,
-};
+use super::file_row::{claim_many, delete_rows_from, existing_rows, finish_many, Claimed, Finish};
 use super::settings::Settings;
 use crate::pg::jsonb::RawJsonb;
 use crate::pg::spi_util::{prepared, spi};
@@ -492,63 +490,13 @@ fn conclude(
     Ok((finish, outcome))
 }
 
-/// Reads a prepared file's new lines into the index; returns what to record and the outcome.
-fn read(
-    client: &mut SpiClient<'_>,
-    inserter: &mut Inserter,
-    file: &FileRef,
-    r: ToRead,
-    settings: &Settings,
-    now_us: i64,
-) -> Result<(Finish, FileOutcome), CbError> {
-    begin(client, file, &r)?;
-    let rules = rules_of(file, &r, settings, now_us);
-    // A small read is judged on this thread: starting a reader thread costs more than the
-    // overlap saves, and most files of a fleet grow a few lines at a time.
-    let inline = to_read(file, &r) <= pipeline::INLINE_MAX_BYTES;
-    inserter.file_id = file.file_id;
-    if let InsertPath::Sql(why) = &inserter.path {
-        debug1!("cortex_buffer: rows of \"{}\" go through SQL: {why}", file.path);
-    }
-    let progress = read_and_insert(
-        client,
-        &r.handle,
-        r.progress.clone(),
-        &rules,
-        inserter,
-        settings.batch_rows,
-        &file.path,
-        inline,
-    )?;
-    conclude(file, r, progress, settings)
-}
-
-/// Indexes `file` in the current transaction. Errors leave the transaction to be rolled back
-/// by the caller (who then records the failure with [`record_failure`]).
+/// Indexes `file` in the current transaction: a batch of one ([`index_batch`]). Errors leave
+/// the transaction to be rolled back by the caller (who then records the failure with
+/// [`record_failure`]).
 pub fn index_one(file: &FileRef, volume: &Volume, settings: &Settings, now_us: i64) -> Result<FileOutcome, CbError> {
-    Spi::connect_mut(|client| {
-        let Some(claimed) = claim(client, file.file_id)? else {
-            return Ok(FileOutcome::Skipped(if row_exists(client, file.file_id)? { BUSY } else { STALE }.into()));
-        };
-        if claimed.path != file.path {
-            return Ok(FileOutcome::Skipped(STALE.into()));
-        }
-        let to_read = match prepare(file, claimed, volume)? {
-            Prepared::Done(outcome) => return Ok(outcome),
-            Prepared::Read(r) => r,
-        };
-        // The partitioned layout: the file's partition exists before its rows come (it is made
-        // when the file is numbered; this covers a file numbered while the tables converted).
-        crate::partition::ensure_for(&[file.file_id])?;
-        let mut inserter = Inserter::new(settings.batch_rows)?;
-        let (f, outcome) = read(client, &mut inserter, file, *to_read, settings, now_us)?;
-        let recorded = finish(client, f.file_id, &f.old_state(), &f.state, &f.integrity, f.trusted, f.dropped)?;
-        if !recorded {
-            // The row is locked by us, so this means a bug; never commit rows without offset.
-            return Err(moved(&file.path, f.old_offset, f.old_generation));
-        }
-        Ok(outcome)
-    })
+    index_batch(std::slice::from_ref(file), volume, settings, now_us, &mut |_| {})?
+        .pop()
+        .ok_or_else(|| CbError::internal(format!("{} has no outcome", file.path)))
 }
 
 fn moved(path: &str, offset: u64, generation: i32) -> CbError {
@@ -600,6 +548,9 @@ pub fn index_batch(
             let reading: Vec<i64> = items.iter().map(|(k, _)| files[*k].file_id).collect();
             crate::partition::ensure_for(&reading)?;
             let mut inserter = Inserter::new(settings.batch_rows)?;
+            if let InsertPath::Sql(why) = &inserter.path {
+                debug1!("cortex_buffer: the batch's rows go through SQL: {why}");
+            }
             let limits = inserter.limits(settings.batch_rows);
             let total: u64 = items.iter().map(|(k, r)| to_read(&files[*k], r)).sum();
             if items.len() > 1 && total > pipeline::INLINE_MAX_BYTES {

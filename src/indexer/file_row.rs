@@ -29,14 +29,14 @@ pub struct Claimed {
 }
 
 const CLAIM_SQL: &str = "
-    SELECT path, indexed_offset, indexed_lines, generation, indexed_device, indexed_inode, indexed_mtime,
+    SELECT file_id, path, indexed_offset, indexed_lines, generation, indexed_device, indexed_inode, indexed_mtime,
            fingerprint_len, fingerprint, indexed_dialect, tail_unterminated, tail_pending,
            quarantined_at IS NOT NULL AS quarantined,
            total_lines, valid_lines, corrupt_lines, blank_lines, last_failed_parse,
            last_seq, seq_gaps, seq_first_missing, seq_resets, first_ts, last_ts,
            session_start_seen, session_end_seen, schema_version, foreign_job_lines, crash_cut_lines, cut_pending,
            gone_at IS NOT NULL AS gone
-      FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) $1
+      FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])
        FOR UPDATE SKIP LOCKED";
 
 /// The claim's select list for a statement of another module that locks a `session_file` row
@@ -129,22 +129,11 @@ impl Named<'_> {
     }
 }
 
-/// Locks the file's row, or `None` when another indexer holds it.
-pub fn claim(client: &mut SpiClient<'_>, file_id: i64) -> Result<Option<Claimed>, CbError> {
-    let stmt = prepared(client, "buffer.claim", || CLAIM_SQL.to_owned(), &[PgOid::BuiltIn(PgBuiltInOids::INT8OID)])?;
-    let rows = client.update(&*stmt, Some(1), &[file_id.into()]).map_err(spi)?;
-    if rows.is_empty() {
-        return Ok(None);
-    }
-    let ordinals = Ordinals::of(&rows)?;
-    let Some(row) = rows.into_iter().next() else { return Ok(None) };
-    Ok(Some(claimed_of(&Named { row: &row, ordinals: &ordinals })?))
-}
-
 /// Locks the rows of `file_ids` that no other indexer holds, in one statement; returns each
 /// claimed row by file id (the others are busy, or gone from the table).
 pub fn claim_many(client: &mut SpiClient<'_>, file_ids: &[i64]) -> Result<HashMap<i64, Claimed>, CbError> {
-    let stmt = prepared(client, "buffer.claim_many", claim_many_sql, &[PgOid::BuiltIn(PgBuiltInOids::INT8ARRAYOID)])?;
+    let stmt =
+        prepared(client, "buffer.claim_many", || CLAIM_SQL.to_owned(), &[PgOid::BuiltIn(PgBuiltInOids::INT8ARRAYOID)])?;
     let rows = client.update(&*stmt, None, &[file_ids.to_vec().into()]).map_err(spi)?;
     let mut claimed = HashMap::with_capacity(file_ids.len());
     if rows.is_empty() {
@@ -158,14 +147,6 @@ pub fn claim_many(client: &mut SpiClient<'_>, file_ids: &[i64]) -> Result<HashMa
         }
     }
     Ok(claimed)
-}
-
-/// [`CLAIM_SQL`] over an array of file ids, returning each row's id.
-fn claim_many_sql() -> String {
-    CLAIM_SQL.replace("SELECT path, indexed_offset,", "SELECT file_id, path, indexed_offset,").replace(
-        "WHERE file_id OPERATOR(pg_catalog.=) $1",
-        "WHERE file_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])",
-    )
 }
 
 fn claimed_of(r: &Named<'_>) -> Result<Claimed, CbError> {
@@ -205,41 +186,6 @@ fn claimed_of(r: &Named<'_>) -> Result<Claimed, CbError> {
     Ok(Claimed { path: r.get::<String>("path")?.unwrap_or_default(), state, integrity, gone: r.flag("gone")? })
 }
 
-/// The values the finish statement sets, by column.
-fn finish_values(state: &IndexState, i: &Integrity, trusted: bool) -> Vec<(&'static str, DatumWithOid<'static>)> {
-    vec![
-        ("indexed_offset", count_i64(state.offset).into()),
-        ("indexed_lines", count_i64(state.lines).into()),
-        ("generation", state.generation.into()),
-        ("indexed_device", bits_i64(state.device).into()),
-        ("indexed_inode", bits_i64(state.inode).into()),
-        ("indexed_mtime", timestamptz(Some(state.mtime_us)).into()),
-        ("fingerprint_len", i32::try_from(state.fingerprint_len).unwrap_or(0).into()),
-        ("fingerprint", i64::from(state.fingerprint).into()),
-        ("indexed_dialect", state.dialect.map(|d| d.label()).into()),
-        ("tail_unterminated", state.tail_unterminated.into()),
-        ("tail_pending", state.tail_pending.into()),
-        ("total_lines", i.total_lines.into()),
-        ("valid_lines", i.valid_lines.into()),
-        ("corrupt_lines", i.corrupt_lines.into()),
-        ("blank_lines", i.blank_lines.into()),
-        ("last_failed_parse", i.last_failed_parse.into()),
-        ("last_seq", i.last_seq.into()),
-        ("seq_gaps", i.seq_gaps.into()),
-        ("seq_first_missing", i.seq_first_missing.into()),
-        ("seq_resets", i.seq_resets.into()),
-        ("first_ts", timestamptz(i.first_ts_us).into()),
-        ("last_ts", timestamptz(i.last_ts_us).into()),
-        ("session_start_seen", i.session_start_seen.into()),
-        ("session_end_seen", i.session_end_seen.into()),
-        ("schema_version", i.schema_version.clone().into()),
-        ("foreign_job_lines", i.foreign_job_lines.into()),
-        ("crash_cut_lines", i.crash_cut_lines.into()),
-        ("cut_pending", i.cut_pending.into()),
-        ("trusted", trusted.into()),
-    ]
-}
-
 /// What a finish records when the file's indexed bytes were dropped (`dropped`, NULL when they
 /// were not: a time then): when, and the dropped generation's identity and size, read from the
 /// row before the update (`f` its alias).
@@ -252,21 +198,6 @@ fn dropped_sets(dropped: &str) -> String {
     )
 }
 
-/// `UPDATE ... SET <each column> = $5 ... WHERE` the row still has the claimed offset and
-/// generation (`$1` file id, `$2` offset, `$3` generation, `$4` when its bytes were dropped).
-fn finish_sql(columns: &[&str]) -> String {
-    let sets: Vec<String> = columns.iter().enumerate().map(|(k, c)| format!("{c} = ${}", k + 5)).collect();
-    format!(
-        "UPDATE cortex_buffer.session_file AS f SET {}, {},
-                indexed_at = pg_catalog.now(), failures = 0, last_error = NULL, last_error_at = NULL,
-                quarantined_at = NULL
-          WHERE file_id OPERATOR(pg_catalog.=) $1 AND indexed_offset OPERATOR(pg_catalog.=) $2
-            AND generation OPERATOR(pg_catalog.=) $3",
-        sets.join(", "),
-        dropped_sets("$4")
-    )
-}
-
 /// When a finish's file had its indexed bytes dropped (replaced, shrunk, rewritten): now.
 fn dropped_at(dropped: bool) -> Option<TimestampWithTimeZone> {
     if dropped {
@@ -274,34 +205,6 @@ fn dropped_at(dropped: bool) -> Option<TimestampWithTimeZone> {
     } else {
         None
     }
-}
-
-/// Records the new state if the row still holds `old`'s offset and generation; false if not
-/// (which, under the claim's lock, means a bug).
-pub fn finish(
-    client: &mut SpiClient<'_>,
-    file_id: i64,
-    old: &IndexState,
-    state: &IndexState,
-    integrity: &Integrity,
-    trusted: bool,
-    dropped: bool,
-) -> Result<bool, CbError> {
-    let values = finish_values(state, integrity, trusted);
-    // The batch finish sets the same columns (checked here: building datums needs a server).
-    debug_assert!(values.iter().map(|(c, _)| *c).eq(FINISH_MANY_COLUMNS.iter().map(|(c, _)| *c)));
-    let mut args: Vec<DatumWithOid<'static>> =
-        vec![file_id.into(), count_i64(old.offset).into(), old.generation.into(), dropped_at(dropped).into()];
-    let columns: Vec<&str> = values.iter().map(|(c, _)| *c).collect();
-    args.extend(values.into_iter().map(|(_, v)| v));
-    let types: Vec<PgOid> = args.iter().map(|a| PgOid::from_untagged(a.oid())).collect();
-    let stmt = prepared(client, "buffer.finish", || finish_sql(&columns), &types)?;
-    Ok(client.update(&*stmt, None, &args).map_err(spi)?.len() == 1)
-}
-
-/// Whether `file_id`'s row exists (held by someone else, when a claim found nothing).
-pub fn row_exists(client: &mut SpiClient<'_>, file_id: i64) -> Result<bool, CbError> {
-    Ok(!existing_rows(client, &[file_id])?.is_empty())
 }
 
 /// Which of `file_ids` have a row, without locking any.
@@ -340,12 +243,7 @@ pub struct Finish {
     pub dropped: bool,
 }
 
-impl Finish {
-    /// The claimed state [`finish`] fences on.
-    pub fn old_state(&self) -> IndexState {
-        IndexState { offset: self.old_offset, generation: self.old_generation, ..IndexState::default() }
-    }
-}
+impl Finish {}
 
 /// The columns [`finish_many`] sets, in order, with their array types.
 const FINISH_MANY_COLUMNS: [(&str, &str); 29] = [
@@ -567,29 +465,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_batch_claim_is_the_single_claim_over_an_array() {
-        let sql = claim_many_sql();
-        assert!(sql.contains("SELECT file_id, path, indexed_offset,"));
-        assert!(sql.contains("file_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])"));
-        assert!(sql.contains("FOR UPDATE SKIP LOCKED"));
-    }
-
-    #[test]
     fn the_batch_finish_sets_every_column_from_one_array_each() {
         let sql = finish_many_sql(None);
         assert!(sql.contains("pg_catalog.unnest($4::pg_catalog.timestamptz[])"));
         assert!(sql.contains("pg_catalog.unnest($33::pg_catalog.bool[])") && !sql.contains("$34"));
         assert!(sql.contains("replaced_at = COALESCE(u.dropped_at, f.replaced_at)"));
         assert!(sql.contains("f.indexed_offset OPERATOR(pg_catalog.=) u.old_offset"));
-    }
-
-    #[test]
-    fn the_finish_statement_sets_every_column_by_name_and_fences_on_offset_and_generation() {
-        // (A column named twice would make PostgreSQL refuse the statement on every index.)
-        let sql = finish_sql(&["indexed_offset", "trusted"]);
-        assert!(sql.contains("SET indexed_offset = $5, trusted = $6,"));
-        assert!(sql.contains("replaced_at = COALESCE($4, f.replaced_at)"));
-        assert!(sql.contains("indexed_offset OPERATOR(pg_catalog.=) $2"));
-        assert!(sql.contains("generation OPERATOR(pg_catalog.=) $3"));
     }
 }

@@ -10,7 +10,7 @@ use pgrx::spi::SpiClient;
 use pgrx::{PgBuiltInOids, PgOid, Uuid};
 
 use crate::job::authority::Attempt;
-use crate::job::binding::{self, Access};
+use crate::job::binding::{self, Access, Binding};
 use crate::pg::planner::with_index_scans;
 use crate::pg::privilege::as_definer;
 use crate::pg::raise::notice;
@@ -145,149 +145,12 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
                     Some(&format!("Create it once: {}", b.reaper_index_sql())),
                 );
             }
-            let limit = max_jobs.max(0);
-            let mut zombies = Vec::new();
-            // The literal `status = 'RUNNING'` matches the partial index's predicate.
-            let stale = b.statement(client, "liveness.reap.stale", Access::Write, &[INTERVAL, INT4], |b| {
-                format!(
-                    "SELECT id, agent_id, attempt, max_attempts, heartbeat_at FROM {t}
-                      WHERE status OPERATOR(pg_catalog.=) 'RUNNING'
-                        AND heartbeat_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1)
-                      ORDER BY heartbeat_at LIMIT $2 FOR UPDATE SKIP LOCKED",
-                    t = b.table
-                )
-            })?;
-            zombies_from(
-                client.update(&*stale, None, &[stale_after.into(), limit.into()]).map_err(spi)?,
-                &mut zombies,
-            )?;
-            // A heartbeat later than the server's clock (beyond the same allowance, for a clock
-            // step) was not written by heartbeat(), which takes the server's clock: it must not
-            // hide a job from the reaper, infinity included.
-            let remaining = limit - i32::try_from(zombies.len()).unwrap_or(limit);
-            if remaining > 0 {
-                let future = b.statement(client, "liveness.reap.future", Access::Write, &[INTERVAL, INT4], |b| {
-                    format!(
-                        "SELECT id, agent_id, attempt, max_attempts, heartbeat_at FROM {t}
-                          WHERE status OPERATOR(pg_catalog.=) 'RUNNING'
-                            AND heartbeat_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.+) $1)
-                          LIMIT $2 FOR UPDATE SKIP LOCKED",
-                        t = b.table
-                    )
-                })?;
-                zombies_from(
-                    client.update(&*future, None, &[stale_after.into(), remaining.into()]).map_err(spi)?,
-                    &mut zombies,
-                )?;
-            }
-            let remaining = limit - i32::try_from(zombies.len()).unwrap_or(limit);
-            if remaining > 0 {
-                // Grace for jobs that never beat: judged by their start or last update.
-                let silent = b.statement(client, "liveness.reap.silent", Access::Write, &[INTERVAL, INT4], |b| {
-                    format!(
-                        "SELECT id, agent_id, attempt, max_attempts, heartbeat_at FROM {t}
-                          WHERE status OPERATOR(pg_catalog.=) 'RUNNING' AND heartbeat_at IS NULL
-                            AND greatest(started_at, updated_at) OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1)
-                          LIMIT $2 FOR UPDATE SKIP LOCKED",
-                        t = b.table
-                    )
-                })?;
-                zombies_from(
-                    client.update(&*silent, None, &[stale_after.into(), remaining.into()]).map_err(spi)?,
-                    &mut zombies,
-                )?;
-            }
+            let zombies = find_zombies(client, &b, stale_after, max_jobs)?;
             if zombies.is_empty() {
                 return Ok(Vec::new());
             }
-
-            let ids: Vec<Uuid> = zombies.iter().map(|z| z.id).collect();
-            let mut histories = crash_histories(client, &ids)?;
-            let with_agents: Vec<(Uuid, Uuid)> = zombies.iter().map(|z| (z.id, z.agent_id)).collect();
-            let exhausted = as_definer(|| crate::spend::store::exhausted(client, &with_agents))?;
-            let mut decisions: Vec<Decision> = Vec::with_capacity(zombies.len());
-            for z in &zombies {
-                let mut crashes = histories.remove(z.id.as_bytes()).unwrap_or_default();
-                // This reaping is a crash of its own: a zombie, without message or exit code.
-                crashes.push(Crash { exit_code: None, error_message: None });
-                decisions.push(decide(&JobFacts {
-                    attempt: z.attempt,
-                    max_attempts: z.max_attempts,
-                    budget_exhausted: exhausted.contains(z.id.as_bytes()),
-                    crashes,
-                }));
-            }
-
-            let agents: Vec<Uuid> = zombies.iter().map(|z| z.agent_id).collect();
-            let attempts: Vec<i32> = zombies.iter().map(|z| z.attempt).collect();
-            as_definer(|| {
-                client
-                    .update(
-                        "INSERT INTO cortex_buffer.crash (job_id, agent_id, attempt, reason)
-                         SELECT j, a, n, 'zombie'
-                           FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]), pg_catalog.unnest($2::pg_catalog.uuid[]), pg_catalog.unnest($3::pg_catalog.int4[])) AS z(j, a, n)",
-                        None,
-                        &[ids.clone().into(), agents.into(), attempts.into()],
-                    )
-                    .map_err(spi)
-            })?;
-
-            let decision_json: Vec<String> = decisions
-                .iter()
-                .map(|d| {
-                    format!(
-                        r#"{{"retry_decision": {{"retry": {}, "reason": "{}", "strategy": "{}", "delay_seconds": {}}}}}"#,
-                        d.retry,
-                        d.reason.label(),
-                        d.strategy.label(),
-                        d.delay_seconds.map(|s| s.to_string()).unwrap_or_else(|| "null".into())
-                    )
-                })
-                .collect();
-            let fail = b.statement(client, "liveness.reap.fail", Access::Write, &[UUID_ARRAY, TEXT_ARRAY], |b| {
-                format!(
-                    "UPDATE {t} AS j SET status = 'FAILED',
-                            error = CASE WHEN pg_catalog.jsonb_typeof(j.error) OPERATOR(pg_catalog.=) 'object' THEN j.error
-                                         WHEN j.error IS NULL THEN '{{}}'::pg_catalog.jsonb
-                                         ELSE pg_catalog.jsonb_build_object('previous', j.error) END
-                                    OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
-                                           'reason', 'zombie',
-                                           'last_heartbeat', j.heartbeat_at,
-                                           'stale_for', CASE WHEN j.heartbeat_at OPERATOR(pg_catalog.>) pg_catalog.now() THEN NULL
-                                                        ELSE (pg_catalog.now() OPERATOR(pg_catalog.-)
-                                                              coalesce(j.heartbeat_at, greatest(j.started_at, j.updated_at)))::pg_catalog.text END,
-                                           'reaped_at', pg_catalog.now(),
-                                           'attempt', j.attempt)
-                                    OPERATOR(pg_catalog.||) CASE WHEN j.heartbeat_at OPERATOR(pg_catalog.>) pg_catalog.now()
-                                         THEN pg_catalog.jsonb_build_object('heartbeat_in_future', true)
-                                         ELSE '{{}}'::pg_catalog.jsonb END
-                                    OPERATOR(pg_catalog.||) d.decision::pg_catalog.jsonb
-                       FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]), pg_catalog.unnest($2::pg_catalog.text[])) AS d(id, decision)
-                      WHERE j.id OPERATOR(pg_catalog.=) d.id",
-                    t = b.table
-                )
-            })?;
-            client.update(&*fail, None, &[ids.clone().into(), decision_json.into()]).map_err(spi)?;
-
-            let retry_ids: Vec<Uuid> = ids.iter().zip(&decisions).filter(|(_, d)| d.retry).map(|(id, _)| *id).collect();
-            let dead_ids: Vec<Uuid> = ids.iter().zip(&decisions).filter(|(_, d)| !d.retry).map(|(id, _)| *id).collect();
-            // Two steps, as the transition trigger requires: FAILED → RETRYING | DEAD_LETTER.
-            if !retry_ids.is_empty() {
-                let retry = b.statement(client, "liveness.reap.retry", Access::Write, &[UUID_ARRAY], |b| {
-                    format!("UPDATE {} SET status = 'RETRYING' WHERE id OPERATOR(pg_catalog.=) ANY ($1)", b.table)
-                })?;
-                client.update(&*retry, None, &[retry_ids.into()]).map_err(spi)?;
-            }
-            if !dead_ids.is_empty() {
-                let dead = b.statement(client, "liveness.reap.dead", Access::Write, &[UUID_ARRAY], |b| {
-                    format!(
-                        "UPDATE {} SET status = 'DEAD_LETTER', completed_at = pg_catalog.now() WHERE id OPERATOR(pg_catalog.=) ANY ($1)",
-                        b.table
-                    )
-                })?;
-                client.update(&*dead, None, &[dead_ids.into()]).map_err(spi)?;
-            }
-
+            let decisions = decide_all(client, &zombies)?;
+            record_reaping(client, &b, &zombies, &decisions)?;
             Ok(zombies
                 .into_iter()
                 .zip(decisions)
@@ -302,6 +165,170 @@ pub fn reap(stale_after: Interval, max_jobs: i32) -> Result<Vec<Reaped>, CbError
                 .collect())
         })
     })
+}
+
+/// Up to `max_jobs` zombies, locked (skipping those another reaper holds): stale heartbeats
+/// first, then heartbeats in the future, then jobs that never beat.
+fn find_zombies(
+    client: &mut SpiClient<'_>,
+    b: &Binding,
+    stale_after: Interval,
+    max_jobs: i32,
+) -> Result<Vec<Zombie>, CbError> {
+    let limit = max_jobs.max(0);
+    let mut zombies = Vec::new();
+    // The literal `status = 'RUNNING'` matches the partial index's predicate.
+    let stale = b.statement(client, "liveness.reap.stale", Access::Write, &[INTERVAL, INT4], |b| {
+        format!(
+            "SELECT id, agent_id, attempt, max_attempts, heartbeat_at FROM {t}
+              WHERE status OPERATOR(pg_catalog.=) 'RUNNING'
+                AND heartbeat_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1)
+              ORDER BY heartbeat_at LIMIT $2 FOR UPDATE SKIP LOCKED",
+            t = b.table
+        )
+    })?;
+    zombies_from(client.update(&*stale, None, &[stale_after.into(), limit.into()]).map_err(spi)?, &mut zombies)?;
+    // A heartbeat later than the server's clock (beyond the same allowance, for a clock
+    // step) was not written by heartbeat(), which takes the server's clock: it must not
+    // hide a job from the reaper, infinity included.
+    let remaining = limit - i32::try_from(zombies.len()).unwrap_or(limit);
+    if remaining > 0 {
+        let future = b.statement(client, "liveness.reap.future", Access::Write, &[INTERVAL, INT4], |b| {
+            format!(
+                "SELECT id, agent_id, attempt, max_attempts, heartbeat_at FROM {t}
+                  WHERE status OPERATOR(pg_catalog.=) 'RUNNING'
+                    AND heartbeat_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.+) $1)
+                  LIMIT $2 FOR UPDATE SKIP LOCKED",
+                t = b.table
+            )
+        })?;
+        zombies_from(
+            client.update(&*future, None, &[stale_after.into(), remaining.into()]).map_err(spi)?,
+            &mut zombies,
+        )?;
+    }
+    let remaining = limit - i32::try_from(zombies.len()).unwrap_or(limit);
+    if remaining > 0 {
+        // Grace for jobs that never beat: judged by their start or last update.
+        let silent = b.statement(client, "liveness.reap.silent", Access::Write, &[INTERVAL, INT4], |b| {
+            format!(
+                "SELECT id, agent_id, attempt, max_attempts, heartbeat_at FROM {t}
+                  WHERE status OPERATOR(pg_catalog.=) 'RUNNING' AND heartbeat_at IS NULL
+                    AND greatest(started_at, updated_at) OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $1)
+                  LIMIT $2 FOR UPDATE SKIP LOCKED",
+                t = b.table
+            )
+        })?;
+        zombies_from(
+            client.update(&*silent, None, &[stale_after.into(), remaining.into()]).map_err(spi)?,
+            &mut zombies,
+        )?;
+    }
+    Ok(zombies)
+}
+
+/// Each zombie's retry decision (its crash history, this reaping a crash of its own, and its
+/// budget), with the reaping recorded as a crash.
+fn decide_all(client: &mut SpiClient<'_>, zombies: &[Zombie]) -> Result<Vec<Decision>, CbError> {
+    let ids: Vec<Uuid> = zombies.iter().map(|z| z.id).collect();
+    let mut histories = crash_histories(client, &ids)?;
+    let with_agents: Vec<(Uuid, Uuid)> = zombies.iter().map(|z| (z.id, z.agent_id)).collect();
+    let exhausted = as_definer(|| crate::spend::store::exhausted(client, &with_agents))?;
+    let mut decisions: Vec<Decision> = Vec::with_capacity(zombies.len());
+    for z in zombies {
+        let mut crashes = histories.remove(z.id.as_bytes()).unwrap_or_default();
+        // This reaping is a crash of its own: a zombie, without message or exit code.
+        crashes.push(Crash { exit_code: None, error_message: None });
+        decisions.push(decide(&JobFacts {
+            attempt: z.attempt,
+            max_attempts: z.max_attempts,
+            budget_exhausted: exhausted.contains(z.id.as_bytes()),
+            crashes,
+        }));
+    }
+
+    let agents: Vec<Uuid> = zombies.iter().map(|z| z.agent_id).collect();
+    let attempts: Vec<i32> = zombies.iter().map(|z| z.attempt).collect();
+    as_definer(|| {
+        client
+            .update(
+                "INSERT INTO cortex_buffer.crash (job_id, agent_id, attempt, reason)
+                 SELECT j, a, n, 'zombie'
+                   FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]), pg_catalog.unnest($2::pg_catalog.uuid[]), pg_catalog.unnest($3::pg_catalog.int4[])) AS z(j, a, n)",
+                None,
+                &[ids.clone().into(), agents.into(), attempts.into()],
+            )
+            .map_err(spi)
+    })?;
+
+    Ok(decisions)
+}
+
+/// Marks each zombie FAILED with its decision in `error`, then RETRYING or DEAD_LETTER.
+fn record_reaping(
+    client: &mut SpiClient<'_>,
+    b: &Binding,
+    zombies: &[Zombie],
+    decisions: &[Decision],
+) -> Result<(), CbError> {
+    let ids: Vec<Uuid> = zombies.iter().map(|z| z.id).collect();
+    let decision_json: Vec<String> = decisions
+        .iter()
+        .map(|d| {
+            format!(
+                r#"{{"retry_decision": {{"retry": {}, "reason": "{}", "strategy": "{}", "delay_seconds": {}}}}}"#,
+                d.retry,
+                d.reason.label(),
+                d.strategy.label(),
+                d.delay_seconds.map(|s| s.to_string()).unwrap_or_else(|| "null".into())
+            )
+        })
+        .collect();
+    let fail = b.statement(client, "liveness.reap.fail", Access::Write, &[UUID_ARRAY, TEXT_ARRAY], |b| {
+        format!(
+            "UPDATE {t} AS j SET status = 'FAILED',
+                    error = CASE WHEN pg_catalog.jsonb_typeof(j.error) OPERATOR(pg_catalog.=) 'object' THEN j.error
+                                 WHEN j.error IS NULL THEN '{{}}'::pg_catalog.jsonb
+                                 ELSE pg_catalog.jsonb_build_object('previous', j.error) END
+                            OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(
+                                   'reason', 'zombie',
+                                   'last_heartbeat', j.heartbeat_at,
+                                   'stale_for', CASE WHEN j.heartbeat_at OPERATOR(pg_catalog.>) pg_catalog.now() THEN NULL
+                                                ELSE (pg_catalog.now() OPERATOR(pg_catalog.-)
+                                                      coalesce(j.heartbeat_at, greatest(j.started_at, j.updated_at)))::pg_catalog.text END,
+                                   'reaped_at', pg_catalog.now(),
+                                   'attempt', j.attempt)
+                            OPERATOR(pg_catalog.||) CASE WHEN j.heartbeat_at OPERATOR(pg_catalog.>) pg_catalog.now()
+                                 THEN pg_catalog.jsonb_build_object('heartbeat_in_future', true)
+                                 ELSE '{{}}'::pg_catalog.jsonb END
+                            OPERATOR(pg_catalog.||) d.decision::pg_catalog.jsonb
+               FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.uuid[]), pg_catalog.unnest($2::pg_catalog.text[])) AS d(id, decision)
+              WHERE j.id OPERATOR(pg_catalog.=) d.id",
+            t = b.table
+        )
+    })?;
+    client.update(&*fail, None, &[ids.clone().into(), decision_json.into()]).map_err(spi)?;
+
+    let retry_ids: Vec<Uuid> = ids.iter().zip(decisions).filter(|(_, d)| d.retry).map(|(id, _)| *id).collect();
+    let dead_ids: Vec<Uuid> = ids.iter().zip(decisions).filter(|(_, d)| !d.retry).map(|(id, _)| *id).collect();
+    // Two steps, as the transition trigger requires: FAILED → RETRYING | DEAD_LETTER.
+    if !retry_ids.is_empty() {
+        let retry = b.statement(client, "liveness.reap.retry", Access::Write, &[UUID_ARRAY], |b| {
+            format!("UPDATE {} SET status = 'RETRYING' WHERE id OPERATOR(pg_catalog.=) ANY ($1)", b.table)
+        })?;
+        client.update(&*retry, None, &[retry_ids.into()]).map_err(spi)?;
+    }
+    if !dead_ids.is_empty() {
+        let dead = b.statement(client, "liveness.reap.dead", Access::Write, &[UUID_ARRAY], |b| {
+            format!(
+                "UPDATE {} SET status = 'DEAD_LETTER', completed_at = pg_catalog.now() WHERE id OPERATOR(pg_catalog.=) ANY ($1)",
+                b.table
+            )
+        })?;
+        client.update(&*dead, None, &[dead_ids.into()]).map_err(spi)?;
+    }
+
+    Ok(())
 }
 
 /// Paused jobs waiting longer than `idle_after`, measured from when heartbeat() first saw them

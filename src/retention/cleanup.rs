@@ -35,6 +35,7 @@ use super::jobs::{self, Job};
 use super::state::{count_files, plan_paths, Action, Args, DoomedDir, Run, CHANGED, PLAN_SAYS_NOTHING};
 use super::unlink::Op;
 use super::{index_only, partitions, progress};
+use crate::job::binding::Binding;
 use crate::pg::guc;
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::retention::{
@@ -83,46 +84,13 @@ fn decide_and_do(args: Args) -> Result<Vec<Action>, CbError> {
         max_file_age_us: args.max_file_age_us,
         keep_failed_for_us,
     };
-    let volume = match resolve_root(&guc::sessions_dir()) {
-        Ok(v) => {
-            // Rows of a moved directory are its files', not index rows without a file.
-            if !args.dry_run {
-                crate::indexer::moved_root::adopt(&v, crate::indexer::moved_root::Scope::All, true);
-            }
-            Some(v)
-        }
-        Err(e) => {
-            crate::pg::raise::notice(
-                format!("sessions_dir cannot be read ({e}): only index rows are cleaned up"),
-                Some("A server that only receives pushed files has no sessions directory; otherwise check cortex_buffer.sessions_dir."),
-            );
-            None
-        }
-    };
+    let volume = volume_of(args.dry_run);
     let mut names: Vec<OsString> = match &volume {
         Some(v) => v.list(v.root()).map_err(|e| CbError::io("list sessions directory", &guc::sessions_dir(), &e))?,
         None => Vec::new(),
     };
     names.sort();
-    // The wrong-table check weighs the jobs of the buffers (directories and the index) that the
-    // extension's per-job rows vouch for: a buffer's name is anyone's to choose (a pusher's, or
-    // whoever can create a directory), those rows only the control plane's and its pods'.
-    let mut buffer_ids: Vec<Uuid> = names.iter().filter_map(|n| n.to_str().and_then(uuid_of)).collect();
-    buffer_ids.extend(index_rows::indexed_job_ids()?);
-    let mut per_job = index_rows::per_job_ids()?;
-    let mut ids = buffer_ids.clone();
-    ids.extend(per_job.iter().copied());
-    for v in [&mut buffer_ids, &mut ids, &mut per_job] {
-        v.sort_unstable_by_key(|u| *u.as_bytes());
-        v.dedup_by_key(|u| *u.as_bytes());
-    }
-    let jobs = jobs::lookup(&binding, &ids)?;
-    let mut weighed = JobIds::default();
-    for id in &buffer_ids {
-        let vouched = per_job.binary_search_by_key(id.as_bytes(), |u| *u.as_bytes()).is_ok();
-        weighed.count(vouched, jobs.contains_key(id.as_bytes()));
-    }
-    jobs::refuse_wrong_table(&binding, &weighed, args.max_unknown_ratio)?;
+    let (jobs, ids) = weigh_jobs(&binding, &names, args.max_unknown_ratio)?;
 
     let mut run = Run {
         args,
@@ -139,55 +107,12 @@ fn decide_and_do(args: Args) -> Result<Vec<Action>, CbError> {
     };
     let mut report = progress::Progress::new(names.len());
     if let Some(volume) = &volume {
-        // The file system is read on a helper thread, ahead of the decisions, and the doomed
-        // directories are deleted a batch at a time as they come: the walk overlaps the
-        // statements instead of preceding them all.
-        std::thread::scope(|scope| -> Result<(), CbError> {
-            let looks = fs_remove::look_ahead(scope, volume, &names, LOOK_AHEAD);
-            let mut acted = 0usize;
-            for (name, look) in names.iter().zip(looks) {
-                if acted >= args.max_dirs {
-                    crate::pg::raise::notice(
-                        format!(
-                            "cleanup_session_buffers stopped after acting on {acted} directories (max_dirs); {} were not examined",
-                            names.len().saturating_sub(report.done())
-                        ),
-                        Some("Call it again (cron does) to go on, or pass a larger max_dirs."),
-                    );
-                    break;
-                }
-                if directory(&mut run, volume, name, look)? {
-                    acted += 1;
-                }
-                report.examined(acted);
-                if run.doomed_dirs.len() >= DIRS_PER_LOCK {
-                    delete_dirs(&mut run, volume)?;
-                }
-            }
-            delete_dirs(&mut run, volume)
-        })?;
+        walk(&mut run, volume, &names, &mut report)?;
     }
     index_only::remote_rows(&mut run)?;
     index_only::per_job_rows(&mut run, &ids)?;
     progress::pause_at(Step::Decided);
-    let files: Vec<i64> = run.rows_of.iter().map(|(_, f)| *f).collect();
-    if run.partitioned {
-        // The rows stay, marked gone, until their whole partition goes.
-        partitions::mark_gone(&files)?;
-        let mut told = HashSet::new();
-        for (at, _) in &run.rows_of {
-            if let Some(a) = run.actions.get_mut(*at).filter(|_| told.insert(*at)) {
-                a.reason.push_str("; its index rows stay, marked gone, until their partition is dropped");
-            }
-        }
-    } else {
-        let counts = index_rows::remove(&files, args.dry_run)?;
-        for (at, file) in &run.rows_of {
-            if let Some(a) = run.actions.get_mut(*at) {
-                a.rows_deleted += counts.get(file).copied().unwrap_or(0);
-            }
-        }
-    }
+    remove_index_rows(&mut run)?;
     index_only::per_job_apply(&mut run)?;
     if run.partitioned {
         partitions::maintain(&mut run)?;
@@ -200,6 +125,117 @@ fn decide_and_do(args: Args) -> Result<Vec<Action>, CbError> {
         }
     }
     Ok(run.actions)
+}
+
+/// The sessions directory, opened; `None` (with a NOTICE) when it cannot be read, as on a
+/// server that only receives pushed files. A real run first adopts the rows of a moved root.
+fn volume_of(dry_run: bool) -> Option<Volume> {
+    match resolve_root(&guc::sessions_dir()) {
+        Ok(v) => {
+            // Rows of a moved directory are its files', not index rows without a file.
+            if !dry_run {
+                crate::indexer::moved_root::adopt(&v, crate::indexer::moved_root::Scope::All, true);
+            }
+            Some(v)
+        }
+        Err(e) => {
+            crate::pg::raise::notice(
+                format!("sessions_dir cannot be read ({e}): only index rows are cleaned up"),
+                Some("A server that only receives pushed files has no sessions directory; otherwise check cortex_buffer.sessions_dir."),
+            );
+            None
+        }
+    }
+}
+
+/// The jobs the buffers belong to (directories, the index and the per-job rows), looked up in
+/// the job table, and their ids; refuses when the table seems to be the wrong one.
+fn weigh_jobs(
+    binding: &Binding,
+    names: &[OsString],
+    max_unknown_ratio: f64,
+) -> Result<(jobs::Jobs, Vec<Uuid>), CbError> {
+    // The wrong-table check weighs the jobs of the buffers (directories and the index) that the
+    // extension's per-job rows vouch for: a buffer's name is anyone's to choose (a pusher's, or
+    // whoever can create a directory), those rows only the control plane's and its pods'.
+    let mut buffer_ids: Vec<Uuid> = names.iter().filter_map(|n| n.to_str().and_then(uuid_of)).collect();
+    buffer_ids.extend(index_rows::indexed_job_ids()?);
+    let mut per_job = index_rows::per_job_ids()?;
+    let mut ids = buffer_ids.clone();
+    ids.extend(per_job.iter().copied());
+    for v in [&mut buffer_ids, &mut ids, &mut per_job] {
+        v.sort_unstable_by_key(|u| *u.as_bytes());
+        v.dedup_by_key(|u| *u.as_bytes());
+    }
+    let jobs = jobs::lookup(binding, &ids)?;
+    let mut weighed = JobIds::default();
+    for id in &buffer_ids {
+        let vouched = per_job.binary_search_by_key(id.as_bytes(), |u| *u.as_bytes()).is_ok();
+        weighed.count(vouched, jobs.contains_key(id.as_bytes()));
+    }
+    jobs::refuse_wrong_table(binding, &weighed, max_unknown_ratio)?;
+
+    Ok((jobs, ids))
+}
+
+/// Decides and does every first-level entry of the volume, up to `max_dirs` acted on. The file
+/// system is read on a helper thread, ahead of the decisions, and the doomed directories are
+/// deleted a batch at a time as they come: the walk overlaps the statements instead of
+/// preceding them all.
+fn walk(
+    run: &mut Run<'_>,
+    volume: &Volume,
+    names: &[OsString],
+    report: &mut progress::Progress,
+) -> Result<(), CbError> {
+    std::thread::scope(|scope| -> Result<(), CbError> {
+        let looks = fs_remove::look_ahead(scope, volume, names, LOOK_AHEAD);
+        let mut acted = 0usize;
+        for (name, look) in names.iter().zip(looks) {
+            if acted >= run.args.max_dirs {
+                crate::pg::raise::notice(
+                    format!(
+                        "cleanup_session_buffers stopped after acting on {acted} directories (max_dirs); {} were not examined",
+                        names.len().saturating_sub(report.done())
+                    ),
+                    Some("Call it again (cron does) to go on, or pass a larger max_dirs."),
+                );
+                break;
+            }
+            if directory(run, volume, name, look)? {
+                acted += 1;
+            }
+            report.examined(acted);
+            if run.doomed_dirs.len() >= DIRS_PER_LOCK {
+                delete_dirs(run, volume)?;
+            }
+        }
+        delete_dirs(run, volume)
+    })
+}
+
+/// The index rows of the files deleted: removed, or in the partitioned layout marked gone until
+/// their whole partition goes.
+fn remove_index_rows(run: &mut Run<'_>) -> Result<(), CbError> {
+    let files: Vec<i64> = run.rows_of.iter().map(|(_, f)| *f).collect();
+    if run.partitioned {
+        // The rows stay, marked gone, until their whole partition goes.
+        partitions::mark_gone(&files)?;
+        let mut told = HashSet::new();
+        for (at, _) in &run.rows_of {
+            if let Some(a) = run.actions.get_mut(*at).filter(|_| told.insert(*at)) {
+                a.reason.push_str("; its index rows stay, marked gone, until their partition is dropped");
+            }
+        }
+    } else {
+        let counts = index_rows::remove(&files, run.args.dry_run)?;
+        for (at, file) in &run.rows_of {
+            if let Some(a) = run.actions.get_mut(*at) {
+                a.rows_deleted += counts.get(file).copied().unwrap_or(0);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Decides and does one first-level entry of the volume. True when something in it is deleted.

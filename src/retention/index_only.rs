@@ -7,8 +7,9 @@ use std::collections::{HashMap, HashSet};
 
 use pgrx::Uuid;
 
-use super::index_rows::{self, Held};
+use super::index_rows::{self, Held, Remote};
 use super::job_rows;
+use super::jobs::Job;
 use super::state::{plan_paths, Action, Run, CHANGED};
 use crate::pg::guc;
 use cortex_buffer_core::error::CbError;
@@ -30,27 +31,8 @@ pub(super) fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
     let limit = i64::try_from(run.args.max_dirs.saturating_mul(ROWS_PER_DIR)).unwrap_or(i64::MAX);
     // In the partitioned layout, gone files' rows go with their partition, not one by one.
     let gone_before = if run.partitioned { i64::MIN } else { p.now_us.saturating_sub(gone_retention_us) };
-    // Rows this run already takes (those of directories it deletes, still there in a dry run,
-    // gone already where a batch went at once) do not count: both see the same candidates.
     let pushed_before = p.now_us.saturating_sub(pushed_window);
-    let mut candidates = Vec::new();
-    let mut after = i64::MIN;
-    loop {
-        let page = index_rows::remote_candidates(gone_before, pushed_before, after, limit)?;
-        let full = i64::try_from(page.len()).unwrap_or(i64::MAX) >= limit;
-        after = page.last().map_or(after, |c| c.file_id);
-        candidates.extend(page.into_iter().filter(|c| !run.taken.contains(&c.file_id)));
-        if !full || i64::try_from(candidates.len()).unwrap_or(i64::MAX) >= limit {
-            break;
-        }
-    }
-    candidates.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    if i64::try_from(candidates.len()).unwrap_or(i64::MAX) >= limit {
-        crate::pg::raise::notice(
-            format!("cleanup_session_buffers looked at {limit} index rows of gone and pushed files (max_dirs × {ROWS_PER_DIR}); more are left"),
-            Some("Call it again (cron does) to go on, or pass a larger max_dirs."),
-        );
-    }
+    let candidates = candidates(run, gone_before, pushed_before, limit)?;
     let mut plans: HashMap<[u8; 16], Option<HashSet<String>>> = HashMap::new();
     // Whether a live job's recovery may read `path`: a plan that cannot say keeps everything.
     let mut read_by_plan = |id: Uuid, path: &str| -> bool {
@@ -119,6 +101,40 @@ pub(super) fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
             doomed.push((c, job, reason));
         }
     }
+    delete_doomed(run, doomed)
+}
+
+/// The index rows of gone and pushed files to look at, oldest first, at most `limit` (with a
+/// NOTICE when more are left); rows this run already takes (those of directories it deletes,
+/// still there in a dry run, gone already where a batch went at once) do not count.
+fn candidates(run: &Run<'_>, gone_before: i64, pushed_before: i64, limit: i64) -> Result<Vec<Remote>, CbError> {
+    let mut candidates = Vec::new();
+    let mut after = i64::MIN;
+    loop {
+        let page = index_rows::remote_candidates(gone_before, pushed_before, after, limit)?;
+        let full = i64::try_from(page.len()).unwrap_or(i64::MAX) >= limit;
+        after = page.last().map_or(after, |c| c.file_id);
+        candidates.extend(page.into_iter().filter(|c| !run.taken.contains(&c.file_id)));
+        if !full || i64::try_from(candidates.len()).unwrap_or(i64::MAX) >= limit {
+            break;
+        }
+    }
+    candidates.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    if i64::try_from(candidates.len()).unwrap_or(i64::MAX) >= limit {
+        crate::pg::raise::notice(
+            format!("cleanup_session_buffers looked at {limit} index rows of gone and pushed files (max_dirs × {ROWS_PER_DIR}); more are left"),
+            Some("Call it again (cron does) to go on, or pass a larger max_dirs."),
+        );
+    }
+    Ok(candidates)
+}
+
+/// A row to delete: the file, its job (and what the job table says of it), and why.
+type Doomed<'j> = (Remote, Option<(Uuid, Option<&'j Job>)>, String);
+
+/// Deletes the rows of the doomed files, each locked and looked at again: one being indexed, or
+/// that changed since it was decided, is kept for a later run.
+fn delete_doomed(run: &mut Run<'_>, doomed: Vec<Doomed<'_>>) -> Result<(), CbError> {
     let paths: Vec<String> = doomed.iter().map(|(c, _, _)| c.path.clone()).collect();
     // Rows whose file is not on this volume (gone, or pushed): no indexer records their paths.
     let (held, busy) = index_rows::lock_paths(&paths, "", run.args.dry_run)?;

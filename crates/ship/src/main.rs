@@ -150,26 +150,29 @@ enum Learn {
     Poll,
 }
 
-/// One connected session: ask where files stand, then push until told to stop (`Ok`) or until
-/// the connection fails (`Err`: the caller reconnects, and everything is asked again).
-fn ship(cfg: &Config, db: &mut Db, totals: &mut Totals) -> Result<(), Failure> {
-    let volume = loop {
+/// The sessions directory, once it can be opened (retried every poll interval); `None` when
+/// told to stop first, or with `--once`.
+fn open_volume(cfg: &Config) -> Option<Volume> {
+    loop {
         match resolve_root(&cfg.sessions_dir) {
-            Ok(v) => break v,
+            Ok(v) => return Some(v),
             Err(e) => {
                 log::warn("sessions directory not usable", &[("error", V::S(&e.message))]);
                 if cfg.once || stopping() {
-                    return Ok(());
+                    return None;
                 }
                 sleep_unless_stopped(cfg.poll_interval);
             }
         }
-    };
-    let offsets = db.offsets()?;
-    log::info("connected", &[("files_known", V::U(offsets.len() as u64))]);
-    let mut learn = match cfg.watch {
+    }
+}
+
+/// How the shipper learns of changes: the kernel's notifications on every directory of the
+/// volume, or polling (asked for, or when they cannot all be watched).
+fn learner(cfg: &Config, volume: &Volume) -> Learn {
+    match cfg.watch {
         WatchMode::Poll => Learn::Poll,
-        mode => match Watcher::new().and_then(|mut w| w.watch_volume(&volume).map(|r| (w, r))) {
+        mode => match Watcher::new().and_then(|mut w| w.watch_volume(volume).map(|r| (w, r))) {
             Ok((w, r)) if r.refused == 0 => Learn::Notify(w),
             other => {
                 let why = match other {
@@ -185,7 +188,16 @@ fn ship(cfg: &Config, db: &mut Db, totals: &mut Totals) -> Result<(), Failure> {
                 Learn::Poll
             }
         },
-    };
+    }
+}
+
+/// One connected session: ask where files stand, then push until told to stop (`Ok`) or until
+/// the connection fails (`Err`: the caller reconnects, and everything is asked again).
+fn ship(cfg: &Config, db: &mut Db, totals: &mut Totals) -> Result<(), Failure> {
+    let Some(volume) = open_volume(cfg) else { return Ok(()) };
+    let offsets = db.offsets()?;
+    log::info("connected", &[("files_known", V::U(offsets.len() as u64))]);
+    let mut learn = learner(cfg, &volume);
     let mut tracked: HashMap<String, Tracked> = HashMap::new();
     let mut skipped: BTreeSet<String> = BTreeSet::new();
     let mut next_walk = Instant::now();

@@ -9,7 +9,7 @@ use cortex_buffer_core::error::CbError;
 use cortex_buffer_core::indexer::dialect::{self, detect, Dialect};
 use cortex_buffer_core::indexer::index_plan::{worth_a_look, IndexState};
 use cortex_buffer_core::indexer::normalize::uuid_bytes;
-use cortex_buffer_core::indexer::reconcile::{plan, under, Action, Known};
+use cortex_buffer_core::indexer::reconcile::{plan, under, Action, Decision, Known};
 
 use super::scan::{
     first_object_of, open_scanned, relative, scan_dir, scan_root_with, DirSeen, FileStat, Found, ListingMode, Listings,
@@ -251,23 +251,7 @@ pub fn run_pass<C: Catalog>(
         Scope::Volume | Scope::Dirs(_) => volume_prefix.clone(),
         Scope::Dir(dir) => format!("{volume_prefix}{dir}/"),
     };
-    if !cache.fresh_for(&cache_prefix) {
-        if cache.root_prefix != cache_prefix {
-            cache.listings.forget();
-        }
-        let job_dir = match scope {
-            Scope::Dir(dir) => Some(dir),
-            Scope::Volume | Scope::Dirs(_) => None,
-        };
-        cache.entries = catalog.load(&cache_prefix, job_dir).map_err(PassError::Catalog)?;
-        if let Some((me, workers)) = cache.partition {
-            cache.entries.retain(|_, k| owner(&k.job_dir, workers) == me);
-        }
-        cache.root_prefix = cache_prefix.clone();
-        cache.loaded = true;
-        cache.timers.clear();
-        cache.maybe_quarantined = true;
-    }
+    load_cache(scope, catalog, cache, &cache_prefix)?;
     // Each walked directory with the prefix under which its known files are.
     let walks: Vec<(crate::scan::Scan, String)> = match scope {
         Scope::Volume => vec![(scan_root_with(volume, &mut cache.listings).map_err(PassError::Root)?, volume_prefix)],
@@ -285,7 +269,67 @@ pub fn run_pass<C: Catalog>(
         decisions.extend(plan.decisions);
         missing.extend(plan.missing);
     }
+    let rows = rows_of(volume, decisions, &mut report);
+    // A path missing from the walk is only gone if it really no longer exists; an unreadable
+    // directory hides files without removing them.
+    let gone: Vec<String> =
+        missing.into_iter().filter(|p| relative(volume, p).is_ok_and(|rel| volume.is_gone(&rel))).collect();
 
+    let mut stored = Stored::default();
+    if !rows.is_empty() || !gone.is_empty() {
+        stored = catalog.store(&rows, &gone).map_err(|e| {
+            cache.invalidate();
+            PassError::Catalog(e)
+        })?;
+    }
+    let ids: HashMap<String, i64> = stored.ids.into_iter().collect();
+    remember(cache, &rows, &ids, &mut report, now_us);
+    let marked = mark_gone(cache, &gone, &stored.gone, &mut report);
+    for p in &report.problems {
+        report.files.push(FileReport {
+            path: p.path.clone(),
+            job_dir: None,
+            dialect: None,
+            size_bytes: None,
+            action: Action::Skipped,
+            detail: Some(p.reason.clone()),
+        });
+    }
+    report.written = ids.len();
+    report.gone = marked;
+    Ok(report)
+}
+
+/// Loads the catalogue's rows under `cache_prefix` into the cache, unless it holds them already.
+fn load_cache<C: Catalog>(
+    scope: Scope<'_>,
+    catalog: &mut C,
+    cache: &mut KnownCache,
+    cache_prefix: &str,
+) -> Result<(), PassError<C::Error>> {
+    if !cache.fresh_for(cache_prefix) {
+        if cache.root_prefix != cache_prefix {
+            cache.listings.forget();
+        }
+        let job_dir = match scope {
+            Scope::Dir(dir) => Some(dir),
+            Scope::Volume | Scope::Dirs(_) => None,
+        };
+        cache.entries = catalog.load(cache_prefix, job_dir).map_err(PassError::Catalog)?;
+        if let Some((me, workers)) = cache.partition {
+            cache.entries.retain(|_, k| owner(&k.job_dir, workers) == me);
+        }
+        cache.root_prefix = cache_prefix.to_owned();
+        cache.loaded = true;
+        cache.timers.clear();
+        cache.maybe_quarantined = true;
+    }
+    Ok(())
+}
+
+/// The catalogue rows the pass's decisions write (each file's dialect detected where it must
+/// be), with every decision reported.
+fn rows_of(volume: &Volume, decisions: Vec<Decision>, report: &mut PassReport) -> Vec<Row> {
     let mut rows = Vec::new();
     for mut decision in decisions {
         if decision.detect {
@@ -310,25 +354,18 @@ pub fn run_pass<C: Catalog>(
             detail: decision.detail.map(str::to_owned),
         });
     }
-    // A path missing from the walk is only gone if it really no longer exists; an unreadable
-    // directory hides files without removing them.
-    let gone: Vec<String> =
-        missing.into_iter().filter(|p| relative(volume, p).is_ok_and(|rel| volume.is_gone(&rel))).collect();
+    rows
+}
 
-    let mut stored = Stored::default();
-    if !rows.is_empty() || !gone.is_empty() {
-        stored = catalog.store(&rows, &gone).map_err(|e| {
-            cache.invalidate();
-            PassError::Catalog(e)
-        })?;
-    }
-    let ids: HashMap<String, i64> = stored.ids.into_iter().collect();
+/// Remembers the rows the catalogue stored (`ids`) in the cache; a row it could not store
+/// (held by another transaction) is reported busy, so the next pass sees the change again.
+fn remember(cache: &mut KnownCache, rows: &[Row], ids: &HashMap<String, i64>, report: &mut PassReport, now_us: i64) {
     let report_at: HashMap<String, usize> = if ids.len() < rows.len() {
         report.files.iter().enumerate().map(|(i, f)| (f.path.clone(), i)).collect()
     } else {
         HashMap::new()
     };
-    for row in &rows {
+    for row in rows {
         let Some(&file_id) = ids.get(&row.path) else {
             // Another transaction holds the row (or the new path): the cache keeps what it
             // knew, so the next pass sees the change again, and the caller hears it was busy.
@@ -361,8 +398,13 @@ pub fn run_pass<C: Catalog>(
                 index: IndexState::default(),
             });
     }
-    let marked: std::collections::HashSet<&String> = stored.gone.iter().collect();
-    for path in &gone {
+}
+
+/// Marks the files the catalogue marked gone (`marked`) gone in the cache and reports them; the
+/// others' rows are held elsewhere (busy). How many were marked.
+fn mark_gone(cache: &mut KnownCache, gone: &[String], marked: &[String], report: &mut PassReport) -> usize {
+    let marked: std::collections::HashSet<&String> = marked.iter().collect();
+    for path in gone {
         if !marked.contains(path) {
             // Its row is held elsewhere: still live in the cache, so a later pass finds it
             // missing again.
@@ -383,19 +425,7 @@ pub fn run_pass<C: Catalog>(
             detail: None,
         });
     }
-    for p in &report.problems {
-        report.files.push(FileReport {
-            path: p.path.clone(),
-            job_dir: None,
-            dialect: None,
-            size_bytes: None,
-            action: Action::Skipped,
-            detail: Some(p.reason.clone()),
-        });
-    }
-    report.written = ids.len();
-    report.gone = marked.len();
-    Ok(report)
+    marked.len()
 }
 
 fn detect_dialect(volume: &Volume, found: &Found, problems: &mut Vec<Problem>) -> Option<Dialect> {

@@ -335,6 +335,83 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
+    /// A value starting with `c` where one is expected: a container opened (pushed on
+    /// `stack`), or a scalar or empty array read whole (its kind).
+    #[inline(always)]
+    fn value(&mut self, c: u8, expect: &mut Expect, stack: &mut Vec<bool>) -> Result<Option<Kind>, SyntaxError> {
+        let kind = match c {
+            b'{' => {
+                stack.push(true);
+                self.pos += 1;
+                *expect = Expect::KeyOrClose;
+                return Ok(None);
+            }
+            b'[' => {
+                stack.push(false);
+                self.pos += 1;
+                *expect = Expect::ValueOrClose;
+                return Ok(None);
+            }
+            b']' if *expect == Expect::ValueOrClose => {
+                stack.pop();
+                self.pos += 1;
+                Kind::Array
+            }
+            b'"' => {
+                self.string()?;
+                Kind::String
+            }
+            b'-' | b'0'..=b'9' => {
+                self.number()?;
+                Kind::Number
+            }
+            b't' => {
+                self.literal(b"true")?;
+                Kind::Bool
+            }
+            b'f' => {
+                self.literal(b"false")?;
+                Kind::Bool
+            }
+            b'n' => {
+                self.literal(b"null")?;
+                Kind::Null
+            }
+            _ => return Err(self.err("unexpected character")),
+        };
+        Ok(Some(kind))
+    }
+
+    /// After a value: `c` is a comma (the next member or element expected) or the close of the
+    /// innermost container (its kind).
+    #[inline(always)]
+    fn comma_or_close(
+        &mut self,
+        c: u8,
+        expect: &mut Expect,
+        stack: &mut Vec<bool>,
+    ) -> Result<Option<Kind>, SyntaxError> {
+        let object = stack.last().copied().unwrap_or(false);
+        match c {
+            b',' => {
+                self.pos += 1;
+                *expect = if object { Expect::Key } else { Expect::Value };
+                Ok(None)
+            }
+            b'}' if object => {
+                stack.pop();
+                self.pos += 1;
+                Ok(Some(Kind::Object))
+            }
+            b']' if !object => {
+                stack.pop();
+                self.pos += 1;
+                Ok(Some(Kind::Array))
+            }
+            _ => Err(self.err("expected ',' or a closing bracket")),
+        }
+    }
+
     fn literal(&mut self, word: &'static [u8]) -> Result<(), SyntaxError> {
         if self.b[self.pos..].starts_with(word) {
             self.pos += word.len();
@@ -375,44 +452,7 @@ pub fn parse(text: &str) -> Result<Parsed<'_>, SyntaxError> {
                 if c != b']' {
                     tokens += 1;
                 }
-                match c {
-                    b'{' => {
-                        stack.push(true);
-                        s.pos += 1;
-                        expect = Expect::KeyOrClose;
-                    }
-                    b'[' => {
-                        stack.push(false);
-                        s.pos += 1;
-                        expect = Expect::ValueOrClose;
-                    }
-                    b']' if expect == Expect::ValueOrClose => {
-                        stack.pop();
-                        s.pos += 1;
-                        ended = Some(Kind::Array);
-                    }
-                    b'"' => {
-                        s.string()?;
-                        ended = Some(Kind::String);
-                    }
-                    b'-' | b'0'..=b'9' => {
-                        s.number()?;
-                        ended = Some(Kind::Number);
-                    }
-                    b't' => {
-                        s.literal(b"true")?;
-                        ended = Some(Kind::Bool);
-                    }
-                    b'f' => {
-                        s.literal(b"false")?;
-                        ended = Some(Kind::Bool);
-                    }
-                    b'n' => {
-                        s.literal(b"null")?;
-                        ended = Some(Kind::Null);
-                    }
-                    _ => return Err(s.err("unexpected character")),
-                }
+                ended = s.value(c, &mut expect, &mut stack)?;
                 if stack.len() > JSONB_MAX_DEPTH {
                     s.note(JsonbProblem::TooDeep);
                 }
@@ -448,26 +488,7 @@ pub fn parse(text: &str) -> Result<Parsed<'_>, SyntaxError> {
                 s.pos += 1;
                 expect = Expect::Value;
             }
-            Expect::CommaOrClose => {
-                let object = stack.last().copied().unwrap_or(false);
-                match c {
-                    b',' => {
-                        s.pos += 1;
-                        expect = if object { Expect::Key } else { Expect::Value };
-                    }
-                    b'}' if object => {
-                        stack.pop();
-                        s.pos += 1;
-                        ended = Some(Kind::Object);
-                    }
-                    b']' if !object => {
-                        stack.pop();
-                        s.pos += 1;
-                        ended = Some(Kind::Array);
-                    }
-                    _ => return Err(s.err("expected ',' or a closing bracket")),
-                }
-            }
+            Expect::CommaOrClose => ended = s.comma_or_close(c, &mut expect, &mut stack)?,
         }
         if let Some(kind) = ended {
             // A container that just closed started at `value_start` only if it is the root or

@@ -67,6 +67,7 @@
 //! lines that do not parse decide nothing.
 
 use crate::json::parse::{parse, Kind, Value};
+use Confidence::{Confirmed, Inferred};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -195,6 +196,42 @@ fn str_of(v: Option<Value<'_>>) -> Option<String> {
     v.and_then(|v| v.as_str()).map(|s| s.into_owned())
 }
 
+/// Where a line is: its number, byte offset and time.
+type At = (i64, i64, Option<i64>);
+
+/// What the rules read of a line (besides its `type`).
+struct Line<'a> {
+    at: At,
+    is_meta: bool,
+    compact_summary: bool,
+    api_error: bool,
+    subtype: Option<Value<'a>>,
+    content: Option<Value<'a>>,
+    tool_use_id: Option<Value<'a>>,
+    parent_tool_use_id: Option<Value<'a>>,
+    retry: Option<Value<'a>>,
+    max_retries: Option<Value<'a>>,
+    hook_errors: Option<Value<'a>>,
+    message: Option<Value<'a>>,
+    data: Option<Value<'a>>,
+}
+
+/// The rules of one `type` of line: what it tells, moving the tracker.
+type LineRule = fn(&mut Tracker, &Line<'_>);
+
+/// The rules, by the line's `type`: a line of any other type tells nothing.
+const LINE_RULES: [(&str, LineRule); 5] = [
+    ("assistant", Tracker::assistant),
+    ("user", Tracker::user),
+    ("system", Tracker::system),
+    ("progress", Tracker::progress),
+    ("result", Tracker::result),
+];
+
+fn is_true(v: Option<Value<'_>>) -> bool {
+    v.and_then(|v| v.as_bool()).unwrap_or(false)
+}
+
 /// Replays a transcript's lines and keeps the verdict of the last line that decides.
 #[derive(Debug, Clone)]
 pub struct Tracker {
@@ -253,7 +290,7 @@ impl Tracker {
 
     /// The verdict while calls are open: acting, confirmed once the response is known to have
     /// ended (before that the model may still be writing blocks of it).
-    fn acting(&mut self, rule: &'static str, at: (i64, i64, Option<i64>), lead: &str) {
+    fn acting(&mut self, rule: &'static str, at: At, lead: &str) {
         let mut d = format!("{lead}{}", self.open_detail());
         let confidence = if self.rejected {
             d.push_str(
@@ -279,25 +316,18 @@ impl Tracker {
     }
 
     /// The turn is over: nothing is in flight any more and the agent is idle, for certain.
-    fn turn_over(&mut self, rule: &'static str, at: (i64, i64, Option<i64>), detail: String) {
+    fn turn_over(&mut self, rule: &'static str, at: At, detail: String) {
         self.reset();
         self.decide(State::Idle, Confidence::Confirmed, rule, at, detail);
     }
 
     /// The turn is probably over, but what follows at once may go on with it.
-    fn probably_over(&mut self, rule: &'static str, at: (i64, i64, Option<i64>), detail: String) {
+    fn probably_over(&mut self, rule: &'static str, at: At, detail: String) {
         self.reset();
         self.decide(State::Idle, Confidence::Inferred, rule, at, detail);
     }
 
-    fn decide(
-        &mut self,
-        state: State,
-        confidence: Confidence,
-        rule: &'static str,
-        at: (i64, i64, Option<i64>),
-        detail: String,
-    ) {
+    fn decide(&mut self, state: State, confidence: Confidence, rule: &'static str, at: At, detail: String) {
         self.verdict = Some(Verdict {
             state,
             confidence,
@@ -310,7 +340,7 @@ impl Tracker {
     }
 
     /// Feeds the next line (its number, byte offset and text). Lines that do not parse are
-    /// skipped.
+    /// skipped; the others go to the rules of their `type` ([`LINE_RULES`]).
     pub fn feed(&mut self, line_no: i64, byte_offset: i64, text: &str) {
         let Ok(p) = parse(text) else { return };
         if p.root.kind != Kind::Object {
@@ -318,7 +348,6 @@ impl Tracker {
         }
         let ts =
             p.get("timestamp").and_then(|t| t.as_str()).and_then(|t| crate::indexer::timestamp::parse_timestamp(&t));
-        let at = (line_no, byte_offset, ts);
         let line_type = str_of(p.get("type")).unwrap_or_default();
         let [sidechain, is_meta, compact_summary, subtype, content, tool_use_id, parent_tool_use_id, retry, max_retries, api_error, hook_errors] =
             p.root.pick([
@@ -334,306 +363,347 @@ impl Tracker {
                 "isApiErrorMessage",
                 "hookErrors",
             ]);
-        let is_true = |v: Option<Value<'_>>| v.and_then(|v| v.as_bool()).unwrap_or(false);
-        let message = p.get("message");
-
+        let l = Line {
+            at: (line_no, byte_offset, ts),
+            is_meta: is_true(is_meta),
+            compact_summary: is_true(compact_summary),
+            api_error: is_true(api_error),
+            subtype,
+            content,
+            tool_use_id,
+            parent_tool_use_id,
+            retry,
+            max_retries,
+            hook_errors,
+            message: p.get("message"),
+            data: p.get("data"),
+        };
         if is_true(sidechain) && !self.subagent_file && matches!(line_type.as_str(), "user" | "assistant") {
             if !self.open.is_empty() {
                 // The sub-agent runs only once its Task call runs: the response has ended.
                 self.response_complete = true;
-                self.acting("sidechain", at, "a sub-agent is working for an open call; ");
+                self.acting("sidechain", l.at, "a sub-agent is working for an open call; ");
             }
             return;
         }
-        use Confidence::{Confirmed, Inferred};
-        match line_type.as_str() {
-            "assistant" => {
-                let [model, stop, blocks, id] =
-                    message.map_or([None; 4], |m| m.pick(["model", "stop_reason", "content", "id"]));
-                if str_of(model).as_deref() == Some("<synthetic>") {
-                    let text = user_text(blocks);
-                    if is_true(api_error) || text.trim_start().starts_with("API Error") {
-                        self.turn_over(
-                            "synthetic",
-                            at,
-                            "a synthetic assistant line reporting an API error: the turn is over".into(),
-                        );
-                    } else {
-                        self.probably_over(
-                            "synthetic",
-                            at,
-                            format!(
-                                "a synthetic assistant line ({}): Claude Code writes \"No response requested.\" when the person submits the first prompt after a resume, and that prompt follows (thinking)",
-                                text.chars().take(60).collect::<String>()
-                            ),
-                        );
-                    }
-                    return;
-                }
-                // A new response: calls of an earlier one still without a result were left
-                // behind (the model is called again only once every call has its result).
+        if let Some((_, rule)) = LINE_RULES.iter().find(|(t, _)| *t == line_type) {
+            rule(self, &l);
+        }
+    }
+
+    /// An `assistant` line: a block of the response, its calls, its stop reason.
+    fn assistant(&mut self, l: &Line<'_>) {
+        let (at, message, api_error) = (l.at, l.message, l.api_error);
+        let [model, stop, blocks, id] =
+            message.map_or([None; 4], |m| m.pick(["model", "stop_reason", "content", "id"]));
+        if str_of(model).as_deref() == Some("<synthetic>") {
+            let text = user_text(blocks);
+            if api_error || text.trim_start().starts_with("API Error") {
+                self.turn_over(
+                    "synthetic",
+                    at,
+                    "a synthetic assistant line reporting an API error: the turn is over".into(),
+                );
+            } else {
+                self.probably_over(
+                    "synthetic",
+                    at,
+                    format!(
+                        "a synthetic assistant line ({}): Claude Code writes \"No response requested.\" when the person submits the first prompt after a resume, and that prompt follows (thinking)",
+                        text.chars().take(60).collect::<String>()
+                    ),
+                );
+            }
+            return;
+        }
+        // A new response: calls of an earlier one still without a result were left
+        // behind (the model is called again only once every call has its result).
+        if let Some(id) = str_of(id) {
+            if self.response.as_deref() != Some(id.as_str()) {
+                self.open.clear();
+                self.response = Some(id);
+                self.response_stopped = false;
+            }
+        } else {
+            self.response = None;
+            self.response_stopped = false;
+        }
+        self.rejected = false;
+        let stop = str_of(stop);
+        self.response_stopped |= stop.is_some();
+        // A block written after a result of the same response (tools that start while
+        // the response streams) shows that the response was still going on.
+        self.response_complete = self.response_stopped;
+        let mut kinds = Vec::new();
+        for b in blocks.into_iter().flat_map(|b| b.items()) {
+            let [t, id, name] = b.pick(["type", "id", "name"]);
+            let t = str_of(t).unwrap_or_default();
+            if t == "tool_use" {
                 if let Some(id) = str_of(id) {
-                    if self.response.as_deref() != Some(id.as_str()) {
-                        self.open.clear();
-                        self.response = Some(id);
-                        self.response_stopped = false;
-                    }
-                } else {
-                    self.response = None;
-                    self.response_stopped = false;
-                }
-                self.rejected = false;
-                let stop = str_of(stop);
-                self.response_stopped |= stop.is_some();
-                // A block written after a result of the same response (tools that start while
-                // the response streams) shows that the response was still going on.
-                self.response_complete = self.response_stopped;
-                let mut kinds = Vec::new();
-                for b in blocks.into_iter().flat_map(|b| b.items()) {
-                    let [t, id, name] = b.pick(["type", "id", "name"]);
-                    let t = str_of(t).unwrap_or_default();
-                    if t == "tool_use" {
-                        if let Some(id) = str_of(id) {
-                            if !self.open.iter().any(|(o, _)| *o == id) {
-                                self.open.push((id, str_of(name)));
-                            }
-                        }
-                    }
-                    kinds.push(t);
-                }
-                if !self.open.is_empty() {
-                    self.acting("tool_use", at, "");
-                    return;
-                }
-                match stop.as_deref() {
-                    Some(s @ ("end_turn" | "stop_sequence" | "refusal")) => {
-                        self.decide(State::Idle, Confirmed, "stop_reason", at, format!("stop_reason {s}"));
-                    }
-                    Some("max_tokens") => {
-                        self.decide(State::Idle, Inferred, "stop_reason", at, "stop_reason max_tokens: the turn ends (idle), or Claude Code asks the model to resume (thinking)".into());
-                    }
-                    _ if !kinds.is_empty() && kinds.iter().all(|k| k == "thinking" || k == "redacted_thinking") => {
-                        self.decide(State::Thinking, Inferred, "thinking_block", at, "a thinking block without stop_reason: the response goes on (thinking), or it ended on the thinking alone (idle, confirmed by a turn end)".into());
-                    }
-                    _ => {
-                        self.decide(State::Thinking, Inferred, "open_response", at, "response text without stop_reason: more blocks may follow (thinking), or the turn ended without a turn-end line (idle)".into());
+                    if !self.open.iter().any(|(o, _)| *o == id) {
+                        self.open.push((id, str_of(name)));
                     }
                 }
             }
-            "user" => {
-                if is_true(compact_summary) {
-                    self.reset();
-                    self.decide(State::Thinking, Inferred, "compaction", at, "the summary after a compaction: the model goes on after an automatic one (thinking), waits after /compact (idle)".into());
-                    return;
-                }
-                let content = message.and_then(|m| m.get("content"));
-                let mut results = 0;
-                for b in content.into_iter().filter(|c| c.kind == Kind::Array).flat_map(|c| c.items()) {
-                    let [t, id, result] = b.pick(["type", "tool_use_id", "content"]);
-                    if str_of(t).as_deref() != Some("tool_result") {
-                        continue;
-                    }
-                    results += 1;
-                    if let Some(id) = str_of(id) {
-                        self.open.retain(|(o, _)| *o != id);
-                    }
-                    if result.is_some_and(stops_the_turn) {
-                        self.rejected = true;
-                    }
-                }
-                if results > 0 {
-                    // Results come once the response has ended, unless a later block of it shows
-                    // that tools started while it streamed.
-                    self.response_complete = true;
-                    if !self.open.is_empty() {
-                        self.acting("tool_result_partial", at, "");
-                    } else if self.rejected {
-                        self.decide(
-                            State::Idle,
-                            Inferred,
-                            "tool_rejected",
-                            at,
-                            "the person rejected the tool call, or stopped it while it ran, and the model was told to wait (idle); a prompt queued meanwhile, or typed in the rejection dialog, is answered at once (thinking)".into(),
-                        );
-                    } else {
-                        self.decide(
-                            State::Thinking,
-                            Confirmed,
-                            "tool_result",
-                            at,
-                            "every tool call of the response has its result: the model's turn".into(),
-                        );
-                    }
-                    return;
-                }
-                let text = user_text(content);
-                let text = text.trim_start();
-                if is_true(is_meta) {
-                    if text.starts_with("<local-command-caveat>") || text.starts_with("Caveat:") || text.is_empty() {
-                        return;
-                    }
+            kinds.push(t);
+        }
+        if !self.open.is_empty() {
+            self.acting("tool_use", at, "");
+            return;
+        }
+        match stop.as_deref() {
+            Some(s @ ("end_turn" | "stop_sequence" | "refusal")) => {
+                self.decide(State::Idle, Confirmed, "stop_reason", at, format!("stop_reason {s}"));
+            }
+            Some("max_tokens") => {
+                self.decide(
+                    State::Idle,
+                    Inferred,
+                    "stop_reason",
+                    at,
+                    "stop_reason max_tokens: the turn ends (idle), or Claude Code asks the model to resume (thinking)"
+                        .into(),
+                );
+            }
+            _ if !kinds.is_empty() && kinds.iter().all(|k| k == "thinking" || k == "redacted_thinking") => {
+                self.decide(State::Thinking, Inferred, "thinking_block", at, "a thinking block without stop_reason: the response goes on (thinking), or it ended on the thinking alone (idle, confirmed by a turn end)".into());
+            }
+            _ => {
+                self.decide(State::Thinking, Inferred, "open_response", at, "response text without stop_reason: more blocks may follow (thinking), or the turn ended without a turn-end line (idle)".into());
+            }
+        }
+    }
+
+    /// A `user` line: results of calls, a prompt, a meta line, an interrupt, a command.
+    fn user(&mut self, l: &Line<'_>) {
+        let (at, message, compact_summary, is_meta) = (l.at, l.message, l.compact_summary, l.is_meta);
+        if compact_summary {
+            self.reset();
+            self.decide(State::Thinking, Inferred, "compaction", at, "the summary after a compaction: the model goes on after an automatic one (thinking), waits after /compact (idle)".into());
+            return;
+        }
+        let content = message.and_then(|m| m.get("content"));
+        if self.results(at, content) {
+            return;
+        }
+        let text = user_text(content);
+        let text = text.trim_start();
+        if is_meta {
+            if text.starts_with("<local-command-caveat>") || text.starts_with("Caveat:") || text.is_empty() {
+                return;
+            }
+            self.decide(
+                State::Thinking,
+                Inferred,
+                "meta_prompt",
+                at,
+                "a meta line that is input to the model (an expanded slash command, a skill)".into(),
+            );
+            return;
+        }
+        if !text.is_empty() {
+            self.typed(at, text);
+        }
+    }
+
+    /// A `user` line's `tool_result` blocks: the calls they close; whether there were any (the
+    /// line is then decided).
+    fn results(&mut self, at: At, content: Option<Value<'_>>) -> bool {
+        let mut results = 0;
+        for b in content.into_iter().filter(|c| c.kind == Kind::Array).flat_map(|c| c.items()) {
+            let [t, id, result] = b.pick(["type", "tool_use_id", "content"]);
+            if str_of(t).as_deref() != Some("tool_result") {
+                continue;
+            }
+            results += 1;
+            if let Some(id) = str_of(id) {
+                self.open.retain(|(o, _)| *o != id);
+            }
+            if result.is_some_and(stops_the_turn) {
+                self.rejected = true;
+            }
+        }
+        if results > 0 {
+            // Results come once the response has ended, unless a later block of it shows
+            // that tools started while it streamed.
+            self.response_complete = true;
+            if !self.open.is_empty() {
+                self.acting("tool_result_partial", at, "");
+            } else if self.rejected {
+                self.decide(
+                    State::Idle,
+                    Inferred,
+                    "tool_rejected",
+                    at,
+                    "the person rejected the tool call, or stopped it while it ran, and the model was told to wait (idle); a prompt queued meanwhile, or typed in the rejection dialog, is answered at once (thinking)".into(),
+                );
+            } else {
+                self.decide(
+                    State::Thinking,
+                    Confirmed,
+                    "tool_result",
+                    at,
+                    "every tool call of the response has its result: the model's turn".into(),
+                );
+            }
+            return true;
+        }
+        false
+    }
+
+    /// Text a person typed, or Claude Code wrote for them, at the prompt.
+    fn typed(&mut self, at: At, text: &str) {
+        if text.starts_with("[Request interrupted by user for tool use") {
+            self.probably_over("interrupt", at, "the person stopped a tool call (rejected it, or pressed Escape while it ran): idle, unless a prompt queued meanwhile, or typed in the rejection dialog, is answered at once (thinking)".into());
+        } else if text.starts_with("[Request interrupted") {
+            self.turn_over("interrupt", at, "the person interrupted the agent".into());
+        } else if text.starts_with("<command-name>") || text.starts_with("<command-message>") {
+            self.decide(State::Idle, Inferred, "slash_command", at, "a slash command: a local one leaves the agent idle, a prompt command is followed by its expanded prompt".into());
+        } else if ["<local-command-stdout>", "<local-command-stderr>", "<bash-input>", "<bash-stdout>", "<bash-stderr>"]
+            .iter()
+            .any(|p| text.starts_with(p))
+        {
+            self.turn_over("local_command", at, "a command the person ran at the prompt".into());
+        } else if text.starts_with("Operation stopped by hook") {
+            self.turn_over("hook_stopped", at, "a hook stopped the turn".into());
+        } else if text.starts_with("<task-notification>") {
+            self.decide(
+                State::Thinking,
+                Inferred,
+                "task_notification",
+                at,
+                "a background task's notification, delivered to the model".into(),
+            );
+        } else {
+            self.reset();
+            self.decide(State::Thinking, Confirmed, "prompt", at, "a prompt: the model's turn".into());
+        }
+    }
+
+    /// A `system` line: a turn end, a retry, a compaction, a hook, a local command.
+    fn system(&mut self, l: &Line<'_>) {
+        let (at, subtype, content, hook_errors, retry, max_retries) =
+            (l.at, l.subtype, l.content, l.hook_errors, l.retry, l.max_retries);
+        let subtype = str_of(subtype);
+        let text = strip_ansi(&str_of(content).unwrap_or_default());
+        if text.starts_with(PROMPT_BLOCKED) {
+            self.turn_over("hook_stopped", at, "a UserPromptSubmit hook blocked the prompt".into());
+            return;
+        }
+        match subtype.as_deref() {
+            Some("stop_hook_summary")
+                if hook_errors.is_some_and(|e| e.kind == Kind::Array && e.items().next().is_some()) =>
+            {
+                self.probably_over("turn_end", at, "turn end (stop_hook_summary) with hook errors: a Stop hook that blocked makes the model go on (thinking)".into());
+            }
+            Some("stop_hook_summary") | Some("turn_duration") => {
+                self.reset();
+                let d = format!("turn end ({})", subtype.unwrap_or_default());
+                self.decide(State::Idle, Confirmed, "turn_end", at, d);
+            }
+            Some("api_error") => {
+                let last = matches!((retry.and_then(|r| r.as_i64()), max_retries.and_then(|m| m.as_i64())), (Some(r), Some(m)) if r >= m);
+                if last {
                     self.decide(
                         State::Thinking,
                         Inferred,
-                        "meta_prompt",
+                        "api_retry",
                         at,
-                        "a meta line that is input to the model (an expanded slash command, a skill)".into(),
+                        "the last retry of a failing API call: an error line ends the turn if it fails".into(),
                     );
-                    return;
+                } else {
+                    self.decide(State::Thinking, Confirmed, "api_retry", at, "an API call is being retried".into());
                 }
-                if text.is_empty() {
-                    return;
-                }
-                if text.starts_with("[Request interrupted by user for tool use") {
-                    self.probably_over("interrupt", at, "the person stopped a tool call (rejected it, or pressed Escape while it ran): idle, unless a prompt queued meanwhile, or typed in the rejection dialog, is answered at once (thinking)".into());
-                } else if text.starts_with("[Request interrupted") {
-                    self.turn_over("interrupt", at, "the person interrupted the agent".into());
-                } else if text.starts_with("<command-name>") || text.starts_with("<command-message>") {
-                    self.decide(State::Idle, Inferred, "slash_command", at, "a slash command: a local one leaves the agent idle, a prompt command is followed by its expanded prompt".into());
-                } else if [
-                    "<local-command-stdout>",
-                    "<local-command-stderr>",
-                    "<bash-input>",
-                    "<bash-stdout>",
-                    "<bash-stderr>",
-                ]
-                .iter()
-                .any(|p| text.starts_with(p))
-                {
-                    self.turn_over("local_command", at, "a command the person ran at the prompt".into());
-                } else if text.starts_with("Operation stopped by hook") {
-                    self.turn_over("hook_stopped", at, "a hook stopped the turn".into());
-                } else if text.starts_with("<task-notification>") {
+            }
+            Some("compact_boundary") => {
+                self.reset();
+                self.decide(
+                    State::Thinking,
+                    Inferred,
+                    "compaction",
+                    at,
+                    "a compaction: the model goes on after an automatic one (thinking), waits after /compact (idle)"
+                        .into(),
+                );
+            }
+            Some("away_summary") => {
+                self.decide(
+                    State::Idle,
+                    Confirmed,
+                    "away_summary",
+                    at,
+                    "a summary written while the person was away".into(),
+                );
+            }
+            Some("local_command") => {
+                self.decide(
+                    State::Idle,
+                    Confirmed,
+                    "local_command",
+                    at,
+                    "a command the person ran at the prompt".into(),
+                );
+            }
+            None => {
+                if let Some(running) = text.strip_prefix("Running ") {
+                    if running.starts_with("Stop") {
+                        self.probably_over("stop_hook", at, STOP_HOOK_RUNNING.into());
+                    }
+                } else if text.starts_with("Stop hook feedback") || text.starts_with("Stop hook error") {
+                    self.reset();
                     self.decide(
                         State::Thinking,
                         Inferred,
-                        "task_notification",
+                        "stop_hook",
                         at,
-                        "a background task's notification, delivered to the model".into(),
+                        "a Stop hook blocked the stop: the model goes on (thinking), unless the hook also ended the session".into(),
                     );
-                } else {
-                    self.reset();
-                    self.decide(State::Thinking, Confirmed, "prompt", at, "a prompt: the model's turn".into());
+                } else if text.starts_with("Stop") {
+                    self.turn_over("stop_hook", at, "a Stop hook completed: the turn is over".into());
                 }
-            }
-            "system" => {
-                let subtype = str_of(subtype);
-                let text = strip_ansi(&str_of(content).unwrap_or_default());
-                if text.starts_with(PROMPT_BLOCKED) {
-                    self.turn_over("hook_stopped", at, "a UserPromptSubmit hook blocked the prompt".into());
-                    return;
-                }
-                match subtype.as_deref() {
-                    Some("stop_hook_summary")
-                        if hook_errors.is_some_and(|e| e.kind == Kind::Array && e.items().next().is_some()) =>
-                    {
-                        self.probably_over("turn_end", at, "turn end (stop_hook_summary) with hook errors: a Stop hook that blocked makes the model go on (thinking)".into());
-                    }
-                    Some("stop_hook_summary") | Some("turn_duration") => {
-                        self.reset();
-                        let d = format!("turn end ({})", subtype.unwrap_or_default());
-                        self.decide(State::Idle, Confirmed, "turn_end", at, d);
-                    }
-                    Some("api_error") => {
-                        let last = matches!((retry.and_then(|r| r.as_i64()), max_retries.and_then(|m| m.as_i64())), (Some(r), Some(m)) if r >= m);
-                        if last {
-                            self.decide(
-                                State::Thinking,
-                                Inferred,
-                                "api_retry",
-                                at,
-                                "the last retry of a failing API call: an error line ends the turn if it fails".into(),
-                            );
-                        } else {
-                            self.decide(
-                                State::Thinking,
-                                Confirmed,
-                                "api_retry",
-                                at,
-                                "an API call is being retried".into(),
-                            );
-                        }
-                    }
-                    Some("compact_boundary") => {
-                        self.reset();
-                        self.decide(State::Thinking, Inferred, "compaction", at, "a compaction: the model goes on after an automatic one (thinking), waits after /compact (idle)".into());
-                    }
-                    Some("away_summary") => {
-                        self.decide(
-                            State::Idle,
-                            Confirmed,
-                            "away_summary",
-                            at,
-                            "a summary written while the person was away".into(),
-                        );
-                    }
-                    Some("local_command") => {
-                        self.decide(
-                            State::Idle,
-                            Confirmed,
-                            "local_command",
-                            at,
-                            "a command the person ran at the prompt".into(),
-                        );
-                    }
-                    None => {
-                        if let Some(running) = text.strip_prefix("Running ") {
-                            if running.starts_with("Stop") {
-                                self.probably_over("stop_hook", at, STOP_HOOK_RUNNING.into());
-                            }
-                        } else if text.starts_with("Stop hook feedback") || text.starts_with("Stop hook error") {
-                            self.reset();
-                            self.decide(
-                                State::Thinking,
-                                Inferred,
-                                "stop_hook",
-                                at,
-                                "a Stop hook blocked the stop: the model goes on (thinking), unless the hook also ended the session".into(),
-                            );
-                        } else if text.starts_with("Stop") {
-                            self.turn_over("stop_hook", at, "a Stop hook completed: the turn is over".into());
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            "progress" => {
-                let data = p.get("data");
-                let [kind, event] = data.map_or([None; 2], |d| d.pick(["type", "hookEvent"]));
-                let kind = str_of(kind).unwrap_or_default();
-                let event = str_of(event);
-                if kind == "hook_progress" {
-                    match event.as_deref() {
-                        Some("Stop") => {
-                            self.probably_over("stop_hook", at, STOP_HOOK_RUNNING.into());
-                            return;
-                        }
-                        Some("UserPromptSubmit") => {
-                            if self.verdict.as_ref().is_some_and(|v| v.rule == "prompt") {
-                                self.decide(State::Thinking, Inferred, "prompt", at, "a prompt whose UserPromptSubmit hook is running: the model's turn (thinking), unless the hook blocks the prompt (idle)".into());
-                            }
-                            return;
-                        }
-                        _ => {}
-                    }
-                }
-                let tool = str_of(parent_tool_use_id).or_else(|| str_of(tool_use_id));
-                if tool.is_some_and(|t| self.open.iter().any(|(o, _)| *o == t)) {
-                    // Its tool (or the tool's hook) runs: the response has ended, unless a later
-                    // block of it shows that tools started while it streamed.
-                    self.response_complete = true;
-                    let lead = match event {
-                        Some(e) => format!("{kind} ({e}) of an open call; "),
-                        None => format!("{kind} of an open call; "),
-                    };
-                    self.acting("tool_progress", at, &lead);
-                }
-            }
-            "result" => {
-                self.turn_over("result", at, "the session's result line".into());
             }
             _ => {}
         }
+    }
+
+    /// A `progress` line: a hook or a tool of an open call running.
+    fn progress(&mut self, l: &Line<'_>) {
+        let (at, tool_use_id, parent_tool_use_id) = (l.at, l.tool_use_id, l.parent_tool_use_id);
+        let data = l.data;
+        let [kind, event] = data.map_or([None; 2], |d| d.pick(["type", "hookEvent"]));
+        let kind = str_of(kind).unwrap_or_default();
+        let event = str_of(event);
+        if kind == "hook_progress" {
+            match event.as_deref() {
+                Some("Stop") => {
+                    self.probably_over("stop_hook", at, STOP_HOOK_RUNNING.into());
+                    return;
+                }
+                Some("UserPromptSubmit") => {
+                    if self.verdict.as_ref().is_some_and(|v| v.rule == "prompt") {
+                        self.decide(State::Thinking, Inferred, "prompt", at, "a prompt whose UserPromptSubmit hook is running: the model's turn (thinking), unless the hook blocks the prompt (idle)".into());
+                    }
+                    return;
+                }
+                _ => {}
+            }
+        }
+        let tool = str_of(parent_tool_use_id).or_else(|| str_of(tool_use_id));
+        if tool.is_some_and(|t| self.open.iter().any(|(o, _)| *o == t)) {
+            // Its tool (or the tool's hook) runs: the response has ended, unless a later
+            // block of it shows that tools started while it streamed.
+            self.response_complete = true;
+            let lead = match event {
+                Some(e) => format!("{kind} ({e}) of an open call; "),
+                None => format!("{kind} of an open call; "),
+            };
+            self.acting("tool_progress", at, &lead);
+        }
+    }
+
+    /// The session's `result` line.
+    fn result(&mut self, l: &Line<'_>) {
+        self.turn_over("result", l.at, "the session's result line".into());
     }
 }
 

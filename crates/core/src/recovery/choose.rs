@@ -475,7 +475,14 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
         }
     }
 
-    // No marker anywhere.
+    without_marker(files, e, probe)
+}
+
+/// The decision tree where no session file has a marker: the latest file, every writer, the
+/// mark, or the checkpoint's write time, by what the job has.
+fn without_marker(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> Result<Choice, CbError> {
+    let latest = files.len().saturating_sub(1);
+    let rel = |i: usize| files.get(i).map(|f| f.rel_path.clone()).unwrap_or_default();
     let latest_dialect = files.get(latest).and_then(|f| f.dialect);
     let shipped = latest_dialect == Some(Dialect::CortexPlane);
     if !e.match_checkpoint {
@@ -522,6 +529,18 @@ pub fn choose(files: &[SessionFile], e: &Expectation, probe: &mut dyn Probe) -> 
             vec![latest],
         ));
     };
+    by_checkpoint_time(files, e, probe, time)
+}
+
+/// Every writer of every file, each event placed before or after the checkpoint's write `time`
+/// by the pods' clocks (the shipped writer writes no marker).
+fn by_checkpoint_time(
+    files: &[SessionFile],
+    e: &Expectation,
+    probe: &mut dyn Probe,
+    time: i64,
+) -> Result<Choice, CbError> {
+    let latest = files.len().saturating_sub(1);
     let since = time.saturating_sub(e.read_margin_us);
     let mut reads = Vec::new();
     for session in 0..=latest {

@@ -242,45 +242,19 @@ pub struct Parts<'a> {
     pub fresh: &'a Freshness,
 }
 
-/// The plan as JSON text.
+/// The plan as JSON text: its subject (a job and its checkpoint, or a transcript), how the
+/// resume point was chosen and how fresh the index is, the marker and the sessions read, the
+/// calls by what to do with them, what the plan found along the way, the clock and notes.
 pub fn render(subject: &Subject, parts: &Parts<'_>) -> String {
     let Parts { files, choice, body, evidence, fresh } = *parts;
     let mut w = JsonWriter::new();
     w.begin_object();
     w.field_int("plan_version", super::plan::PLAN_VERSION);
-    match subject {
-        Subject::Job { job_id, expected_checkpoint_id, match_checkpoint, phase1 } => {
-            w.field_str("job_id", job_id);
-            w.field_str("action", phase1.action());
-            w.key("checkpoint").begin_object();
-            w.field_str("source", phase1.source.label());
-            w.field_opt_str("checkpoint_id", phase1.checkpoint_id.as_deref());
-            w.field_opt_int("step_index", phase1.step_index.map(i64::from));
-            w.field_opt_int("resume_step", phase1.resume_step());
-            w.field_opt_bool("crc_ok", phase1.crc_ok);
-            w.field_str("ref", &super::keys::checkpoint_ref(phase1.crc));
-            ts(&mut w, "written_at", phase1.created_at_us);
-            w.field_opt_str("detail", phase1.detail.as_deref());
-            w.end_object();
-            w.field_opt_str("expected_checkpoint_id", expected_checkpoint_id.as_deref());
-            w.field_bool("match_checkpoint", *match_checkpoint);
-        }
-        Subject::Transcript { session_id } => {
-            w.field_opt_str("session_id", session_id.as_deref());
-            w.field_str("action", "resume");
-            w.key("checkpoint").null();
-        }
-    }
+    write_subject(&mut w, subject);
     w.field_str("mode", choice.reason.mode().label());
     w.field_str("reason", choice.reason.label());
     w.field_str("detail", &choice.detail);
-    w.key("fresh").begin_object();
-    w.field_bool("caught_up", fresh.caught_up);
-    w.field_bool("stale", fresh.stale.is_some());
-    w.field_opt_str("reason", fresh.stale.as_ref().map(|_| fresh.reason.unwrap_or("not_caught_up")));
-    w.field_opt_str("detail", fresh.stale.as_deref());
-    w.field_int("unindexed_bytes", unindexed(files, choice));
-    w.end_object();
+    write_fresh(&mut w, files, choice, fresh);
 
     w.key("marker");
     match &choice.anchor {
@@ -299,12 +273,67 @@ pub fn render(subject: &Subject, parts: &Parts<'_>) -> String {
     }
     w.end_array();
 
+    write_calls(&mut w, files, body);
+    write_findings(&mut w, files, choice, body);
+
+    w.key("clock");
+    write_clock(&mut w, files, choice, evidence);
+
+    w.key("notes").begin_array();
+    for note in notes(files, choice, body, fresh) {
+        w.string(note);
+    }
+    w.end_array();
+    w.end_object();
+    w.finish()
+}
+
+/// `job_id`, `action` and `checkpoint` (a job's), or `session_id` (a transcript's).
+fn write_subject(w: &mut JsonWriter, subject: &Subject) {
+    match subject {
+        Subject::Job { job_id, expected_checkpoint_id, match_checkpoint, phase1 } => {
+            w.field_str("job_id", job_id);
+            w.field_str("action", phase1.action());
+            w.key("checkpoint").begin_object();
+            w.field_str("source", phase1.source.label());
+            w.field_opt_str("checkpoint_id", phase1.checkpoint_id.as_deref());
+            w.field_opt_int("step_index", phase1.step_index.map(i64::from));
+            w.field_opt_int("resume_step", phase1.resume_step());
+            w.field_opt_bool("crc_ok", phase1.crc_ok);
+            w.field_str("ref", &super::keys::checkpoint_ref(phase1.crc));
+            ts(w, "written_at", phase1.created_at_us);
+            w.field_opt_str("detail", phase1.detail.as_deref());
+            w.end_object();
+            w.field_opt_str("expected_checkpoint_id", expected_checkpoint_id.as_deref());
+            w.field_bool("match_checkpoint", *match_checkpoint);
+        }
+        Subject::Transcript { session_id } => {
+            w.field_opt_str("session_id", session_id.as_deref());
+            w.field_str("action", "resume");
+            w.key("checkpoint").null();
+        }
+    }
+}
+
+/// `fresh`: whether the index has caught up with the files the plan reads.
+fn write_fresh(w: &mut JsonWriter, files: &[SessionFile], choice: &Choice, fresh: &Freshness) {
+    w.key("fresh").begin_object();
+    w.field_bool("caught_up", fresh.caught_up);
+    w.field_bool("stale", fresh.stale.is_some());
+    w.field_opt_str("reason", fresh.stale.as_ref().map(|_| fresh.reason.unwrap_or("not_caught_up")));
+    w.field_opt_str("detail", fresh.stale.as_deref());
+    w.field_int("unindexed_bytes", unindexed(files, choice));
+    w.end_object();
+}
+
+/// `completed`, `in_flight` and `verify`: the calls by what a resumed agent does with them.
+fn write_calls(w: &mut JsonWriter, files: &[SessionFile], body: &Body) {
     w.key("completed").begin_array();
     for c in body.completed() {
         let Some(r) = &c.result else { continue };
         w.begin_object();
-        write_call_common(&mut w, files, c);
-        write_result(&mut w, files, r);
+        write_call_common(w, files, c);
+        write_result(w, files, r);
         w.field_str("paired_by", if r.paired_by_order { "order" } else { "id" });
         w.end_object();
     }
@@ -313,8 +342,8 @@ pub fn render(subject: &Subject, parts: &Parts<'_>) -> String {
     w.key("in_flight").begin_array();
     for c in body.in_flight() {
         w.begin_object();
-        write_call_common(&mut w, files, c);
-        write_input(&mut w, c);
+        write_call_common(w, files, c);
+        write_input(w, c);
         // A later writer exists: this call's writer died with the call open.
         w.field_bool("writer_crashed", c.segment < body.last_segment);
         w.end_object();
@@ -324,21 +353,24 @@ pub fn render(subject: &Subject, parts: &Parts<'_>) -> String {
     w.key("verify").begin_array();
     for (c, reason) in body.to_verify() {
         w.begin_object();
-        write_call_common(&mut w, files, c);
-        write_input(&mut w, c);
+        write_call_common(w, files, c);
+        write_input(w, c);
         w.field_str("reason", reason.label());
         w.field_bool("writer_crashed", c.segment < body.last_segment);
         w.key("results").begin_array();
         for r in body.results_of(c) {
             w.begin_object();
-            write_result(&mut w, files, r);
+            write_result(w, files, r);
             w.end_object();
         }
         w.end_array();
         w.end_object();
     }
     w.end_array();
+}
 
+/// `lost_events`, `anomalies` and `events_after_marker`: what the plan found along the way.
+fn write_findings(w: &mut JsonWriter, files: &[SessionFile], choice: &Choice, body: &Body) {
     w.key("lost_events").begin_array();
     for g in &body.gaps {
         w.begin_object();
@@ -374,17 +406,6 @@ pub fn render(subject: &Subject, parts: &Parts<'_>) -> String {
         w.end_object();
     }
     w.end_array();
-
-    w.key("clock");
-    write_clock(&mut w, files, choice, evidence);
-
-    w.key("notes").begin_array();
-    for note in notes(files, choice, body, fresh) {
-        w.string(note);
-    }
-    w.end_array();
-    w.end_object();
-    w.finish()
 }
 
 /// Bytes of the plan's files the index does not hold (a pending tail included).
