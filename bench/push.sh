@@ -248,7 +248,7 @@ held_push() { # $1 = start offset, $2 = SQL bytea expression
 }
 held_line="convert_to('{\"type\":\"X\",\"job_id\":\"${HELD_JOB}\"}' || chr(10) || '{\"type\":\"TOOL_RESULT\",\"text\":\"' || repeat('a', 1048000), 'UTF8')"
 held_push 0 "${held_line}"
-held_at=$(bench_psql -c "SELECT indexed_offset + held_len FROM cortex_buffer.pushed_file JOIN cortex_buffer.session_file USING (file_id) WHERE job_id = '${HELD_JOB}'")
+held_at=$(bench_psql -c "SELECT f.indexed_offset + p.held_len FROM cortex_buffer.pushed_file p JOIN cortex_buffer.session_file f USING (file_id) WHERE p.job_id = '${HELD_JOB}'")
 held_wal=$(bench_psql -c "SELECT pg_catalog.pg_current_wal_insert_lsn()")
 for n in $(seq 0 99); do held_push $(( held_at + n )) "'\\x62'::bytea"; done
 held_wal=$(bench_psql -c "SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_insert_lsn(), '${held_wal}')")

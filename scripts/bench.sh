@@ -19,6 +19,8 @@ install_extension --release
 BENCH="$(work_dir)/bench"
 BIN="$("${PG_CONFIG}" --bindir)"
 export PGDATA="${BENCH}/data" RUN="${BENCH}/run" BIN PORT="${CORTEX_BENCH_PORT:-54339}"
+# A test server: benchmarks turn test knobs (catch_up), settings only there (src/pg/guc.rs).
+export CORTEX_BUFFER_TESTING=1
 pg() { runuser -u postgres -- "$@"; }
 if pg "${BIN}/pg_ctl" status -D "${PGDATA}" >/dev/null 2>&1; then
     pg "${BIN}/pg_ctl" stop -m fast -D "${PGDATA}" >/dev/null

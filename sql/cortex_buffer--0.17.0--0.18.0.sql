@@ -1,4 +1,5 @@
--- cortex_buffer 0.17.0 -> 0.18.0: a push writes about what it is charged (issue 40).
+-- cortex_buffer 0.17.0 -> 0.18.0: simplification (issue 40): a push writes about what it is
+-- charged, and fewer settings.
 --   * A pushed file's held tail (the unterminated line the server holds between chunks) moves
 --     from pushed_file.held, rewritten whole by every push, to pushed_held, kept as pieces: a
 --     push that only adds to the tail writes a piece of about its own bytes. The bytes each file
@@ -30,6 +31,68 @@ SELECT file_id, 0, held FROM cortex_buffer.pushed_file WHERE pg_catalog.octet_le
 ALTER TABLE cortex_buffer.pushed_file DROP COLUMN held;
 COMMENT ON TABLE cortex_buffer.pushed_file IS
 'What the server holds of each pushed session file beyond its session_file row: its key (job, relpath, identity, n), the length of the unterminated tail held between chunks (its bytes are in pushed_held), and the shipper''s last report.';
+
+-- Settings an operator can hold in their head: cortex_buffer.oversized_dir is gone (a job
+-- directory's limit is five times cortex_buffer.oversized_file), with eleven internal tunables
+-- that are now constants (UPDATING.md).
+CREATE OR REPLACE VIEW cortex_buffer.oversized_buffers WITH (security_invoker = true) AS
+WITH lim AS (
+    SELECT pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_file')) AS file_limit,
+           pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_file')) OPERATOR(pg_catalog.*) 5 AS dir_limit,
+           pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 day' AS day_ago
+), dirs AS (
+    SELECT f.job_dir, pg_catalog.sum(f.size_bytes) AS dir_bytes
+      FROM cortex_buffer.session_file f WHERE f.gone_at IS NULL GROUP BY f.job_dir
+), cand AS (
+    SELECT f.file_id, f.path, f.job_dir, f.job_id, f.size_bytes, f.first_ts, f.first_seen, f.mtime
+      FROM cortex_buffer.session_file f JOIN dirs d USING (job_dir), lim
+     WHERE f.gone_at IS NULL
+       AND (f.size_bytes OPERATOR(pg_catalog.*) 4 OPERATOR(pg_catalog.>=) lim.file_limit
+            OR d.dir_bytes OPERATOR(pg_catalog.*) 4 OPERATOR(pg_catalog.>=) lim.dir_limit)
+), rated AS (
+    SELECT c.*, lim.file_limit, lim.dir_limit,
+           -- Bytes written in the last day, and over how long: since the newest event older
+           -- than a day, else since the file began (its first event, else when it was found).
+           -- A file not modified for a day grew by nothing, whatever its events' times say.
+           CASE WHEN c.mtime OPERATOR(pg_catalog.<) lim.day_ago THEN 0
+                ELSE GREATEST(c.size_bytes OPERATOR(pg_catalog.-) COALESCE(o.byte_offset, 0), 0) END AS day_bytes,
+           GREATEST(EXTRACT(epoch FROM pg_catalog.now() OPERATOR(pg_catalog.-)
+                        GREATEST(COALESCE(c.first_ts, c.first_seen), lim.day_ago)), 60) AS day_seconds
+      FROM cand c CROSS JOIN lim
+      LEFT JOIN LATERAL (SELECT cortex_buffer.oversized_day_start(c.file_id, lim.day_ago) AS byte_offset) o ON true
+), per_file AS (
+    SELECT 'file'::pg_catalog.text AS kind, r.path, r.job_id, r.size_bytes, r.file_limit AS limit_bytes,
+           (r.day_bytes OPERATOR(pg_catalog.*) 3600 OPERATOR(pg_catalog./) r.day_seconds)::pg_catalog.int8 AS growth_bytes_per_hour
+      FROM rated r
+), per_dir AS (
+    SELECT 'job_dir'::pg_catalog.text AS kind, pg_catalog.min(r.job_dir) AS path,
+           pg_catalog.min(r.job_id::pg_catalog.text)::pg_catalog.uuid AS job_id,
+           d.dir_bytes::pg_catalog.int8 AS size_bytes, pg_catalog.min(r.dir_limit) AS limit_bytes,
+           pg_catalog.sum(r.day_bytes OPERATOR(pg_catalog.*) 3600 OPERATOR(pg_catalog./) r.day_seconds)::pg_catalog.int8 AS growth_bytes_per_hour
+      FROM rated r JOIN dirs d USING (job_dir)
+     GROUP BY r.job_dir, d.dir_bytes
+)
+SELECT b.kind, b.path, b.job_id, b.size_bytes, b.limit_bytes, b.growth_bytes_per_hour,
+       b.size_bytes OPERATOR(pg_catalog.>) b.limit_bytes AS over_limit,
+       b.size_bytes OPERATOR(pg_catalog.<=) b.limit_bytes
+           AND b.size_bytes OPERATOR(pg_catalog.+) b.growth_bytes_per_hour OPERATOR(pg_catalog.>) b.limit_bytes AS crosses_within_hour,
+       CASE WHEN b.size_bytes OPERATOR(pg_catalog.<=) b.limit_bytes AND b.growth_bytes_per_hour OPERATOR(pg_catalog.>) 0
+            THEN ((b.limit_bytes OPERATOR(pg_catalog.-) b.size_bytes)::pg_catalog.float8
+                  OPERATOR(pg_catalog./) b.growth_bytes_per_hour::pg_catalog.float8) END AS hours_to_limit
+  FROM (SELECT * FROM per_file UNION ALL SELECT * FROM per_dir) b
+ WHERE b.size_bytes OPERATOR(pg_catalog.>) b.limit_bytes
+    OR b.size_bytes OPERATOR(pg_catalog.+) b.growth_bytes_per_hour OPERATOR(pg_catalog.>) b.limit_bytes;
+
+COMMENT ON VIEW cortex_buffer.oversized_buffers IS
+'Session files over cortex_buffer.oversized_file and job directories over five times it (kind file or job_dir), and those that will cross their limit within the hour at their growth rate of the last day (from the index: the bytes after the newest event older than a day). Present files only; pushed files count towards their job directory.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.limit_bytes IS 'cortex_buffer.oversized_file, or five times it for a job directory, in bytes.';
+
+-- Comments that named the settings now constants.
+COMMENT ON COLUMN cortex_buffer.session_file.trusted IS 'Trusted for recovery when last indexed: corruption_ratio <= 0.10 and the file is readable.';
+COMMENT ON COLUMN cortex_buffer.session_file.quarantined_at IS 'Set after 5 failures in a row: the file is left alone until replaced, or until an operator clears this column and failures.';
+COMMENT ON COLUMN cortex_buffer.event.payload_problem IS 'Why payload is NULL, or how it differs from the line''s bytes: jsonb cannot store it (\u0000, a lone surrogate, nesting deeper than 1000, a number beyond numeric), converting it would take more than 64 MiB, or invalid UTF-8 replaced by U+FFFD. Reasons are joined with "; ".';
+COMMENT ON COLUMN cortex_buffer.indexer_status.last_rescan_at IS 'When the first worker last walked the whole sessions directory: at start, after lost events, every 5 minutes, and at each poll in poll mode.';
+COMMENT ON COLUMN cortex_buffer.job_sessions.trusted IS 'Corruption ratio within 0.10 (the file is trusted for recovery).';
 
 -- Who may do what (docs/operations.md#privileges): every grant and revoke of the extension's objects is
 -- here. Runs last in a fresh install; the upgrade scripts set the same.

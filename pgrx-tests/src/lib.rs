@@ -56,6 +56,9 @@ pub struct Cluster {
     pub log: PathBuf,
     pub port: u16,
     pub bin: PathBuf,
+    /// Started as a test server (`CORTEX_BUFFER_TESTING` in its environment): the test knobs
+    /// are settings there (src/pg/guc.rs). True but for [`Cluster::production`].
+    pub testing: bool,
 }
 
 impl Cluster {
@@ -83,6 +86,7 @@ impl Cluster {
             base,
             port,
             bin: bindir(),
+            testing: true,
         };
         fs::create_dir_all(&c.socket_dir).expect("socket dir");
         chown_postgres(&c.socket_dir);
@@ -121,6 +125,12 @@ impl Cluster {
         c
     }
 
+    /// The cluster started as a production server: without the test knobs.
+    pub fn production(mut self) -> Cluster {
+        self.testing = false;
+        self
+    }
+
     /// A streaming standby of `primary` (which must be running), made with pg_basebackup.
     /// Not started.
     pub fn standby_of(primary: &Cluster, name: &str) -> Cluster {
@@ -149,11 +159,11 @@ impl Cluster {
     }
 
     pub fn start(&self) {
-        let out = run(as_postgres(&self.bin.join("pg_ctl"))
-            .args(["start", "-w", "-t", "60", "-D"])
-            .arg(&self.pgdata)
-            .arg("-l")
-            .arg(&self.log));
+        let mut pg_ctl = as_postgres(&self.bin.join("pg_ctl"));
+        if self.testing {
+            pg_ctl.env("CORTEX_BUFFER_TESTING", "1");
+        }
+        let out = run(pg_ctl.args(["start", "-w", "-t", "60", "-D"]).arg(&self.pgdata).arg("-l").arg(&self.log));
         assert!(
             out.status.success(),
             "pg_ctl start failed: {}\n{}",

@@ -206,12 +206,12 @@ COMMENT ON COLUMN cortex_buffer.session_file.session_start_seen IS 'A SESSION_ST
 COMMENT ON COLUMN cortex_buffer.session_file.session_end_seen IS 'A SESSION_END event was indexed.';
 COMMENT ON COLUMN cortex_buffer.session_file.schema_version IS 'The first schema version a line gave (buffer_schema_version, version).';
 COMMENT ON COLUMN cortex_buffer.session_file.foreign_job_lines IS 'Events whose own job id is not this file''s job directory''s: never taken as the directory''s job (an agent that can write into another job''s directory cannot speak for that job).';
-COMMENT ON COLUMN cortex_buffer.session_file.trusted IS 'Trusted for recovery when last indexed: corruption_ratio <= cortex_buffer.max_corruption_ratio and the file is readable.';
+COMMENT ON COLUMN cortex_buffer.session_file.trusted IS 'Trusted for recovery when last indexed: corruption_ratio <= 0.10 and the file is readable.';
 COMMENT ON COLUMN cortex_buffer.session_file.indexed_at IS 'When the file was last indexed.';
 COMMENT ON COLUMN cortex_buffer.session_file.failures IS 'Consecutive failed indexing attempts (committed separately, so a file cannot crash-loop the worker).';
 COMMENT ON COLUMN cortex_buffer.session_file.last_error IS 'Why the last attempt failed.';
 COMMENT ON COLUMN cortex_buffer.session_file.last_error_at IS 'When the last attempt failed.';
-COMMENT ON COLUMN cortex_buffer.session_file.quarantined_at IS 'Set after cortex_buffer.quarantine_after failures: the file is left alone until replaced, or until an operator clears this column and failures.';
+COMMENT ON COLUMN cortex_buffer.session_file.quarantined_at IS 'Set after 5 failures in a row: the file is left alone until replaced, or until an operator clears this column and failures.';
 COMMENT ON COLUMN cortex_buffer.session_file.tail_state IS 'complete, pending (waiting for a newline or the settle period) or truncated (the last non-blank line does not parse).';
 COMMENT ON COLUMN cortex_buffer.session_file.corruption_ratio IS 'Corrupt lines (the truncated tail not counted) over non-blank lines.';
 COMMENT ON INDEX cortex_buffer.session_file_job_dir_idx IS 'Looks up a job''s session files.';
@@ -306,7 +306,7 @@ COMMENT ON COLUMN cortex_buffer.event.cache_write_tokens IS 'Cache-write tokens.
 COMMENT ON COLUMN cortex_buffer.event.cache_read_tokens IS 'Cache-read tokens.';
 COMMENT ON COLUMN cortex_buffer.event.request_id IS 'Claude Code requestId (lines of one API response share it).';
 COMMENT ON COLUMN cortex_buffer.event.payload IS 'The whole line as jsonb; NULL when it is not stored (see payload_problem).';
-COMMENT ON COLUMN cortex_buffer.event.payload_problem IS 'Why payload is NULL, or how it differs from the line''s bytes: jsonb cannot store it (\u0000, a lone surrogate, nesting deeper than 1000, a number beyond numeric), converting it would take more than cortex_buffer.max_line_memory, or invalid UTF-8 replaced by U+FFFD. Reasons are joined with "; ".';
+COMMENT ON COLUMN cortex_buffer.event.payload_problem IS 'Why payload is NULL, or how it differs from the line''s bytes: jsonb cannot store it (\u0000, a lone surrogate, nesting deeper than 1000, a number beyond numeric), converting it would take more than 64 MiB, or invalid UTF-8 replaced by U+FFFD. Reasons are joined with "; ".';
 COMMENT ON INDEX cortex_buffer.event_marker_idx IS 'Checkpoint markers and loads by file and offset: recovery_plan finds a file''s last marker and first CHECKPOINT_LOADED with one probe each.';
 COMMENT ON INDEX cortex_buffer.event_invocation_idx IS 'Finds a tool invocation''s start and result (byte-wise collation: ids are compared, never sorted for people).';
 
@@ -1926,7 +1926,7 @@ COMMENT ON COLUMN cortex_buffer.indexer_status.last_pass_ms IS 'How long it took
 COMMENT ON COLUMN cortex_buffer.indexer_status.passes IS 'The first worker''s passes since the server started.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.watch_mode IS 'How the first worker learns of changes: notify (the kernel says), poll (cortex_buffer.watch = poll), poll (fallback) (watches could not be set: see the log), starting.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.watches IS 'Directories watched for changes.';
-COMMENT ON COLUMN cortex_buffer.indexer_status.last_rescan_at IS 'When the first worker last walked the whole sessions directory: at start, after lost events, every cortex_buffer.rescan_interval, and at each poll in poll mode.';
+COMMENT ON COLUMN cortex_buffer.indexer_status.last_rescan_at IS 'When the first worker last walked the whole sessions directory: at start, after lost events, every 5 minutes, and at each poll in poll mode.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.workers IS 'Every indexer process (cortex_buffer.workers): worker, pid, state, watch_mode, files, passes, last_pass_at, last_pass_ms, rescans, events_indexed, errors.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.files_tracked IS 'Session files present.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.files_gone IS 'Session files deleted (their rows are kept).';
@@ -2012,15 +2012,15 @@ $$;
 COMMENT ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz) IS
 'oversized_buffers'' helper: the byte offset of the file''s newest event stamped before since (NULL: none), where its recent bytes start.';
 
--- Session buffers over cortex_buffer.oversized_file (per file) or cortex_buffer.oversized_dir
--- (per job directory), and those that will be within the hour at their rate of the last day.
+-- Session buffers over cortex_buffer.oversized_file (per file) or five times it (per job
+-- directory: a job's sessions together), and those that will be within the hour at their rate of the last day.
 -- Candidates first (a quarter of a limit or more, present files), so that the rate's index
 -- probe runs for few files: the newest event older than a day, found by walking the file's
 -- events backwards by offset (event_pkey), marks where the last day's bytes start.
 CREATE VIEW cortex_buffer.oversized_buffers WITH (security_invoker = true) AS
 WITH lim AS (
     SELECT pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_file')) AS file_limit,
-           pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_dir')) AS dir_limit,
+           pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_file')) OPERATOR(pg_catalog.*) 5 AS dir_limit,
            pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 day' AS day_ago
 ), dirs AS (
     SELECT f.job_dir, pg_catalog.sum(f.size_bytes) AS dir_bytes
@@ -2066,12 +2066,12 @@ SELECT b.kind, b.path, b.job_id, b.size_bytes, b.limit_bytes, b.growth_bytes_per
     OR b.size_bytes OPERATOR(pg_catalog.+) b.growth_bytes_per_hour OPERATOR(pg_catalog.>) b.limit_bytes;
 
 COMMENT ON VIEW cortex_buffer.oversized_buffers IS
-'Session files over cortex_buffer.oversized_file and job directories over cortex_buffer.oversized_dir (kind file or job_dir), and those that will cross their limit within the hour at their growth rate of the last day (from the index: the bytes after the newest event older than a day). Present files only; pushed files count towards their job directory.';
+'Session files over cortex_buffer.oversized_file and job directories over five times it (kind file or job_dir), and those that will cross their limit within the hour at their growth rate of the last day (from the index: the bytes after the newest event older than a day). Present files only; pushed files count towards their job directory.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.kind IS 'file, or job_dir (every file of one job directory, pushed ones included).';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.path IS 'The file''s session_file.path, or the job directory''s name.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.job_id IS 'The job, when the directory is named by one.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.size_bytes IS 'Bytes now (session_file.size_bytes, summed for a directory).';
-COMMENT ON COLUMN cortex_buffer.oversized_buffers.limit_bytes IS 'cortex_buffer.oversized_file or cortex_buffer.oversized_dir, in bytes.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.limit_bytes IS 'cortex_buffer.oversized_file, or five times it for a job directory, in bytes.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.growth_bytes_per_hour IS 'Bytes written over the last day (or since the file began, if later), per hour.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.over_limit IS 'Larger than the limit now.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.crosses_within_hour IS 'Not over the limit yet, but will be within the hour at growth_bytes_per_hour.';
@@ -2824,7 +2824,7 @@ COMMENT ON COLUMN cortex_buffer.job_sessions.total_lines IS 'Lines indexed.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.valid_lines IS 'Events.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.corrupt_lines IS 'Lines that are not events.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.corruption_ratio IS 'Corrupt over non-blank lines (truncated tail not counted).';
-COMMENT ON COLUMN cortex_buffer.job_sessions.trusted IS 'Within cortex_buffer.max_corruption_ratio.';
+COMMENT ON COLUMN cortex_buffer.job_sessions.trusted IS 'Corruption ratio within 0.10 (the file is trusted for recovery).';
 COMMENT ON COLUMN cortex_buffer.job_sessions.tail_state IS 'complete, pending or truncated.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.unindexed_bytes IS 'Bytes the index does not hold yet.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.gone_at IS 'When the file was found deleted.';

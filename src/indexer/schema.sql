@@ -122,12 +122,12 @@ COMMENT ON COLUMN cortex_buffer.session_file.session_start_seen IS 'A SESSION_ST
 COMMENT ON COLUMN cortex_buffer.session_file.session_end_seen IS 'A SESSION_END event was indexed.';
 COMMENT ON COLUMN cortex_buffer.session_file.schema_version IS 'The first schema version a line gave (buffer_schema_version, version).';
 COMMENT ON COLUMN cortex_buffer.session_file.foreign_job_lines IS 'Events whose own job id is not this file''s job directory''s: never taken as the directory''s job (an agent that can write into another job''s directory cannot speak for that job).';
-COMMENT ON COLUMN cortex_buffer.session_file.trusted IS 'Trusted for recovery when last indexed: corruption_ratio <= cortex_buffer.max_corruption_ratio and the file is readable.';
+COMMENT ON COLUMN cortex_buffer.session_file.trusted IS 'Trusted for recovery when last indexed: corruption_ratio <= 0.10 and the file is readable.';
 COMMENT ON COLUMN cortex_buffer.session_file.indexed_at IS 'When the file was last indexed.';
 COMMENT ON COLUMN cortex_buffer.session_file.failures IS 'Consecutive failed indexing attempts (committed separately, so a file cannot crash-loop the worker).';
 COMMENT ON COLUMN cortex_buffer.session_file.last_error IS 'Why the last attempt failed.';
 COMMENT ON COLUMN cortex_buffer.session_file.last_error_at IS 'When the last attempt failed.';
-COMMENT ON COLUMN cortex_buffer.session_file.quarantined_at IS 'Set after cortex_buffer.quarantine_after failures: the file is left alone until replaced, or until an operator clears this column and failures.';
+COMMENT ON COLUMN cortex_buffer.session_file.quarantined_at IS 'Set after 5 failures in a row: the file is left alone until replaced, or until an operator clears this column and failures.';
 COMMENT ON COLUMN cortex_buffer.session_file.tail_state IS 'complete, pending (waiting for a newline or the settle period) or truncated (the last non-blank line does not parse).';
 COMMENT ON COLUMN cortex_buffer.session_file.corruption_ratio IS 'Corrupt lines (the truncated tail not counted) over non-blank lines.';
 COMMENT ON INDEX cortex_buffer.session_file_job_dir_idx IS 'Looks up a job''s session files.';
@@ -222,7 +222,7 @@ COMMENT ON COLUMN cortex_buffer.event.cache_write_tokens IS 'Cache-write tokens.
 COMMENT ON COLUMN cortex_buffer.event.cache_read_tokens IS 'Cache-read tokens.';
 COMMENT ON COLUMN cortex_buffer.event.request_id IS 'Claude Code requestId (lines of one API response share it).';
 COMMENT ON COLUMN cortex_buffer.event.payload IS 'The whole line as jsonb; NULL when it is not stored (see payload_problem).';
-COMMENT ON COLUMN cortex_buffer.event.payload_problem IS 'Why payload is NULL, or how it differs from the line''s bytes: jsonb cannot store it (\u0000, a lone surrogate, nesting deeper than 1000, a number beyond numeric), converting it would take more than cortex_buffer.max_line_memory, or invalid UTF-8 replaced by U+FFFD. Reasons are joined with "; ".';
+COMMENT ON COLUMN cortex_buffer.event.payload_problem IS 'Why payload is NULL, or how it differs from the line''s bytes: jsonb cannot store it (\u0000, a lone surrogate, nesting deeper than 1000, a number beyond numeric), converting it would take more than 64 MiB, or invalid UTF-8 replaced by U+FFFD. Reasons are joined with "; ".';
 COMMENT ON INDEX cortex_buffer.event_marker_idx IS 'Checkpoint markers and loads by file and offset: recovery_plan finds a file''s last marker and first CHECKPOINT_LOADED with one probe each.';
 COMMENT ON INDEX cortex_buffer.event_invocation_idx IS 'Finds a tool invocation''s start and result (byte-wise collation: ids are compared, never sorted for people).';
 

@@ -1,6 +1,8 @@
 //! Every `cortex_buffer.*` setting, defined in one place so the settings table of docs/operations.md#settings has one
-//! source. All but `workers` are reloadable (SIGHUP): the worker re-reads them when the
-//! configuration is reloaded; a changed `database` makes it restart itself to reconnect.
+//! source: 20 settings, each one a deployment may need to change. All but `workers` are
+//! reloadable (SIGHUP): the worker re-reads them when the configuration is reloaded; a changed
+//! `database` makes it restart itself to reconnect. Internal tunables are test knobs: settings
+//! only in a test server ([`testing_server`]), their defaults elsewhere.
 
 use std::ffi::{CStr, CString};
 
@@ -16,27 +18,46 @@ pub static CHECKPOINT_HISTORY_KEEP: GucSetting<i32> = GucSetting::<i32>::new(20)
 pub static RESERVATION_TIMEOUT_S: GucSetting<i32> = GucSetting::<i32>::new(600);
 pub static SETTLE_PERIOD_MS: GucSetting<i32> = GucSetting::<i32>::new(5000);
 pub static MAX_LINE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1 << 20);
+/// Test knob. 64 MiB: what one line's conversion to jsonb may take; every line within the
+/// default line cap fits, and the budget bounds a backend's memory whatever the line holds.
 pub static MAX_LINE_MEMORY_KB: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
+/// Test knob. 1 000 rows per INSERT on the SQL path: past a few hundred, larger batches gain
+/// nothing measurable (docs/benchmarks.md), and a batch bounds the memory its rows take.
 pub static BATCH_ROWS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// Test knob. 5 failures in a row: a file that fails that often fails for a reason of its own,
+/// and retrying it every poll would cost every pass.
 pub static QUARANTINE_AFTER: GucSetting<i32> = GucSetting::<i32>::new(5);
+/// Test knob. 10 % corrupt lines (the reference design's figure): past it a file is not trusted
+/// for recovery.
 pub static MAX_CORRUPTION_RATIO: GucSetting<f64> = GucSetting::<f64>::new(0.10);
+/// Test knob. 4 096 bytes of a tool's result or input in a plan (the reference design's cap on
+/// result_summary); a longer one is cut and flagged.
 pub static RECOVERY_VALUE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(4096);
 pub static RECOVERY_CLOCK_SKEW_MS: GucSetting<i32> = GucSetting::<i32>::new(5000);
+/// Test knob. Lookups bring the job's files up to date first; off only to test and benchmark
+/// answers from what the worker indexed.
 pub static CATCH_UP: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// Test knob. 64 MiB of one job directory's new bytes per worker pass: a busy job delays
+/// another's lines by at most that much reading.
 pub static PASS_DIR_KB: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
 pub static CATCH_UP_WAIT_MS: GucSetting<i32> = GucSetting::<i32>::new(2000);
 pub static JOB_TOKEN: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 pub static WATCH: GucSetting<WatchMode> = GucSetting::<WatchMode>::new(WatchMode::Auto);
+/// Test knob. A full walk every 5 minutes in notify mode: the safety net for events the kernel
+/// lost, rare enough to cost nothing on an idle volume.
 pub static RESCAN_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(300);
 pub static WORKERS: GucSetting<i32> = GucSetting::<i32>::new(1);
+/// Test knob. 4 MiB per pushed chunk: what the shipper sends per call, and a bound on a call's
+/// memory.
 pub static PUSH_MAX_CHUNK_KB: GucSetting<i32> = GucSetting::<i32>::new(4096);
 pub static PUSH_RATE_LIMIT_KB: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024);
 pub static GONE_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(7 * 86_400);
 pub static KEEP_FAILED_FOR_S: GucSetting<i32> = GucSetting::<i32>::new(3 * 86_400);
 pub static JOB_ROWS_RETENTION_S: GucSetting<i32> = GucSetting::<i32>::new(30 * 86_400);
 pub static OVERSIZED_FILE_KB: GucSetting<i32> = GucSetting::<i32>::new(10 * 1024);
-pub static OVERSIZED_DIR_KB: GucSetting<i32> = GucSetting::<i32>::new(50 * 1024);
+/// Test knob. 1 000 directories per cleanup call when max_dirs is NULL (a call passes its own).
 pub static CLEANUP_MAX_DIRS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// Test knob: a crash test's pause inside the cleanup (never set in production).
 pub static CLEANUP_PAUSE_AT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// How the worker learns that session files changed (`cortex_buffer.watch`).
@@ -56,8 +77,31 @@ pub enum WatchMode {
 /// The most indexer processes `cortex_buffer.workers` may ask for.
 pub const MAX_WORKERS: i32 = 16;
 
-/// Registers the settings and reserves the `cortex_buffer.` prefix (typos become errors).
+/// Registers the settings and reserves the `cortex_buffer.` prefix (typos, and settings of
+/// earlier versions, become a WARNING at start and an error on `SET`). The test knobs are
+/// registered only in a test server ([`testing_server`]).
 pub fn define() {
+    define_worker();
+    define_limits();
+    define_recovery();
+    define_retention();
+    if testing_server() {
+        define_test_knobs();
+    }
+    // SAFETY: called from _PG_init on the main thread with a static NUL-terminated string.
+    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"cortex_buffer".as_ptr()) };
+}
+
+/// Whether this server runs the test suites or the benchmarks: a `#[pg_test]` build, or a
+/// server started with `CORTEX_BUFFER_TESTING` in its environment (the end-to-end suite, the
+/// golden files, the benchmarks). Only there are the test knobs settings; everywhere else
+/// they are the constants they default to.
+pub fn testing_server() -> bool {
+    cfg!(feature = "pg_test") || std::env::var_os("CORTEX_BUFFER_TESTING").is_some()
+}
+
+/// The background worker: where the files are, which database, how it learns of changes.
+fn define_worker() {
     GucRegistry::define_string_guc(
         c"cortex_buffer.sessions_dir",
         c"Directory the agents write their JSONL session files into.",
@@ -92,16 +136,6 @@ pub fn define() {
         GucContext::Sighup,
         GucFlags::default(),
     );
-    GucRegistry::define_int_guc(
-        c"cortex_buffer.rescan_interval",
-        c"How often the worker walks the whole sessions directory when it is notified of changes.",
-        c"The safety net of notify mode: besides at start, after the kernel's event queue overflowed and when watches ran out. In poll mode every poll is a full scan.",
-        &RESCAN_INTERVAL_S,
-        1,
-        86_400,
-        GucContext::Sighup,
-        GucFlags::UNIT_S,
-    );
     // A postmaster setting can only be defined while the postmaster loads the library; a
     // backend that loads it later (not preloaded) has no workers anyway.
     // SAFETY: reading a flag Postgres sets while it loads shared_preload_libraries.
@@ -125,8 +159,12 @@ pub fn define() {
         GucContext::Sighup,
         GucFlags::default(),
     );
-    // Limits and the binding are superuser-only: a role that could raise them could make the
-    // extension write elsewhere or store unbounded documents.
+}
+
+/// The binding and the limits: superuser-only (a role that could raise them could make the
+/// extension write elsewhere or store unbounded documents), but the pod's own token and the
+/// caller's own reservations.
+fn define_limits() {
     GucRegistry::define_string_guc(
         c"cortex_buffer.job_table",
         c"The job table the job functions read and write.",
@@ -156,6 +194,53 @@ pub fn define() {
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
+        c"cortex_buffer.max_line_bytes",
+        c"Longest session-file line the indexer holds; a longer line is summarised as it streams past.",
+        c"Bounds the indexer's memory: a longer line is never held; if it is valid JSON and an event it is stored with its long strings cut, else recorded as corrupt.",
+        &MAX_LINE_BYTES,
+        1024,
+        256 << 20,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    // A caller may lengthen its own reservations (a long generation); that only holds back its
+    // own job's budget, so any role may set it.
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.reservation_timeout",
+        c"How long a reserve_budget() reservation holds budget before it is released.",
+        c"Settle (settle_usage) or release (release_reservation) it before then; an expired reservation can still be settled for a day.",
+        &RESERVATION_TIMEOUT_S,
+        1,
+        7 * 24 * 3600,
+        GucContext::Userset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.push_rate_limit",
+        c"The most chunk bytes one push source may send per second (0: no limit).",
+        c"Counted per source in shared memory over one-second windows, replays included; a push over it is refused with 53400 and retried by the shipper. Needs the library in shared_preload_libraries.",
+        &PUSH_RATE_LIMIT_KB,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_KB,
+    );
+    // The pod's capability: per session, set by the pod itself; not in SHOW ALL or the sample
+    // file (it is a secret of this session's job).
+    GucRegistry::define_string_guc(
+        c"cortex_buffer.job_token",
+        c"This session's job token: the job an agent pod may act on.",
+        c"Issued by the control plane with cortex_buffer.job_token(job_id) for the job's current attempt. Roles with the control-plane or operator role act fleet-wide without one.",
+        &JOB_TOKEN,
+        GucContext::Userset,
+        GucFlags::NO_SHOW_ALL | GucFlags::DISALLOW_IN_FILE,
+    );
+}
+
+/// What a recovery plan waits for and allows: when a tail is final, how long a catch-up waits,
+/// how far the pods' clocks may be off.
+fn define_recovery() {
+    GucRegistry::define_int_guc(
         c"cortex_buffer.settle_period",
         c"How long a session file must be quiet before its unterminated last line is judged.",
         c"Until then the line may still be being written; afterwards it is indexed if it parses, else recorded as the truncated tail.",
@@ -166,15 +251,75 @@ pub fn define() {
         GucFlags::UNIT_MS,
     );
     GucRegistry::define_int_guc(
-        c"cortex_buffer.max_line_bytes",
-        c"Longest session-file line the indexer holds; a longer line is summarised as it streams past.",
-        c"Bounds the indexer's memory: a longer line is never held; if it is valid JSON and an event it is stored with its long strings cut, else recorded as corrupt.",
-        &MAX_LINE_BYTES,
-        1024,
-        256 << 20,
-        GucContext::Suset,
-        GucFlags::UNIT_BYTE,
+        c"cortex_buffer.catch_up_wait",
+        c"How long a lookup's catch-up waits for a file another indexer is indexing.",
+        c"Past it the lookup answers with what the index holds and says stale.",
+        &CATCH_UP_WAIT_MS,
+        0,
+        600 * 1000,
+        GucContext::Userset,
+        GucFlags::UNIT_MS,
     );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.recovery_clock_skew",
+        c"Clock skew a recovery plan anchored on a checkpoint's write time allows.",
+        c"A session file without checkpoint markers is read from the checkpoint's write time (checkpoint_history.created_at, the database's clock) minus this, because the agent's clock stamps its events.",
+        &RECOVERY_CLOCK_SKEW_MS,
+        0,
+        24 * 3600 * 1000,
+        GucContext::Userset,
+        GucFlags::UNIT_MS,
+    );
+}
+
+/// Retention (cleanup_session_buffers): superuser-only, since they decide what gets deleted.
+fn define_retention() {
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.gone_retention",
+        c"How long the index rows of a session file that is gone are kept.",
+        c"A file deleted from the volume, or pushed from another node and no longer kept, loses its session_file, event and corrupt_line rows this long after it went (keep_failed_for instead, when longer, for a failed job's files).",
+        &GONE_RETENTION_S,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.keep_failed_for",
+        c"How long the buffers of failed and dead-lettered jobs are kept after the job ended.",
+        c"Used by cleanup_session_buffers instead of post_terminal (and of gone_retention) when longer: failed jobs are the ones people debug.",
+        &KEEP_FAILED_FOR_S,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.job_rows_retention",
+        c"How long the extension's own per-job rows outlive their job.",
+        c"cleanup_session_buffers deletes the usage_ledger, job_usage, crash, circuit, reservation, wait and checkpoint rows of jobs gone from the job table, or terminal for longer than this. Keep it longer than the longest budget window.",
+        &JOB_ROWS_RETENTION_S,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.oversized_file",
+        c"A session file larger than this, or a job directory larger than five times it, is listed by oversized_buffers.",
+        c"The worker warns once when a file crosses it. A session buffer that grows this large is a runaway agent, or one that needs its own retention.",
+        &OVERSIZED_FILE_KB,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_KB,
+    );
+}
+
+/// The test knobs: internal tunables that only the tests and the benchmarks turn, settings only
+/// in a test server. Elsewhere each is the constant it defaults to (the comments of the
+/// statics above say why that value).
+fn define_test_knobs() {
     GucRegistry::define_int_guc(
         c"cortex_buffer.max_line_memory",
         c"Most memory the indexer may use to convert one line to jsonb.",
@@ -215,20 +360,6 @@ pub fn define() {
         GucContext::Suset,
         GucFlags::default(),
     );
-    // A caller may lengthen its own reservations (a long generation); that only holds back its
-    // own job's budget, so any role may set it.
-    GucRegistry::define_int_guc(
-        c"cortex_buffer.reservation_timeout",
-        c"How long a reserve_budget() reservation holds budget before it is released.",
-        c"Settle (settle_usage) or release (release_reservation) it before then; an expired reservation can still be settled for a day.",
-        &RESERVATION_TIMEOUT_S,
-        1,
-        7 * 24 * 3600,
-        GucContext::Userset,
-        GucFlags::UNIT_S,
-    );
-    // How much of a tool's result or input a recovery plan carries, and how much clock skew a
-    // plan anchored on a checkpoint's write time allows: they shape the caller's own answer.
     GucRegistry::define_int_guc(
         c"cortex_buffer.recovery_value_bytes",
         c"Longest tool result or input a recovery plan carries, in bytes.",
@@ -239,18 +370,6 @@ pub fn define() {
         GucContext::Userset,
         GucFlags::UNIT_BYTE,
     );
-    GucRegistry::define_int_guc(
-        c"cortex_buffer.recovery_clock_skew",
-        c"Clock skew a recovery plan anchored on a checkpoint's write time allows.",
-        c"A session file without checkpoint markers is read from the checkpoint's write time (checkpoint_history.created_at, the database's clock) minus this, because the agent's clock stamps its events.",
-        &RECOVERY_CLOCK_SKEW_MS,
-        0,
-        24 * 3600 * 1000,
-        GucContext::Userset,
-        GucFlags::UNIT_MS,
-    );
-    // Catching a job's files up at call time writes the index (as cortex_buffer_definer): an
-    // operator may turn it off, or bound the wait for a file another indexer holds.
     GucRegistry::define_bool_guc(
         c"cortex_buffer.catch_up",
         c"Whether the per-job lookups bring the job's session files up to date before answering.",
@@ -259,17 +378,6 @@ pub fn define() {
         GucContext::Suset,
         GucFlags::default(),
     );
-    GucRegistry::define_int_guc(
-        c"cortex_buffer.catch_up_wait",
-        c"How long a lookup's catch-up waits for a file another indexer is indexing.",
-        c"Past it the lookup answers with what the index holds and says stale.",
-        &CATCH_UP_WAIT_MS,
-        0,
-        600 * 1000,
-        GucContext::Userset,
-        GucFlags::UNIT_MS,
-    );
-    // Fairness between jobs: how much of one job directory's new bytes one worker pass takes.
     GucRegistry::define_int_guc(
         c"cortex_buffer.pass_dir_bytes",
         c"The most of one job directory's new bytes the worker indexes in one pass.",
@@ -280,7 +388,16 @@ pub fn define() {
         GucContext::Sighup,
         GucFlags::UNIT_KB,
     );
-    // Push ingestion's limits (append_session_bytes).
+    GucRegistry::define_int_guc(
+        c"cortex_buffer.rescan_interval",
+        c"How often the worker walks the whole sessions directory when it is notified of changes.",
+        c"The safety net of notify mode: besides at start, after the kernel's event queue overflowed and when watches ran out. In poll mode every poll is a full scan.",
+        &RESCAN_INTERVAL_S,
+        1,
+        86_400,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
     GucRegistry::define_int_guc(
         c"cortex_buffer.push_max_chunk",
         c"The largest chunk append_session_bytes() accepts.",
@@ -289,83 +406,6 @@ pub fn define() {
         1,
         1024 * 1024,
         GucContext::Suset,
-        GucFlags::UNIT_KB,
-    );
-    GucRegistry::define_int_guc(
-        c"cortex_buffer.push_rate_limit",
-        c"The most chunk bytes one push source may send per second (0: no limit).",
-        c"Counted per source in shared memory over one-second windows, replays included; a push over it is refused with 53400 and retried by the shipper. Needs the library in shared_preload_libraries.",
-        &PUSH_RATE_LIMIT_KB,
-        0,
-        i32::MAX,
-        GucContext::Sighup,
-        GucFlags::UNIT_KB,
-    );
-    // The pod's capability: per session, set by the pod itself; not in SHOW ALL or the sample
-    // file (it is a secret of this session's job).
-    GucRegistry::define_string_guc(
-        c"cortex_buffer.job_token",
-        c"This session's job token: the job an agent pod may act on.",
-        c"Issued by the control plane with cortex_buffer.job_token(job_id) for the job's current attempt. Roles with the control-plane or operator role act fleet-wide without one.",
-        &JOB_TOKEN,
-        GucContext::Userset,
-        GucFlags::NO_SHOW_ALL | GucFlags::DISALLOW_IN_FILE,
-    );
-    define_retention();
-    // SAFETY: called from _PG_init on the main thread with a static NUL-terminated string.
-    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"cortex_buffer".as_ptr()) };
-}
-
-/// Retention (cleanup_session_buffers): superuser-only, since they decide what gets deleted.
-fn define_retention() {
-    GucRegistry::define_int_guc(
-        c"cortex_buffer.gone_retention",
-        c"How long the index rows of a session file that is gone are kept.",
-        c"A file deleted from the volume, or pushed from another node and no longer kept, loses its session_file, event and corrupt_line rows this long after it went (keep_failed_for instead, when longer, for a failed job's files).",
-        &GONE_RETENTION_S,
-        0,
-        i32::MAX,
-        GucContext::Suset,
-        GucFlags::UNIT_S,
-    );
-    GucRegistry::define_int_guc(
-        c"cortex_buffer.keep_failed_for",
-        c"How long the buffers of failed and dead-lettered jobs are kept after the job ended.",
-        c"Used by cleanup_session_buffers instead of post_terminal (and of gone_retention) when longer: failed jobs are the ones people debug.",
-        &KEEP_FAILED_FOR_S,
-        0,
-        i32::MAX,
-        GucContext::Suset,
-        GucFlags::UNIT_S,
-    );
-    GucRegistry::define_int_guc(
-        c"cortex_buffer.job_rows_retention",
-        c"How long the extension's own per-job rows outlive their job.",
-        c"cleanup_session_buffers deletes the usage_ledger, job_usage, crash, circuit, reservation, wait and checkpoint rows of jobs gone from the job table, or terminal for longer than this. Keep it longer than the longest budget window.",
-        &JOB_ROWS_RETENTION_S,
-        0,
-        i32::MAX,
-        GucContext::Suset,
-        GucFlags::UNIT_S,
-    );
-    GucRegistry::define_int_guc(
-        c"cortex_buffer.oversized_file",
-        c"A session file larger than this is listed by oversized_buffers (and the worker warns once when one crosses it).",
-        c"Spike #31, open question 5: a session buffer that grows this large is a runaway agent, or one that needs its own retention.",
-        &OVERSIZED_FILE_KB,
-        1,
-        i32::MAX,
-        GucContext::Sighup,
-        GucFlags::UNIT_KB,
-    );
-    GucRegistry::define_int_guc(
-        c"cortex_buffer.oversized_dir",
-        c"A job directory whose session files together are larger than this is listed by oversized_buffers.",
-        c"The files of one job, every session of it, pushed files included.",
-        &OVERSIZED_DIR_KB,
-        1,
-        i32::MAX,
-        GucContext::Sighup,
         GucFlags::UNIT_KB,
     );
     GucRegistry::define_int_guc(

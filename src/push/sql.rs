@@ -182,13 +182,9 @@ fn checked<'a>(
         raise(
             CbError::new(
                 SqlState::ProgramLimitExceeded,
-                format!(
-                    "the chunk is {} bytes, more than cortex_buffer.push_max_chunk ({} kB)",
-                    chunk.len(),
-                    max_chunk / 1024
-                ),
+                format!("the chunk is {} bytes, more than the {} kB a push takes", chunk.len(), max_chunk / 1024),
             )
-            .with_hint("Send at most cortex_buffer.push_max_chunk bytes per call (the shipper's --chunk-bytes)."),
+            .with_hint("Send at most 4 MiB per call (the shipper's --chunk-bytes)."),
         );
     }
     let job = Uuid::from_bytes(cortex_buffer_core::indexer::normalize::uuid_bytes(&job_dir).unwrap_or_default());

@@ -61,7 +61,7 @@ COMMENT ON COLUMN cortex_buffer.job_sessions.total_lines IS 'Lines indexed.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.valid_lines IS 'Events.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.corrupt_lines IS 'Lines that are not events.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.corruption_ratio IS 'Corrupt over non-blank lines (truncated tail not counted).';
-COMMENT ON COLUMN cortex_buffer.job_sessions.trusted IS 'Within cortex_buffer.max_corruption_ratio.';
+COMMENT ON COLUMN cortex_buffer.job_sessions.trusted IS 'Corruption ratio within 0.10 (the file is trusted for recovery).';
 COMMENT ON COLUMN cortex_buffer.job_sessions.tail_state IS 'complete, pending or truncated.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.unindexed_bytes IS 'Bytes the index does not hold yet.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.gone_at IS 'When the file was found deleted.';

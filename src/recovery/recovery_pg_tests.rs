@@ -571,6 +571,16 @@ mod tests {
         // Two reads were open when the first result came: order cannot tell which it closed, so
         // neither is skipped; both are verified with both results. The exec pairs.
         assert_eq!(done, [("exec".into(), 1, r#"{"rc":1}"#.into())], "{p}");
+        // A result or input longer than recovery_value_bytes (a test knob: 4 096 bytes in
+        // production) is cut at a character boundary and flagged.
+        run("SET cortex_buffer.recovery_value_bytes = 2");
+        let cut = plan(&job);
+        run("RESET cortex_buffer.recovery_value_bytes");
+        assert_eq!(cut["completed"][0]["result"], r#"{""#);
+        assert_eq!(cut["completed"][0]["result_truncated"], true);
+        assert_eq!(cut["in_flight"][0]["input"], r#"{""#, "{cut}");
+        assert_eq!(cut["in_flight"][0]["input_truncated"], true);
+        assert_eq!(p["completed"][0]["result_truncated"], false);
         assert!(p["completed"]
             .as_array()
             .is_some_and(|a| a.iter().all(|c| c["paired_by"] == "order" && c["key_source"] == "derived")));

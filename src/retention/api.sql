@@ -19,15 +19,15 @@ $$;
 COMMENT ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz) IS
 'oversized_buffers'' helper: the byte offset of the file''s newest event stamped before since (NULL: none), where its recent bytes start.';
 
--- Session buffers over cortex_buffer.oversized_file (per file) or cortex_buffer.oversized_dir
--- (per job directory), and those that will be within the hour at their rate of the last day.
+-- Session buffers over cortex_buffer.oversized_file (per file) or five times it (per job
+-- directory: a job's sessions together), and those that will be within the hour at their rate of the last day.
 -- Candidates first (a quarter of a limit or more, present files), so that the rate's index
 -- probe runs for few files: the newest event older than a day, found by walking the file's
 -- events backwards by offset (event_pkey), marks where the last day's bytes start.
 CREATE VIEW cortex_buffer.oversized_buffers WITH (security_invoker = true) AS
 WITH lim AS (
     SELECT pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_file')) AS file_limit,
-           pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_dir')) AS dir_limit,
+           pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_file')) OPERATOR(pg_catalog.*) 5 AS dir_limit,
            pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 day' AS day_ago
 ), dirs AS (
     SELECT f.job_dir, pg_catalog.sum(f.size_bytes) AS dir_bytes
@@ -73,12 +73,12 @@ SELECT b.kind, b.path, b.job_id, b.size_bytes, b.limit_bytes, b.growth_bytes_per
     OR b.size_bytes OPERATOR(pg_catalog.+) b.growth_bytes_per_hour OPERATOR(pg_catalog.>) b.limit_bytes;
 
 COMMENT ON VIEW cortex_buffer.oversized_buffers IS
-'Session files over cortex_buffer.oversized_file and job directories over cortex_buffer.oversized_dir (kind file or job_dir), and those that will cross their limit within the hour at their growth rate of the last day (from the index: the bytes after the newest event older than a day). Present files only; pushed files count towards their job directory.';
+'Session files over cortex_buffer.oversized_file and job directories over five times it (kind file or job_dir), and those that will cross their limit within the hour at their growth rate of the last day (from the index: the bytes after the newest event older than a day). Present files only; pushed files count towards their job directory.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.kind IS 'file, or job_dir (every file of one job directory, pushed ones included).';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.path IS 'The file''s session_file.path, or the job directory''s name.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.job_id IS 'The job, when the directory is named by one.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.size_bytes IS 'Bytes now (session_file.size_bytes, summed for a directory).';
-COMMENT ON COLUMN cortex_buffer.oversized_buffers.limit_bytes IS 'cortex_buffer.oversized_file or cortex_buffer.oversized_dir, in bytes.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.limit_bytes IS 'cortex_buffer.oversized_file, or five times it for a job directory, in bytes.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.growth_bytes_per_hour IS 'Bytes written over the last day (or since the file began, if later), per hour.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.over_limit IS 'Larger than the limit now.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.crosses_within_hour IS 'Not over the limit yet, but will be within the hour at growth_bytes_per_hour.';

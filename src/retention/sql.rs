@@ -53,9 +53,10 @@ fn cleanup_session_buffers(
     let max_dirs = match max_dirs {
         None => guc::cleanup_max_dirs(),
         Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
-        Some(_) => raise(CbError::new(SqlState::InvalidParameterValue, "max_dirs must be positive").with_hint(
-            "Pass how many directories one call may delete from, or NULL for cortex_buffer.cleanup_max_dirs.",
-        )),
+        Some(_) => raise(
+            CbError::new(SqlState::InvalidParameterValue, "max_dirs must be positive")
+                .with_hint("Pass how many directories one call may delete from, or NULL for 1000."),
+        ),
     };
     let ratio = max_unknown_ratio.unwrap_or(0.5);
     if !(0.0..=1.0).contains(&ratio) {

@@ -42,7 +42,7 @@ COMMENT ON COLUMN cortex_buffer.indexer_status.last_pass_ms IS 'How long it took
 COMMENT ON COLUMN cortex_buffer.indexer_status.passes IS 'The first worker''s passes since the server started.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.watch_mode IS 'How the first worker learns of changes: notify (the kernel says), poll (cortex_buffer.watch = poll), poll (fallback) (watches could not be set: see the log), starting.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.watches IS 'Directories watched for changes.';
-COMMENT ON COLUMN cortex_buffer.indexer_status.last_rescan_at IS 'When the first worker last walked the whole sessions directory: at start, after lost events, every cortex_buffer.rescan_interval, and at each poll in poll mode.';
+COMMENT ON COLUMN cortex_buffer.indexer_status.last_rescan_at IS 'When the first worker last walked the whole sessions directory: at start, after lost events, every 5 minutes, and at each poll in poll mode.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.workers IS 'Every indexer process (cortex_buffer.workers): worker, pid, state, watch_mode, files, passes, last_pass_at, last_pass_ms, rescans, events_indexed, errors.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.files_tracked IS 'Session files present.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.files_gone IS 'Session files deleted (their rows are kept).';

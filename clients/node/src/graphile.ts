@@ -110,7 +110,7 @@ export interface CleanupOptions {
   maxFileAge?: string;
   /** Change nothing, report what would be done (one call). */
   dryRun?: boolean;
-  /** `max_dirs` per call (default `cortex_buffer.cleanup_max_dirs`). */
+  /** `max_dirs` per call (default 1 000). */
   maxDirs?: number;
   /** `max_unknown_ratio` (default 0.5). */
   maxUnknownRatio?: number;

@@ -48,9 +48,8 @@ SELECT * FROM cortex_buffer.append_session_bytes('regress-node', '0193a8b2-0000-
 SELECT * FROM cortex_buffer.append_session_bytes('regress-node', '0193a8b2-0000-7000-8000-00000000e001/session-001.jsonl', -1, '\x', 'i');
 SELECT * FROM cortex_buffer.append_session_bytes('bad source', '0193a8b2-0000-7000-8000-00000000e001/session-001.jsonl', 0, '\x', 'i');
 SELECT * FROM cortex_buffer.append_session_bytes('regress-node', '0193a8b2-0000-7000-8000-00000000e001/session-001.jsonl', 0, '\x', 'has space');
-SET cortex_buffer.push_max_chunk = '1kB';
-SELECT * FROM cortex_buffer.append_session_bytes('regress-node', '0193a8b2-0000-7000-8000-00000000e001/session-001.jsonl', 0, ('\x' || repeat('41', 2000))::bytea, 'i');
-RESET cortex_buffer.push_max_chunk;
+-- A chunk over 4 MiB: 54000.
+SELECT * FROM cortex_buffer.append_session_bytes('regress-node', '0193a8b2-0000-7000-8000-00000000e001/session-001.jsonl', 0, ('\x' || repeat('41', 4 * 1024 * 1024 + 1))::bytea, 'i');
 SELECT * FROM cortex_buffer.append_session_bytes('nobody', '0193a8b2-0000-7000-8000-00000000e001/session-001.jsonl', 0, '\x', 'i');
 SELECT * FROM cortex_buffer.append_session_bytes('regress-node', '0193a8b2-0000-7000-8000-00000000e0ff/session-001.jsonl', 0, '\x', 'i');
 SELECT * FROM cortex_buffer.pushed_offsets('nobody');

@@ -16,10 +16,8 @@ SELECT total_lines, valid_lines, corrupt_lines, severity, trusted, seq_gaps, dia
   FROM cortex_buffer.file_integrity('/tmp/cortex_buffer-regress/sessions/proj/22222222-2222-4222-8222-222222222222.jsonl');
 SELECT total_lines, valid_lines, severity, trusted, dialect
   FROM cortex_buffer.file_integrity('/tmp/cortex_buffer-regress/sessions/logs/tools.jsonl');
--- trusted follows the current cortex_buffer.max_corruption_ratio (1 corrupt line in 12 is over 5 %).
-SET cortex_buffer.max_corruption_ratio = 0.05;
+-- trusted while the corruption ratio is within 10 % (1 corrupt line in 12).
 SELECT corruption_ratio, trusted FROM cortex_buffer.file_integrity('/tmp/cortex_buffer-regress/sessions/logs/snapshots.jsonl');
-RESET cortex_buffer.max_corruption_ratio;
 -- A last line without a newline: judged as a final line once the file has been quiet for
 -- cortex_buffer.settle_period (0 here), pending within it.
 SELECT total_lines, valid_lines, tail_truncated, tail_pending, severity

@@ -48,20 +48,30 @@ DELETE FROM cortex_buffer.checkpoint_history WHERE job_id = '0193a8b2-7c41-7d2e-
 SELECT p->>'action' AS action, p->'checkpoint' AS checkpoint, p->>'mode' AS mode, p->>'reason' AS reason, p->>'detail' AS detail
   FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p;
 ROLLBACK;
--- Files recovery will not read (simulated in the index, with catch-up off so nothing re-indexes them; rolled back).
+-- Files recovery will not read (each simulated in the index, then read only so nothing
+-- re-indexes them; rolled back): quarantined, untrusted, of an unknown generation, gone short.
 BEGIN;
-SET LOCAL cortex_buffer.catch_up = off;
 UPDATE cortex_buffer.session_file SET quarantined_at = '2026-01-01 00:00:00+00' WHERE job_id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
+SET LOCAL transaction_read_only = on;
 SELECT p->>'mode' AS mode, p->>'reason' AS reason, p->>'detail' AS detail, p->'notes' AS notes, p->'fresh' AS fresh
   FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p;
-UPDATE cortex_buffer.session_file SET quarantined_at = NULL, trusted = false WHERE job_id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
+ROLLBACK;
+BEGIN;
+UPDATE cortex_buffer.session_file SET trusted = false WHERE job_id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
+SET LOCAL transaction_read_only = on;
 SELECT p->>'mode' AS mode, p->>'reason' AS reason, p->>'detail' AS detail
   FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p;
-UPDATE cortex_buffer.session_file SET trusted = true, generation = 0 WHERE job_id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
+ROLLBACK;
+BEGIN;
+UPDATE cortex_buffer.session_file SET generation = 0 WHERE job_id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
+SET LOCAL transaction_read_only = on;
 SELECT p->>'mode' AS mode, p->>'reason' AS reason, p->>'detail' AS detail
   FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p;
+ROLLBACK;
+BEGIN;
 UPDATE cortex_buffer.session_file SET generation = 1, gone_at = '2026-01-01 00:00:00+00', indexed_offset = indexed_offset - 10
  WHERE job_id = '0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f';
+SET LOCAL transaction_read_only = on;
 SELECT p->>'mode' AS mode, p->>'reason' AS reason, p->>'detail' AS detail
   FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p;
 ROLLBACK;
@@ -69,12 +79,6 @@ ROLLBACK;
 BEGIN READ ONLY;
 SELECT p->>'reason' AS reason, p->'fresh' AS fresh, p->'notes' AS notes FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p;
 ROLLBACK;
--- Long results and inputs are cut at cortex_buffer.recovery_value_bytes.
-SET cortex_buffer.recovery_value_bytes = 2;
-SELECT p->'completed'->0->>'result' AS result, p->'completed'->0->>'result_truncated' AS result_truncated,
-       p->'in_flight'->0->>'input' AS input, p->'in_flight'->0->>'input_truncated' AS input_truncated
-  FROM cortex_buffer.recovery_plan('0193a8b2-7c41-7d2e-9f00-5a1b2c3d4e5f') p;
-RESET cortex_buffer.recovery_value_bytes;
 -- The shipped writer's job (no call ids, no markers), never checkpointed: every writer of every file, paired by order.
 INSERT INTO cortex_buffer.job (id, agent_id, status) VALUES
     ('0193a8b2-0000-7000-8000-0000000fa001', '0193a8b2-0000-7000-8000-0000000f1ea1', 'RUNNING'),

@@ -39,11 +39,11 @@ SELECT cortex_buffer.session_recovery('proj/nothing.jsonl');
 \echo :LAST_ERROR_SQLSTATE
 SELECT cortex_buffer.session_recovery('00000000-0000-4000-8000-000000000000'::uuid);
 \echo :LAST_ERROR_SQLSTATE
--- Discovered but not indexed yet (simulated, catch-up off; rolled back): 55000.
+-- Discovered but not indexed yet (simulated, then read only so nothing indexes it; rolled back): 55000.
 BEGIN;
-SET LOCAL cortex_buffer.catch_up = off;
 UPDATE cortex_buffer.session_file SET generation = 0, indexed_offset = 0
  WHERE path = '/tmp/cortex_buffer-regress/sessions/proj/11111111-2222-4333-8444-555555555555.jsonl';
+SET LOCAL transaction_read_only = on;
 SELECT cortex_buffer.session_recovery('proj/11111111-2222-4333-8444-555555555555.jsonl');
 ROLLBACK;
 \echo :LAST_ERROR_SQLSTATE
