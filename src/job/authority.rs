@@ -20,7 +20,7 @@ use pgrx::spi::SpiClient;
 use pgrx::Uuid;
 
 use cortex_buffer_core::error::{CbError, SqlState};
-use cortex_buffer_core::job::token::{self, Check};
+use cortex_buffer_core::job::token;
 use cortex_buffer_core::shared::{format_uuid, parse_uuid};
 
 use crate::job::binding::{self, Access};
@@ -65,7 +65,7 @@ pub fn act<R>(job: Uuid, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, Cb
         return f();
     }
     as_agent_call(|| {
-        verify(*job.as_bytes())?;
+        verify(*job.as_bytes(), true)?;
         f()
     })
 }
@@ -104,7 +104,7 @@ pub fn in_own_job<R>(f: impl FnOnce(Option<[u8; 16]>) -> Result<R, CbError>) -> 
         return f(None);
     }
     let presented = guc::job_token();
-    let Some(job) = token::named_job(&presented).filter(|_| token_attempt(&presented).is_some()) else {
+    let Some(job) = token::named_job(&presented).filter(|_| token::well_formed(&presented)) else {
         return Err(token::unscoped_refusal(&presented));
     };
     act(Uuid::from_bytes(job), || f(Some(job)))
@@ -138,48 +138,31 @@ fn job_of_path(path: &str) -> Option<[u8; 16]> {
     parse_uuid(first)
 }
 
-/// Checks that this session's token is genuine and names `job` (reading the secret as the
-/// definer role, which alone may); returns the attempt it was issued for.
-fn verify_token(job: [u8; 16]) -> Result<i32, CbError> {
+/// This session's token checked for `job` in one step ([`token::authorize`]): the secret is read
+/// (as the definer role, which alone may) only for a token shaped like one, and the job's
+/// current attempt when `read_row`; returns the attempt the token was issued for.
+fn verify(job: [u8; 16], read_row: bool) -> Result<i32, CbError> {
     let presented = guc::job_token();
-    let refuse = |c: Check| Err(token::refusal(c, &job).unwrap_or_else(|| refused(&job)));
-    if presented.is_empty() {
-        return refuse(Check::Missing);
-    }
-    let Some(token_job) = token::named_job(&presented) else { return refuse(Check::Malformed) };
-    let Some(token_attempt) = token_attempt(&presented) else { return refuse(Check::Malformed) };
-    let Some(secret) = as_definer(|| Spi::connect(key))? else {
-        // No secret yet: no token was ever issued here.
-        return refuse(Check::Forged);
-    };
-    match token::check(&secret, &presented, &token_job, token_attempt) {
-        Check::Valid => {}
-        other => return refuse(other),
-    }
-    if token_job != job {
-        return refuse(Check::OtherJob);
-    }
-    Ok(token_attempt)
+    let shaped = token::well_formed(&presented);
+    let secret = if shaped { as_definer(|| Spi::connect(key))? } else { None };
+    let row_attempt = if shaped && read_row { Some(attempt_of(job)?) } else { None };
+    token::authorize(secret.as_deref(), &presented, &job, row_attempt)
 }
 
-/// Checks this session's token against `job`'s current attempt.
-fn verify(job: [u8; 16]) -> Result<(), CbError> {
-    let token_attempt = verify_token(job)?;
+/// `job`'s current attempt, with the caller's rights (none: no such job; a NULL attempt is 0, as
+/// job_token() issues it).
+fn attempt_of(job: [u8; 16]) -> Result<Option<i32>, CbError> {
     let b = binding::current()?;
-    let attempt = Spi::connect(|client| -> Result<Option<i32>, CbError> {
+    Spi::connect(|client| {
         let stmt = b.statement(client, "authority.attempt", Access::Read, &[UUID], |b| {
             format!("SELECT attempt FROM {} WHERE id OPERATOR(pg_catalog.=) $1", b.table)
         })?;
         let rows = client.select(&*stmt, Some(1), &[Uuid::from_bytes(job).into()]).map_err(spi)?;
-        // A NULL attempt is 0, as job_token() issues it; no row stays none.
         match rows.into_iter().next() {
             Some(r) => Ok(Some(r.get::<i32>(1).map_err(spi)?.unwrap_or(0))),
             None => Ok(None),
         }
-    })?;
-    // A job that does not exist (or has no attempt) has no attempt to compare: the function
-    // then reports the job as it would to anyone.
-    Attempt(Some(token_attempt)).matches(job, attempt)
+    })
 }
 
 /// What a call that reads the job's row itself must check of it: nothing for a fleet role, the
@@ -191,12 +174,7 @@ impl Attempt {
     /// Ok when the row's attempt (none: no row) is the one the caller may act on; 42501 (the
     /// pod is superseded) otherwise. The caller's statement is then undone with the error.
     pub fn matches(self, job: [u8; 16], row_attempt: Option<i32>) -> Result<(), CbError> {
-        match (self.0, row_attempt) {
-            (Some(token), Some(row)) if token != row => {
-                Err(token::refusal(Check::OtherAttempt { token }, &job).unwrap_or_else(|| refused(&job)))
-            }
-            _ => Ok(()),
-        }
+        token::attempt_matches(self.0, &job, row_attempt)
     }
 }
 
@@ -208,17 +186,9 @@ pub fn act_on_row<R>(job: Uuid, f: impl FnOnce(Attempt) -> Result<R, CbError>) -
         return f(Attempt(None));
     }
     as_agent_call(|| {
-        let token_attempt = verify_token(*job.as_bytes())?;
+        let token_attempt = verify(*job.as_bytes(), false)?;
         f(Attempt(Some(token_attempt)))
     })
-}
-
-fn token_attempt(t: &str) -> Option<i32> {
-    t.split('.').nth(2)?.parse().ok()
-}
-
-fn refused(job: &[u8; 16]) -> CbError {
-    CbError::new(SqlState::InsufficientPrivilege, format!("this session may not act on job {}", format_uuid(job)))
 }
 
 const KEY_SQL: &str = "SELECT secret FROM cortex_buffer.job_token_key";

@@ -127,13 +127,11 @@ pub fn malformed(e: Malformed) -> CbError {
     CbError::from(e)
 }
 
-/// A `jsonb` datum (in the current memory context) for JSON text the extension wrote itself.
-pub fn jsonb_of_text(text: &str) -> Result<RawJsonb, CbError> {
-    if let Err(e) = cortex_buffer_core::json::parse::parse(text) {
-        return Err(CbError::internal(format!("built invalid JSON at byte {}: {}", e.at, e.what)));
-    }
-    let mut bytes = Vec::with_capacity(text.len() + text.len() / 2 + 64);
-    cortex_buffer_core::json::jsonb_write::to_jsonb(text, &mut bytes)
+/// The `jsonb` of a document a `JsonWriter` wrote (a recovery plan), from the nodes it recorded
+/// while writing: no parsing of its text.
+pub fn jsonb_of_document(doc: &cortex_buffer_core::json::jsonb_write::Document) -> Result<RawJsonb, CbError> {
+    let mut bytes = Vec::with_capacity(doc.text.len() + doc.text.len() / 2 + 64);
+    cortex_buffer_core::json::jsonb_write::document_to_jsonb(doc, &mut bytes)
         .map_err(|_| CbError::internal("a document too large for jsonb".to_owned()))?;
     Ok(RawJsonb::from_varlena(&bytes))
 }

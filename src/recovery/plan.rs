@@ -20,13 +20,14 @@ use crate::pg::planner::with_index_scans;
 use crate::pg::xact::with_fresh_snapshot;
 use cortex_buffer_core::error::{CbError, SqlState};
 use cortex_buffer_core::indexer::dialect::Dialect;
+use cortex_buffer_core::json::jsonb_write::Document;
 use cortex_buffer_core::json::reduce::holds_truncation;
 use cortex_buffer_core::recovery::choose::{
     choose, read_whole, widen_reads, AnchorKind, Choice, Expectation, Mode, PushedReport, ReadFrom, Reason, SessionFile,
 };
 use cortex_buffer_core::recovery::cycles::{KeyContext, Place, Ref, Store, READ_EVERYTHING};
 use cortex_buffer_core::recovery::pairing::{Body, Pairing, SessionRef};
-use cortex_buffer_core::recovery::plan::{render, Freshness, Parts, Phase1, Source, Subject};
+use cortex_buffer_core::recovery::plan::{render_document, Freshness, Parts, Phase1, Source, Subject};
 use cortex_buffer_core::recovery::tail::stamped_at;
 use cortex_buffer_core::recovery::verdict::{settle, FileClock, TimeEvidence, Window, WRITE_DELAY_US};
 use cortex_buffer_core::shared::format_uuid;
@@ -224,7 +225,7 @@ fn measure_now(files: &mut [SessionFile]) {
 }
 
 /// `recovery_plan()`'s document. A pod's call (with its job token) records its resume.
-pub fn job_plan(job: Uuid, checkpoint_id: Option<Uuid>, match_checkpoint: bool) -> Result<String, CbError> {
+pub fn job_plan(job: Uuid, checkpoint_id: Option<Uuid>, match_checkpoint: bool) -> Result<Document, CbError> {
     let fresh = catch_up(&uuid_text(&job));
     let p1 = phase1(job)?;
     let text = with_index_scans(|| {
@@ -257,7 +258,7 @@ fn plan_of(
     match_checkpoint: bool,
     mut p1: Phase1,
     fresh: Freshness,
-) -> Result<String, CbError> {
+) -> Result<Document, CbError> {
     if let Some(id) = p1.checkpoint_id.as_deref().and_then(cortex_buffer_core::shared::parse_uuid) {
         p1.created_at_us = index::checkpoint_written_at(client, job, Uuid::from_bytes(id))?;
     }
@@ -281,7 +282,7 @@ fn plan_of(
             evidence: &TimeEvidence::default(),
             fresh: &fresh,
         };
-        return Ok(render(&subject, &parts));
+        return Ok(render_document(&subject, &parts));
     }
     let listed = index::job_files(client, job)?;
     let prints: Vec<(i64, u32)> = listed.iter().map(|(_, p)| *p).collect();
@@ -333,7 +334,7 @@ fn plan_of(
         (&choice, body)
     };
     let parts = Parts { files: &files, choice, body: &body, evidence: &evidence, fresh: &fresh };
-    Ok(render(&subject, &parts))
+    Ok(render_document(&subject, &parts))
 }
 
 /// Files pushed from other nodes: what their shippers last said. Bytes a shipper reported and
@@ -453,7 +454,7 @@ pub fn transcript_session_id(path: &str) -> Option<String> {
 }
 
 /// `session_recovery()`'s document: the whole transcript, same keys.
-pub fn transcript_plan(path: &str) -> Result<String, CbError> {
+pub fn transcript_plan(path: &str) -> Result<Document, CbError> {
     let fresh = catch_up_dir_of(path);
     with_index_scans(|| {
         with_fresh_snapshot(|| {
@@ -505,7 +506,7 @@ pub fn transcript_plan(path: &str) -> Result<String, CbError> {
                 let mut probe = IndexProbe { client, file_ids: files.iter().map(|f| f.file_id).collect() };
                 let (body, evidence) = read_body(client, &files, &choice, &mut ctx, &mut probe)?;
                 let parts = Parts { files: &files, choice: &choice, body: &body, evidence: &evidence, fresh: &fresh };
-                Ok(render(&Subject::Transcript { session_id }, &parts))
+                Ok(render_document(&Subject::Transcript { session_id }, &parts))
             })
         })
     })

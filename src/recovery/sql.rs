@@ -7,7 +7,7 @@ use pgrx::{AnyNumeric, Uuid};
 use super::plan;
 use super::transcript;
 use crate::pg::args::{numeric, required};
-use crate::pg::jsonb::{jsonb_of_text, RawJsonb};
+use crate::pg::jsonb::{jsonb_of_document, RawJsonb};
 use crate::pg::time::timestamptz;
 use crate::pg::OrRaise;
 use cortex_buffer_core::error::CbError;
@@ -29,20 +29,20 @@ fn recovery_plan(
 ) -> RawJsonb {
     let job = required(job_id, "job_id");
     let matching = required(match_checkpoint, "match_checkpoint");
-    let text = crate::job::authority::act(job, || plan::job_plan(job, checkpoint_id, matching)).or_raise();
-    jsonb_of_text(&text).or_raise()
+    let plan = crate::job::authority::act(job, || plan::job_plan(job, checkpoint_id, matching)).or_raise();
+    jsonb_of_document(&plan).or_raise()
 }
 
 /// A Claude Code transcript's plan (same keys as `recovery_plan`): its whole tool-call record.
 #[pg_extern(volatile, strict, name = "session_recovery")]
 fn session_recovery(path: &str) -> RawJsonb {
-    jsonb_of_text(&on_path(path, plan::transcript_plan)).or_raise()
+    jsonb_of_document(&on_path(path, plan::transcript_plan)).or_raise()
 }
 
 /// `session_recovery` by Claude Code session id.
 #[pg_extern(volatile, strict, name = "session_recovery")]
 fn session_recovery_by_id(session_id: Uuid) -> RawJsonb {
-    jsonb_of_text(&on_session(session_id, plan::transcript_plan)).or_raise()
+    jsonb_of_document(&on_session(session_id, plan::transcript_plan)).or_raise()
 }
 
 /// `f` on the file at `path` (relative to `sessions_dir`, or absolute), with the caller's
@@ -234,7 +234,7 @@ fn job_usage_from_buffer(
         }
     }
     w.end_object();
-    let unrecorded = jsonb_of_text(&w.finish()).or_raise();
+    let unrecorded = jsonb_of_document(&w.finish_document()).or_raise();
     TableIterator::once((
         b.responses,
         count(b.input_tokens),

@@ -132,9 +132,9 @@ pub(super) fn plan_paths(job: Uuid) -> Result<Option<HashSet<String>>, CbError> 
     use serde_json::Value;
     let mut out = HashSet::new();
     for matching in [true, false] {
-        let text = crate::recovery::plan::job_plan(job, None, matching)?;
+        let plan = crate::recovery::plan::job_plan(job, None, matching)?;
         let v: Value =
-            serde_json::from_str(&text).map_err(|e| CbError::internal(format!("reading a recovery plan: {e}")))?;
+            serde_json::from_str(&plan.text).map_err(|e| CbError::internal(format!("reading a recovery plan: {e}")))?;
         let stale = v.get("fresh").and_then(|f| f.get("stale")).and_then(Value::as_bool).unwrap_or(true);
         let buffer = v.get("mode").and_then(Value::as_str) == Some("buffer");
         let sessions: Vec<String> = v

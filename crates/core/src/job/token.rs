@@ -101,6 +101,57 @@ pub fn named_job(token: &str) -> Option<[u8; 16]> {
     }
 }
 
+/// The attempt a token names (its third field), before any check.
+pub fn named_attempt(token: &str) -> Option<i32> {
+    token.split('.').nth(2)?.parse().ok()
+}
+
+/// Whether a presented token is shaped like one (a job and an attempt): only then is the secret
+/// worth reading, since a missing or malformed token is refused whatever it is.
+pub fn well_formed(token: &str) -> bool {
+    named_job(token).is_some() && named_attempt(token).is_some()
+}
+
+/// The whole authorisation of an agent's call on `job`, in one step: the presented token is
+/// genuine under `secret` (none: no token was ever issued here), names `job`, and, when the
+/// caller read the job's row (`row_attempt`: `Some(None)` for no row, which leaves the job to be
+/// reported as to anyone), was issued for its current attempt. Returns the attempt the token was
+/// issued for, or the refusal (42501, with what to do).
+pub fn authorize(
+    secret: Option<&[u8]>,
+    presented: &str,
+    job: &[u8; 16],
+    row_attempt: Option<Option<i32>>,
+) -> Result<i32, CbError> {
+    let refuse = |c: Check| refusal(c, job).unwrap_or_else(|| CbError::internal("a valid token was refused"));
+    if presented.is_empty() {
+        return Err(refuse(Check::Missing));
+    }
+    let (Some(token_job), Some(token_attempt)) = (named_job(presented), named_attempt(presented)) else {
+        return Err(refuse(Check::Malformed));
+    };
+    let Some(secret) = secret else { return Err(refuse(Check::Forged)) };
+    match check(secret, presented, &token_job, token_attempt) {
+        Check::Valid => {}
+        other => return Err(refuse(other)),
+    }
+    if &token_job != job {
+        return Err(refuse(Check::OtherJob));
+    }
+    attempt_matches(Some(token_attempt), job, row_attempt.flatten())?;
+    Ok(token_attempt)
+}
+
+/// Whether the job's row's attempt (none: no row) is the one a token issued for `token` may act
+/// on (none: a fleet caller, who may act on any): 42501, the pod superseded, otherwise.
+pub fn attempt_matches(token: Option<i32>, job: &[u8; 16], row_attempt: Option<i32>) -> Result<(), CbError> {
+    match (token, row_attempt) {
+        (Some(token), Some(row)) if token != row => Err(refusal(Check::OtherAttempt { token }, job)
+            .unwrap_or_else(|| CbError::internal("a superseded token was not refused"))),
+        _ => Ok(()),
+    }
+}
+
 /// The error for a check that is not `Valid` (42501, with what to do), or none.
 pub fn refusal(check: Check, job: &[u8; 16]) -> Option<CbError> {
     let job = format_uuid(job);
@@ -169,6 +220,31 @@ mod tests {
         for bad in ["x", "cbjt1.a.b.c", "cbjt1.01010101-0101-0101-0101-010101010101.2", "cbjt1...."] {
             assert_eq!(check(&secret, bad, &a, 2), Check::Malformed, "{bad}");
         }
+    }
+
+    #[test]
+    fn authorisation_is_one_step_over_the_token_the_secret_and_the_row() {
+        let secret = [7u8; 32];
+        let (a, b) = ([1u8; 16], [2u8; 16]);
+        let t = issue(&secret, &a, 2);
+        let refused = |r: Result<i32, CbError>| r.err().map(|e| (e.state, e.message));
+        assert_eq!(authorize(Some(&secret), &t, &a, None).ok(), Some(2), "the row not read");
+        assert_eq!(authorize(Some(&secret), &t, &a, Some(Some(2))).ok(), Some(2));
+        assert_eq!(authorize(Some(&secret), &t, &a, Some(None)).ok(), Some(2), "no row: reported as to anyone");
+        let superseded = refused(authorize(Some(&secret), &t, &a, Some(Some(3))));
+        assert!(superseded.is_some_and(|(s, m)| s == SqlState::InsufficientPrivilege && m.contains("attempt 2")));
+        for (presented, job, secret, want) in [
+            ("", a, Some(&secret[..]), Check::Missing),
+            ("x", a, Some(&secret[..]), Check::Malformed),
+            (t.as_str(), a, None, Check::Forged),
+            (t.as_str(), a, Some(&[8u8; 32][..]), Check::Forged),
+            (t.as_str(), b, Some(&secret[..]), Check::OtherJob),
+        ] {
+            let got = authorize(secret, presented, &job, Some(Some(2))).err().map(|e| e.message);
+            assert_eq!(got, refusal(want, &job).map(|e| e.message), "{presented:?} {want:?}");
+        }
+        assert!(well_formed(&t) && !well_formed("cbjt1.nope") && !well_formed(""));
+        assert!(attempt_matches(None, &a, Some(9)).is_ok(), "a fleet caller");
     }
 
     #[test]

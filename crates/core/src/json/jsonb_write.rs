@@ -40,7 +40,7 @@ pub fn working_memory(len: usize, tokens: u64) -> u64 {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum NodeKind {
+pub(crate) enum NodeKind {
     Null,
     True,
     False,
@@ -52,16 +52,27 @@ enum NodeKind {
 
 /// One value or key: where its text is and, for containers, where its subtree ends.
 #[derive(Debug, Clone, Copy)]
-struct Node {
+pub(crate) struct Node {
     /// Strings: the first byte after the opening quote.
-    start: u32,
+    pub(crate) start: u32,
     /// Strings: the bytes between the quotes; numbers: the number's text.
-    len: u32,
+    pub(crate) len: u32,
     /// The index after this node's subtree (its next sibling).
-    end: u32,
-    kind: NodeKind,
+    pub(crate) end: u32,
+    pub(crate) kind: NodeKind,
     /// A string with escapes to resolve.
-    escaped: bool,
+    pub(crate) escaped: bool,
+}
+
+/// A JSON document as its text and the nodes of its values in preorder, as
+/// [`super::writer::JsonWriter`] records them while it writes: converting it to `jsonb`
+/// ([`document_to_jsonb`]) reads the text once, with no parsing.
+#[derive(Debug, Default)]
+pub struct Document {
+    pub text: String,
+    pub(crate) nodes: Vec<Node>,
+    /// The text outgrew what a node can address (4 GiB): it cannot be converted.
+    pub(crate) too_large: bool,
 }
 
 /// An object member while its object is written.
@@ -459,12 +470,40 @@ fn write_document(text: &str, tokens: u64, out: &mut Vec<u8>, scratch: &mut Scra
         scratch.nodes.reserve_exact(t);
     }
     read_nodes(bytes, &mut scratch.nodes)?;
+    let Scratch { nodes, members, keys, .. } = scratch;
+    write_nodes(bytes, nodes, members, keys, out)
+}
+
+/// The `jsonb` varlena (4-byte header included) of a document a [`super::writer::JsonWriter`]
+/// wrote, from the nodes it recorded (no parsing), appended to `out`; on error `out` is left as
+/// it was. The bytes are [`to_jsonb`]'s of the same text.
+pub fn document_to_jsonb(doc: &Document, out: &mut Vec<u8>) -> Result<(), TooLarge> {
+    if doc.too_large || doc.nodes.is_empty() {
+        return Err(TooLarge);
+    }
+    let start = out.len();
+    let (mut members, mut keys) = (Vec::new(), Vec::new());
+    let result = write_nodes(doc.text.as_bytes(), &doc.nodes, &mut members, &mut keys, out);
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
+}
+
+/// Writes the document `nodes` describe (over `bytes`) as a `jsonb` varlena.
+fn write_nodes(
+    bytes: &[u8],
+    nodes: &[Node],
+    members: &mut Vec<Member>,
+    keys: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> Result<(), TooLarge> {
+    u32_of(bytes.len())?;
     // The jsonb is at most the text plus 24 bytes per node: reserve it once.
-    out.reserve(bytes.len().saturating_add(scratch.nodes.len().saturating_mul(24)).saturating_add(16));
+    out.reserve(bytes.len().saturating_add(nodes.len().saturating_mul(24)).saturating_add(16));
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
-    let mut w =
-        Writer { text: bytes, nodes: &scratch.nodes, members: &mut scratch.members, keys: &mut scratch.keys, out };
+    let mut w = Writer { text: bytes, nodes, members, keys, out };
     let root = w.node(0)?;
     if matches!(root.kind, NodeKind::Array | NodeKind::Object) {
         w.write(0)?;

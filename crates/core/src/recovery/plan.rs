@@ -2,6 +2,7 @@
 //! what pairing found, written as one JSON document. Pure.
 
 use crate::indexer::timestamp::format_timestamp;
+use crate::json::jsonb_write::Document;
 use crate::json::writer::JsonWriter;
 
 use super::choose::{Anchor, AnchorKind, Choice, SessionFile};
@@ -246,6 +247,12 @@ pub struct Parts<'a> {
 /// resume point was chosen and how fresh the index is, the marker and the sessions read, the
 /// calls by what to do with them, what the plan found along the way, the clock and notes.
 pub fn render(subject: &Subject, parts: &Parts<'_>) -> String {
+    render_document(subject, parts).text
+}
+
+/// [`render`], with the nodes of its values: what `jsonb_write::document_to_jsonb` turns into
+/// the plan's `jsonb` without parsing its text back.
+pub fn render_document(subject: &Subject, parts: &Parts<'_>) -> Document {
     let Parts { files, choice, body, evidence, fresh } = *parts;
     let mut w = JsonWriter::new();
     w.begin_object();
@@ -285,7 +292,7 @@ pub fn render(subject: &Subject, parts: &Parts<'_>) -> String {
     }
     w.end_array();
     w.end_object();
-    w.finish()
+    w.finish_document()
 }
 
 /// `job_id`, `action` and `checkpoint` (a job's), or `session_id` (a transcript's).
