@@ -11,20 +11,20 @@
 -- (and pushed_file.held_reduction). Kept as pieces, each from its start to the next one's, so
 -- that a push that only adds to the tail writes a piece of about its own bytes instead of the
 -- whole tail again; each piece is kept larger than all after it together (a tail has at most
--- log2 of its length pieces). No key: a push deletes pieces and writes one in one statement.
+-- log2 of its length pieces). Keyed (a table in a publication needs a replica identity to
+-- delete from): a push deletes the pieces from its cut on but the one its new piece overwrites.
 CREATE TABLE cortex_buffer.pushed_held (
     file_id bigint NOT NULL REFERENCES cortex_buffer.pushed_file (file_id) ON DELETE CASCADE,
     at      bigint NOT NULL CHECK (at OPERATOR(pg_catalog.>=) 0),
-    bytes   bytea NOT NULL
+    bytes   bytea NOT NULL,
+    PRIMARY KEY (file_id, at)
 );
-CREATE INDEX pushed_held_file_idx ON cortex_buffer.pushed_held (file_id, at);
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.pushed_held', '');
 COMMENT ON TABLE cortex_buffer.pushed_held IS
 'The bytes of each pushed file''s held tail (the unterminated tail after indexed_offset, whole up to the line cap, else its first 1024 bytes), as pieces: a push that only adds to the tail writes a piece of about its own bytes.';
 COMMENT ON COLUMN cortex_buffer.pushed_held.file_id IS 'The pushed file.';
 COMMENT ON COLUMN cortex_buffer.pushed_held.at IS 'Where the piece starts in the held tail (0: at indexed_offset); it runs to the next piece''s start.';
 COMMENT ON COLUMN cortex_buffer.pushed_held.bytes IS 'The piece''s bytes.';
-COMMENT ON INDEX cortex_buffer.pushed_held_file_idx IS 'A file''s pieces, in order.';
 
 INSERT INTO cortex_buffer.pushed_held (file_id, at, bytes)
 SELECT file_id, 0, held FROM cortex_buffer.pushed_file WHERE pg_catalog.octet_length(held) OPERATOR(pg_catalog.>) 0;
@@ -153,7 +153,7 @@ GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_d
 GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
 -- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO cortex_buffer_definer;
-GRANT SELECT, INSERT, DELETE ON cortex_buffer.pushed_held TO cortex_buffer_definer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_held TO cortex_buffer_definer;
 GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
 -- register_push_source, revoke_push_source_token and drop_push_source write the mapping as the
 -- definer role, once they checked that a fleet role called them.

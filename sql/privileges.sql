@@ -57,7 +57,7 @@ GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_d
 GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
 -- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO cortex_buffer_definer;
-GRANT SELECT, INSERT, DELETE ON cortex_buffer.pushed_held TO cortex_buffer_definer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_held TO cortex_buffer_definer;
 GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
 -- register_push_source, revoke_push_source_token and drop_push_source write the mapping as the
 -- definer role, once they checked that a fleet role called them.

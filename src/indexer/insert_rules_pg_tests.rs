@@ -287,7 +287,7 @@ mod tests {
             root.put(FILE, format!("{}\n{}\n", line(0, &format!(r#","x":[{numbers}]"#)), line(1, "")));
             assert!(index(&root, FILE).starts_with("new|2|0"), "{path}");
             assert_eq!(
-                events_of(&root, FILE, "seq, payload IS NULL, coalesce(payload_problem LIKE '%more than cortex_buffer.max_line_memory (1024 kB)', false)"),
+                events_of(&root, FILE, "seq, payload IS NULL, coalesce(payload_problem LIKE '%more than the 1024 kB a line may take', false)"),
                 "0:t:t,1:f:f",
                 "{path}"
             );

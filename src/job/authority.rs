@@ -138,15 +138,18 @@ fn job_of_path(path: &str) -> Option<[u8; 16]> {
     parse_uuid(first)
 }
 
-/// This session's token checked for `job` in one step ([`token::authorize`]): the secret is read
-/// (as the definer role, which alone may) only for a token shaped like one, and the job's
-/// current attempt when `read_row`; returns the attempt the token was issued for.
+/// This session's token checked for `job` ([`token::authorize`], which decides and words the
+/// refusal): the secret is read (as the definer role, which alone may) only for a token shaped
+/// like one; only a token proven genuine and this job's has the job's current attempt read and
+/// compared, when `read_row`. Returns the attempt the token was issued for.
 fn verify(job: [u8; 16], read_row: bool) -> Result<i32, CbError> {
     let presented = guc::job_token();
-    let shaped = token::well_formed(&presented);
-    let secret = if shaped { as_definer(|| Spi::connect(key))? } else { None };
-    let row_attempt = if shaped && read_row { Some(attempt_of(job)?) } else { None };
-    token::authorize(secret.as_deref(), &presented, &job, row_attempt)
+    let secret = if token::well_formed(&presented) { as_definer(|| Spi::connect(key))? } else { None };
+    let attempt = token::authorize(secret.as_deref(), &presented, &job, None)?;
+    if read_row {
+        token::attempt_matches(Some(attempt), &job, attempt_of(job)?)?;
+    }
+    Ok(attempt)
 }
 
 /// `job`'s current attempt, with the caller's rights (none: no such job; a NULL attempt is 0, as

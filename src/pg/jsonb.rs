@@ -131,7 +131,8 @@ pub fn malformed(e: Malformed) -> CbError {
 /// while writing: no parsing of its text.
 pub fn jsonb_of_document(doc: &cortex_buffer_core::json::jsonb_write::Document) -> Result<RawJsonb, CbError> {
     let mut bytes = Vec::with_capacity(doc.text.len() + doc.text.len() / 2 + 64);
-    cortex_buffer_core::json::jsonb_write::document_to_jsonb(doc, &mut bytes)
-        .map_err(|_| CbError::internal("a document too large for jsonb".to_owned()))?;
+    cortex_buffer_core::json::jsonb_write::document_to_jsonb(doc, &mut bytes).map_err(|_| {
+        CbError::internal("a document the extension built is too large for jsonb, or malformed".to_owned())
+    })?;
     Ok(RawJsonb::from_varlena(&bytes))
 }

@@ -369,7 +369,8 @@ fn keys(pushes: &[Push<'_>], at: &[usize]) -> (Vec<Uuid>, Vec<String>, Vec<Strin
 }
 
 /// The latest file of each of `pushes[at]`'s job, relpath and identity, both its rows locked
-/// (one statement): in `at`'s order, `None` where there is none yet.
+/// (one statement), then their held tails (another, which sees what a push waited for left): in
+/// `at`'s order, `None` where there is none yet.
 fn lock_many(client: &mut SpiClient<'_>, pushes: &[Push<'_>], at: &[usize]) -> Result<Vec<Option<Pushed>>, CbError> {
     let (jobs, relpaths, identities, order) = keys(pushes, at);
     let stmt = prepared(
@@ -398,6 +399,8 @@ fn lock_many(client: &mut SpiClient<'_>, pushes: &[Push<'_>], at: &[usize]) -> R
             found[k] = Some(pushed_from(&r, &ordinals, 2)?);
         }
     }
+    let mut locked: Vec<&mut Pushed> = found.iter_mut().flatten().collect();
+    store::read_held(client, &mut locked)?;
     Ok(at.iter().map(|&k| found[k].take()).collect())
 }
 

@@ -82,19 +82,17 @@ impl Pushed {
 }
 
 const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
+const INT8_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8ARRAYOID);
 const UUID: PgOid = PgOid::BuiltIn(PgBuiltInOids::UUIDOID);
 
 /// The latest file of a job, relpath and identity (given as SQL expressions), both its rows
-/// locked, with what a claim of its `session_file` row reads (one statement for both).
+/// locked, with what a claim of its `session_file` row reads (one statement for both). The held
+/// tail's bytes are read after it, by [`read_held`].
 pub(super) fn lock_select(job: &str, relpath: &str, identity: &str) -> String {
     format!(
-        "SELECT p.file_id, p.dialect_decided, f.dialect, p.head, h.held, p.held_len, p.held_reduction, h.held_at, {}
+        "SELECT p.file_id, p.dialect_decided, f.dialect, p.head, p.held_len, p.held_reduction, {}
            FROM cortex_buffer.pushed_file p
            JOIN cortex_buffer.session_file f ON f.file_id OPERATOR(pg_catalog.=) p.file_id
-           CROSS JOIN LATERAL (
-               SELECT pg_catalog.string_agg(x.bytes, '\\x'::pg_catalog.bytea ORDER BY x.at) AS held,
-                      pg_catalog.array_agg(x.at ORDER BY x.at) AS held_at
-                 FROM cortex_buffer.pushed_held x WHERE x.file_id OPERATOR(pg_catalog.=) p.file_id) h
           WHERE p.job_id OPERATOR(pg_catalog.=) {job} AND p.relpath OPERATOR(pg_catalog.=) {relpath}
             AND p.identity OPERATOR(pg_catalog.=) {identity}
           ORDER BY p.n DESC LIMIT 1
@@ -125,21 +123,59 @@ pub(super) fn pushed_from(
         head: r.get::<Vec<u8>>(first + 3).map_err(spi)?.unwrap_or_default(),
         head_changed: false,
         held: Held {
-            bytes: r.get::<Vec<u8>>(first + 4).map_err(spi)?.unwrap_or_default(),
-            len: count(r.get::<i64>(first + 5).map_err(spi)?),
-            reduction: r.get::<Vec<u8>>(first + 6).map_err(spi)?,
+            bytes: Vec::new(),
+            len: count(r.get::<i64>(first + 4).map_err(spi)?),
+            reduction: r.get::<Vec<u8>>(first + 5).map_err(spi)?,
         },
-        pieces: r
-            .get::<Vec<Option<i64>>>(first + 7)
-            .map_err(spi)?
-            .unwrap_or_default()
-            .into_iter()
-            .map(|at| u64::try_from(at.unwrap_or(-1)).unwrap_or(u64::MAX))
-            .collect(),
+        pieces: Vec::new(),
         write: None,
         claimed: file_row::claimed_from(r, ordinals)?,
     })
 }
+
+/// Reads the held tails of `files` (locked by the caller): their bytes and where their pieces
+/// start. In a statement of its own, after the lock: a push that waited for another's row lock
+/// reads the tail that one left (the locking statement re-reads only the locked rows, from its
+/// older snapshot, so a tail read there could be the one before).
+pub(super) fn read_held(client: &mut SpiClient<'_>, files: &mut [&mut Pushed]) -> Result<(), CbError> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<i64> = files.iter().map(|f| f.file_id).collect();
+    let stmt = prepared(client, "push.read_held", || READ_HELD_SQL.to_owned(), &[INT8_ARRAY])?;
+    let rows = client.update(&*stmt, None, &[ids.into()]).map_err(spi)?;
+    for r in rows {
+        let id = r.get::<i64>(1).map_err(spi)?.unwrap_or(0);
+        let Some(f) = files.iter_mut().find(|f| f.file_id == id) else { continue };
+        f.held.bytes = r.get::<Vec<u8>>(2).map_err(spi)?.unwrap_or_default();
+        f.pieces = r
+            .get::<Vec<Option<i64>>>(3)
+            .map_err(spi)?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|at| u64::try_from(at.unwrap_or(-1)).unwrap_or(u64::MAX))
+            .collect();
+    }
+    for f in files.iter() {
+        // Whole, or an over-long line's first bytes: never more than its length.
+        if f.held.bytes.len() as u64 > f.held.len {
+            return Err(CbError::internal(format!(
+                "the held tail of pushed file {} has {} bytes stored for a length of {}",
+                f.file_id,
+                f.held.bytes.len(),
+                f.held.len
+            )));
+        }
+    }
+    Ok(())
+}
+
+const READ_HELD_SQL: &str = "
+    SELECT x.file_id, pg_catalog.string_agg(x.bytes, ''::pg_catalog.bytea ORDER BY x.at),
+           pg_catalog.array_agg(x.at ORDER BY x.at)
+      FROM cortex_buffer.pushed_held x
+     WHERE x.file_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.int8[])
+     GROUP BY x.file_id";
 
 /// A file replaced by a rewrite will have no more bytes: its last report is what it has.
 pub(super) fn settle_report(client: &mut SpiClient<'_>, file_id: i64) -> Result<(), CbError> {
@@ -387,8 +423,8 @@ const RECORD_COLUMNS: [(&str, &str); 11] = [
 ];
 
 /// The pushed file's row and the pieces of its held tail, from `u` (one row per file): the
-/// pieces from the cut on go, the new piece comes (the deletion sees only the pieces there were:
-/// one snapshot for the whole statement).
+/// pieces from the cut on go but the one at the new piece's place, which the piece overwrites
+/// (the two statements touch different rows of the key, so their order does not matter).
 const RECORD_WITH: &str = "p AS (
     UPDATE cortex_buffer.pushed_file p
        SET source = u.push_source, dialect_decided = u.push_decided, head = coalesce(u.push_head, p.head),
@@ -398,11 +434,14 @@ const RECORD_WITH: &str = "p AS (
       FROM u WHERE p.file_id OPERATOR(pg_catalog.=) u.id),
     cut AS (
     DELETE FROM cortex_buffer.pushed_held x USING u
-     WHERE x.file_id OPERATOR(pg_catalog.=) u.id AND x.at OPERATOR(pg_catalog.>=) u.push_held_cut),
+     WHERE x.file_id OPERATOR(pg_catalog.=) u.id AND x.at OPERATOR(pg_catalog.>=) u.push_held_cut
+       AND NOT (x.at OPERATOR(pg_catalog.=) u.push_held_at
+                AND pg_catalog.octet_length(u.push_held_piece) OPERATOR(pg_catalog.>) 0)),
     piece AS (
-    INSERT INTO cortex_buffer.pushed_held (file_id, at, bytes)
+    INSERT INTO cortex_buffer.pushed_held AS x (file_id, at, bytes)
     SELECT u.id, u.push_held_at, u.push_held_piece FROM u
-     WHERE pg_catalog.octet_length(u.push_held_piece) OPERATOR(pg_catalog.>) 0)";
+     WHERE pg_catalog.octet_length(u.push_held_piece) OPERATOR(pg_catalog.>) 0
+        ON CONFLICT (file_id, at) DO UPDATE SET bytes = excluded.bytes)";
 
 /// `session_file`'s (as `f`) size, time and dialect, from `u`.
 const RECORD_SETS: &str = "dialect = u.push_dialect, size_bytes = GREATEST(f.size_bytes, u.push_size),

@@ -35,7 +35,7 @@ OPTIONS (each also read from the environment variable named after it):
                                                   verify-full: require without a root certificate
                                                   encrypts but cannot tell the server from an impostor
     --chunk-bytes N        CB_SHIP_CHUNK_BYTES    the most bytes per push (default 1048576; at most the
-                                                  server's cortex_buffer.push_max_chunk)
+                                                  4 MiB a server takes)
     --batch N              CB_SHIP_BATCH          the most pushes sent in one round trip (default 32, at
                                                   most 1000)
     --settle SECONDS       CB_SHIP_SETTLE         how long a file must be quiet before its unterminated

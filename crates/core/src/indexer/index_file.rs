@@ -60,7 +60,7 @@ pub fn payload_problem(
         let needs = working_memory(text_len, tokens);
         if needs > max_line_memory {
             problems.push(Cow::Owned(format!(
-                "converting it to jsonb would take up to {} kB, more than cortex_buffer.max_line_memory ({} kB)",
+                "converting it to jsonb would take up to {} kB, more than the {} kB a line may take",
                 needs.div_ceil(1024),
                 max_line_memory / 1024
             )));
@@ -460,7 +460,7 @@ pub mod tests {
         assert_eq!((p.integrity.valid_lines, sink.events.len(), sink.corrupt.len()), (2, 2, 0));
         let big = &sink.events[0];
         assert_eq!((big.2.event_type.as_deref(), big.3.as_deref()), (Some("BIG"), None));
-        assert!(big.4.as_deref().is_some_and(|p| p.contains("cortex_buffer.max_line_memory (1024 kB)")), "{:?}", big.4);
+        assert!(big.4.as_deref().is_some_and(|p| p.contains("more than the 1024 kB a line may take")), "{:?}", big.4);
         assert_eq!(sink.events[1].3.as_deref(), Some(E0), "the next line is stored as usual");
         assert_eq!(sink.events[1].4, None);
     }

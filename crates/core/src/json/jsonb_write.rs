@@ -478,7 +478,7 @@ fn write_document(text: &str, tokens: u64, out: &mut Vec<u8>, scratch: &mut Scra
 /// wrote, from the nodes it recorded (no parsing), appended to `out`; on error `out` is left as
 /// it was. The bytes are [`to_jsonb`]'s of the same text.
 pub fn document_to_jsonb(doc: &Document, out: &mut Vec<u8>) -> Result<(), TooLarge> {
-    if doc.too_large || doc.nodes.is_empty() {
+    if doc.too_large || !structured(&doc.nodes) {
         return Err(TooLarge);
     }
     let start = out.len();
@@ -488,6 +488,49 @@ pub fn document_to_jsonb(doc: &Document, out: &mut Vec<u8>) -> Result<(), TooLar
         out.truncate(start);
     }
     result
+}
+
+/// Whether `nodes` are one document: a single root, every container's children running exactly
+/// to its end, an object's as key (a string) and value pairs. What a writer's misuse (a key
+/// without a value, a value without a key, two roots) would break, caught before writing.
+fn structured(nodes: &[Node]) -> bool {
+    let at = |n: &Node| n.end as usize;
+    if nodes.first().map(at) != Some(nodes.len()) {
+        return false;
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        let end = at(n);
+        if end <= i || end > nodes.len() {
+            return false;
+        }
+        let object = match n.kind {
+            NodeKind::Object => true,
+            NodeKind::Array => false,
+            _ => {
+                if end != i + 1 {
+                    return false;
+                }
+                continue;
+            }
+        };
+        let mut c = i + 1;
+        while c < end {
+            if object {
+                match nodes.get(c) {
+                    Some(k) if k.kind == NodeKind::String && at(k) == c + 1 && c + 1 < end => c += 1,
+                    _ => return false,
+                }
+            }
+            match nodes.get(c).map(at) {
+                Some(next) if next > c => c = next,
+                _ => return false,
+            }
+        }
+        if c != end {
+            return false;
+        }
+    }
+    true
 }
 
 /// Writes the document `nodes` describe (over `bytes`) as a `jsonb` varlena.

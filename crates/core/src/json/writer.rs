@@ -32,7 +32,8 @@ impl JsonWriter {
 
     /// The text with the nodes of its values, for `jsonb_write::document_to_jsonb`.
     pub fn finish_document(self) -> Document {
-        Document { text: self.out, nodes: self.nodes, too_large: self.too_large || !self.open.is_empty() }
+        let unfinished = !self.open.is_empty() || self.after_key;
+        Document { text: self.out, nodes: self.nodes, too_large: self.too_large || unfinished }
     }
 
     /// Records a value of `kind` whose text runs from `start` to the end of the text so far
@@ -284,9 +285,22 @@ mod tests {
             document_to_jsonb(&doc, &mut from_nodes).unwrap_or_else(|_| panic!("{}", doc.text));
             assert_eq!(from_nodes, from_text, "{}", doc.text);
         }
-        // An unfinished document converts to nothing.
+        // An unfinished or misused document converts to nothing, never to other bytes.
         let mut w = JsonWriter::new();
         w.begin_object().key("a");
         assert!(document_to_jsonb(&w.finish_document(), &mut Vec::new()).is_err());
+        let mut w = JsonWriter::new();
+        w.begin_object().key("a").end_object();
+        assert!(document_to_jsonb(&w.finish_document(), &mut Vec::new()).is_err(), "a key without a value");
+        let mut w = JsonWriter::new();
+        w.begin_array().begin_object().key("a").end_object().int(1).end_array();
+        assert!(document_to_jsonb(&w.finish_document(), &mut Vec::new()).is_err(), "a key closed early");
+        let mut w = JsonWriter::new();
+        w.begin_object().int(1).end_object();
+        assert!(document_to_jsonb(&w.finish_document(), &mut Vec::new()).is_err(), "a value without a key");
+        let mut w = JsonWriter::new();
+        w.int(1).int(2);
+        assert!(document_to_jsonb(&w.finish_document(), &mut Vec::new()).is_err(), "two roots");
+        assert!(document_to_jsonb(&JsonWriter::new().finish_document(), &mut Vec::new()).is_err(), "nothing");
     }
 }

@@ -63,7 +63,7 @@ impl SessionFile {
             return Some((
                 Reason::FileUntrusted,
                 format!(
-                    "{} is not trusted: corruption ratio {:.3} is over cortex_buffer.max_corruption_ratio, even without its {} crash-cut line(s)",
+                    "{} is not trusted: corruption ratio {:.3} is over 0.10, even without its {} crash-cut line(s)",
                     self.rel_path, self.corruption_ratio, self.crash_cut_lines
                 ),
             ));
