@@ -34,8 +34,10 @@ COMMENT ON TABLE cortex_buffer.pushed_file IS
 
 -- Settings an operator can hold in their head: cortex_buffer.oversized_dir is gone (a job
 -- directory's limit is five times cortex_buffer.oversized_file), with eleven internal tunables
--- that are now constants (UPDATING.md).
-CREATE OR REPLACE VIEW cortex_buffer.oversized_buffers WITH (security_invoker = true) AS
+-- that are now constants (UPDATING.md). The view is made again (nothing depends on it; its
+-- grants are below, with every grant).
+DROP VIEW cortex_buffer.oversized_buffers;
+CREATE VIEW cortex_buffer.oversized_buffers WITH (security_invoker = true) AS
 WITH lim AS (
     SELECT pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_file')) AS file_limit,
            pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_file')) OPERATOR(pg_catalog.*) 5 AS dir_limit,
@@ -85,7 +87,15 @@ SELECT b.kind, b.path, b.job_id, b.size_bytes, b.limit_bytes, b.growth_bytes_per
 
 COMMENT ON VIEW cortex_buffer.oversized_buffers IS
 'Session files over cortex_buffer.oversized_file and job directories over five times it (kind file or job_dir), and those that will cross their limit within the hour at their growth rate of the last day (from the index: the bytes after the newest event older than a day). Present files only; pushed files count towards their job directory.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.kind IS 'file, or job_dir (every file of one job directory, pushed ones included).';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.path IS 'The file''s session_file.path, or the job directory''s name.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.job_id IS 'The job, when the directory is named by one.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.size_bytes IS 'Bytes now (session_file.size_bytes, summed for a directory).';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.limit_bytes IS 'cortex_buffer.oversized_file, or five times it for a job directory, in bytes.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.growth_bytes_per_hour IS 'Bytes written over the last day (or since the file began, if later), per hour.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.over_limit IS 'Larger than the limit now.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.crosses_within_hour IS 'Not over the limit yet, but will be within the hour at growth_bytes_per_hour.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.hours_to_limit IS 'Hours until the limit at that rate (NULL when over it already, or not growing).';
 
 -- Comments that named the settings now constants.
 COMMENT ON COLUMN cortex_buffer.session_file.trusted IS 'Trusted for recovery when last indexed: corruption_ratio <= 0.10 and the file is readable.';
