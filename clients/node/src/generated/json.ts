@@ -1246,7 +1246,7 @@ export interface SessionIntegrity {
    */
   foreign_job_lines: number;
   /**
-   * Trusted for recovery: corruption ratio (crash cuts not held against it) within `cortex_buffer.max_corruption_ratio`, and readable.
+   * Trusted for recovery: corruption ratio (crash cuts not held against it) within 0.10, and readable.
    */
   trusted: boolean;
 }
@@ -1338,11 +1338,11 @@ export interface CompletedCall {
    */
   success: boolean | null;
   /**
-   * The recorded result (`result_summary`, the shipped writer's `output`, a Claude Code result's text), cut at `cortex_buffer.recovery_value_bytes`; NULL when none.
+   * The recorded result (`result_summary`, the shipped writer's `output`, a Claude Code result's text), cut at 4 096 bytes; NULL when none.
    */
   result: string | null;
   /**
-   * `result` was cut at `cortex_buffer.recovery_value_bytes`.
+   * `result` was cut at 4 096 bytes.
    */
   result_truncated: boolean;
   /**
@@ -1429,7 +1429,7 @@ export interface InFlightCall {
    */
   start_offset: number;
   /**
-   * The call's input as text (spike `input_summary` or `input`, the shipped writer's `toolInput`, a `tool_use` block's `input`), cut at `cortex_buffer.recovery_value_bytes`; NULL when none.
+   * The call's input as text (spike `input_summary` or `input`, the shipped writer's `toolInput`, a `tool_use` block's `input`), cut at 4 096 bytes; NULL when none.
    */
   input: string | null;
   /**
@@ -1496,7 +1496,7 @@ export interface VerifyCall {
    */
   start_offset: number;
   /**
-   * The call's input as text (spike `input_summary` or `input`, the shipped writer's `toolInput`, a `tool_use` block's `input`), cut at `cortex_buffer.recovery_value_bytes`; NULL when none.
+   * The call's input as text (spike `input_summary` or `input`, the shipped writer's `toolInput`, a `tool_use` block's `input`), cut at 4 096 bytes; NULL when none.
    */
   input: string | null;
   /**
@@ -1522,11 +1522,11 @@ export interface CallResult {
    */
   success: boolean | null;
   /**
-   * The recorded result (`result_summary`, the shipped writer's `output`, a Claude Code result's text), cut at `cortex_buffer.recovery_value_bytes`; NULL when none.
+   * The recorded result (`result_summary`, the shipped writer's `output`, a Claude Code result's text), cut at 4 096 bytes; NULL when none.
    */
   result: string | null;
   /**
-   * `result` was cut at `cortex_buffer.recovery_value_bytes`.
+   * `result` was cut at 4 096 bytes.
    */
   result_truncated: boolean;
   /**
