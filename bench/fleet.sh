@@ -79,7 +79,7 @@ machine_jiffies() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $5 + $6}' /proc/s
 ingest_round() { # $1 = layout dir; prints "index_ms copy_ms busy_cores" (the machine's, while indexing)
     local corpus="$1"
     disable_workers
-    bench_psql -c "TRUNCATE cortex_buffer.event, cortex_buffer.corrupt_line, cortex_buffer.session_file, cortex_buffer.pushed_file, raw_lines" >/dev/null
+    bench_psql -c "TRUNCATE cortex_buffer.event, cortex_buffer.corrupt_line, cortex_buffer.session_file, cortex_buffer.pushed_file, raw_lines CASCADE" >/dev/null
     rm -rf "${SESSIONS}"
     cp -a "${corpus}" "${SESSIONS}"
     bench_psql -c "ALTER SYSTEM SET cortex_buffer.sessions_dir = '${SESSIONS}'" -c "CHECKPOINT" >/dev/null
@@ -202,7 +202,7 @@ fi
 # --- 2. latency and 3. fleet load (one worker, notify) ----------------------------------------
 if part latency || part load; then
 set_workers 1
-bench_psql -c "TRUNCATE cortex_buffer.event, cortex_buffer.corrupt_line, cortex_buffer.session_file, cortex_buffer.pushed_file" >/dev/null
+bench_psql -c "TRUNCATE cortex_buffer.event, cortex_buffer.corrupt_line, cortex_buffer.session_file, cortex_buffer.pushed_file CASCADE" >/dev/null
 rm -rf "${SESSIONS}"; mkdir -p "${SESSIONS}"; chown postgres "${SESSIONS}"
 bench_psql -c "ALTER SYSTEM SET cortex_buffer.worker_enabled = on" -c "SELECT pg_reload_conf()" >/dev/null
 sleep 2
@@ -244,7 +244,7 @@ rescans() { bench_psql -c "SELECT coalesce(sum((w->>'rescans')::int), 0) FROM co
 idle() {
     local files="$1" mode="$2" secs="$3" tree="${DATA}/idle-$1"
     disable_workers
-    bench_psql -c "TRUNCATE cortex_buffer.event, cortex_buffer.corrupt_line, cortex_buffer.session_file, cortex_buffer.pushed_file" >/dev/null
+    bench_psql -c "TRUNCATE cortex_buffer.event, cortex_buffer.corrupt_line, cortex_buffer.session_file, cortex_buffer.pushed_file CASCADE" >/dev/null
     [ -d "$tree" ] || { python3 "${GEN}" idle "$tree" "$files"; chown -R postgres "$tree"; }
     bench_psql -c "ALTER SYSTEM SET cortex_buffer.sessions_dir = '${tree}'" -c "ALTER SYSTEM SET cortex_buffer.watch = '${mode}'" \
         -c "ALTER SYSTEM SET cortex_buffer.poll_interval = '1s'" -c "ALTER SYSTEM SET cortex_buffer.worker_enabled = on" \

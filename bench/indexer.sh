@@ -70,7 +70,7 @@ SQL
 declare -a t_index t_rows t_raw r_rows r_raw
 echo "throughput: ${ROUNDS} rounds over ${total_lines} lines, $(( total_bytes / 1048576 )) MB" >&2
 for r in $(seq 1 "${ROUNDS}"); do
-    bench_psql -c "TRUNCATE cortex_buffer.event, cortex_buffer.corrupt_line, cortex_buffer.session_file, cortex_buffer.pushed_file, event_copy, raw_lines" >/dev/null
+    bench_psql -c "TRUNCATE cortex_buffer.event, cortex_buffer.corrupt_line, cortex_buffer.session_file, cortex_buffer.pushed_file, event_copy, raw_lines CASCADE" >/dev/null
     bench_psql -c "CHECKPOINT" >/dev/null
     ti=$(bench_psql -v ON_ERROR_STOP=1 <<SQL | ms_of
 \timing on

@@ -1,26 +1,33 @@
 # shellcheck shell=bash
 # The partitioned layout (partition_events()) against the plain tables, in the same run, on the
-# same rows. Sourced by scripts/bench.sh.
+# same rows: what the storage layout is decided by (docs/design.md, Storage layout). Sourced by
+# scripts/bench.sh.
 #
 # The index: BENCH_PARTITION_ROWS event rows (default 10 000 000) in BENCH_PARTITION_FILES
 # session files (default 10 000) that are gone and older than every retention period, plus one
 # live job whose session file (a spike-dialect buffer of 200 events with tool calls, some in
-# flight) its recovery plan reads. Measured:
+# flight) its recovery plan reads. Measured on each layout:
 #
 #   recovery_plan   the live job's plan, server-side, BENCH_CALLS calls per round (median of
-#                   BENCH_ROUNDS rounds), on the plain tables and then on the partitioned ones
-#                   (target: partitioned / plain <= 1.2)
-#   retention       cleanup_session_buffers() removing the gone files' rows: on the plain
-#                   tables it deletes them row by row (its DELETE, through event's primary key);
-#                   on the partitioned ones it drops their partitions (files_per_partition =
-#                   files / 10, so ten partitions of a million rows each by default). Both
-#                   start from vacuumed, analysed tables written back to disk.
+#                   BENCH_ROUNDS rounds) (target: partitioned / plain <= 1.2)
+#   retention       cleanup_session_buffers() removing the gone files' rows, by the same step on
+#                   both layouts: on the plain tables it deletes them (its DELETE, through
+#                   event's primary key); on the partitioned ones, where every file of a
+#                   partition goes, it drops the partition (files_per_partition = files / 10, so
+#                   ten partitions of a million rows each by default). Both start from vacuumed,
+#                   analysed tables written back to disk.
+#   partial         the same, with every other file gone only a day ago (kept by gone_retention):
+#                   no partition goes whole, so both layouts delete the rows
+#   ingest          index_sessions() indexing BENCH_PARTITION_INGEST_FILES new files (default
+#                   1 000) of 100 cortex-spike lines each, into each layout (the partitioned one
+#                   makes the partitions the new files need)
 #   conversion      partition_events() over the same rows (what converting an installation
 #                   costs, for the operator's planning)
 
 ROWS="${BENCH_PARTITION_ROWS:-10000000}"
 FILES="${BENCH_PARTITION_FILES:-10000}"
 ROUNDS="${BENCH_ROUNDS:-5}"
+INGEST_FILES="${BENCH_PARTITION_INGEST_FILES:-1000}"
 CALLS="${BENCH_CALLS:-500}"
 PER_PARTITION=$((FILES / 10))
 JOB=0193a8b2-7c41-7d2e-9f00-00000000e001
@@ -63,14 +70,23 @@ BEGIN
 END $$;
 SQL
 
-# The gone files' rows, numbered from the start of a fresh span of ids.
+# build [partial]: the gone files' rows, numbered from the start of a fresh span of ids (in the
+# partitioned layout, into partitions made for them first); with "partial", every other file
+# went only a day ago.
 build() {
+    local recent=0
+    [ "${1:-}" = partial ] && recent=1
     bench_psql >/dev/null <<SQL
 SELECT setval('cortex_buffer.session_file_seq',
               ((SELECT last_value FROM cortex_buffer.session_file_seq) / ${PER_PARTITION} + 2) * ${PER_PARTITION} - 1);
+SELECT count(cortex_buffer.event_partition_create(lo, lo + ${PER_PARTITION}))
+  FROM (SELECT (SELECT last_value + 1 FROM cortex_buffer.session_file_seq) + ${PER_PARTITION} * k AS lo
+          FROM generate_series(0, ${FILES} / ${PER_PARTITION}) k) s
+ WHERE (SELECT relkind FROM pg_class WHERE oid = 'cortex_buffer.event'::regclass) = 'p';
 INSERT INTO cortex_buffer.session_file (path, job_dir, size_bytes, mtime, device, inode, indexed_offset, gone_at,
                                         valid_lines, total_lines)
-SELECT '${SESS}/gone/session-' || n || '.jsonl', 'gone', 0, now() - interval '30 days', 1, n, 0, now() - interval '30 days',
+SELECT '${SESS}/gone/session-' || n || '.jsonl', 'gone', 0, now() - interval '30 days', 1, n, 0,
+       CASE WHEN ${recent} = 1 AND n % 2 = 0 THEN now() - interval '1 day' ELSE now() - interval '30 days' END,
        ${ROWS} / ${FILES}, ${ROWS} / ${FILES}
   FROM generate_series(1, ${FILES}) n;
 INSERT INTO cortex_buffer.event (file_id, byte_offset, line_no, type, ts, seq, invocation_id, payload)
@@ -101,6 +117,37 @@ cleanup() {
     echo "$(ms_since "$t") ${out}"
 }
 
+# ingest: index_sessions() of a new corpus (new job directories, ingest-<uuid>); prints its ms. The corpus is
+# made before the clock starts, and removed (files and rows) after.
+ingest() {
+    local t ms
+    python3 - "${SESS}" "${INGEST_FILES}" <<'PY'
+import json, os, sys, uuid
+root, files = sys.argv[1], int(sys.argv[2])
+for _ in range(files):
+    job = str(uuid.uuid4())
+    os.makedirs(os.path.join(root, "ingest-" + job))
+    with open(os.path.join(root, "ingest-" + job, "session-001.jsonl"), "w") as f:
+        for seq in range(100):
+            kind = ("TOOL_START", "TOOL_RESULT")[seq % 2]
+            f.write(json.dumps({"type": kind, "timestamp": "2026-02-23T10:00:%02d.000Z" % (seq % 60), "job_id": job,
+                                "session_id": "s", "seq": seq, "invocation_id": "c%d" % (seq // 2),
+                                "tool_name": "search", "input_summary": "query %d" % seq}) + "\n")
+PY
+    chown -R postgres "${SESS}"
+    bench_psql -c "CHECKPOINT" >/dev/null
+    sync
+    t=$(date +%s%N)
+    bench_psql -c "SELECT count(*) FROM cortex_buffer.index_sessions()" >/dev/null
+    ms=$(ms_since "$t")
+    local n
+    n=$(bench_psql -c "SELECT count(*) FROM cortex_buffer.event e JOIN cortex_buffer.session_file f USING (file_id) WHERE f.path LIKE '${SESS}/ingest-%'")
+    [ "$n" = $((INGEST_FILES * 100)) ] || die "the ingest indexed ${n} events, not $((INGEST_FILES * 100))"
+    rm -rf "${SESS}"/ingest-*
+    bench_psql -c "DELETE FROM cortex_buffer.session_file WHERE path LIKE '${SESS}/ingest-%'" >/dev/null
+    echo "$ms"
+}
+
 # The plain tables.
 bench_psql -c "SELECT cortex_buffer.recovery_plan('${JOB}')" >/dev/null
 build
@@ -109,6 +156,11 @@ live=$(bench_psql -c "SELECT count(*) FROM cortex_buffer.event e JOIN cortex_buf
 plain_us=$(plan_rounds)
 read -r delete_ms delete_rows <<<"$(cleanup)"
 [ "$(events)" = "${live}" ] || die "the plain cleanup left $(events) events"
+plain_ingest_ms=$(ingest)
+build partial
+read -r plain_partial_ms plain_partial_rows <<<"$(cleanup)"
+[ "$(events)" = $((ROWS / FILES * FILES / 2 + live)) ] || die "the plain partial cleanup left $(events) events"
+bench_psql -c "DELETE FROM cortex_buffer.session_file WHERE job_dir = 'gone'" >/dev/null
 
 # The same rows again, converted, then the partitioned layout.
 build
@@ -123,14 +175,26 @@ part_us=$(plan_rounds)
 read -r drop_ms drop_rows <<<"$(cleanup)"
 [ "$(events)" = "${live}" ] || die "the partitioned cleanup left $(events) events"
 dropped=$(bench_psql -c "SELECT count(*) FROM pg_inherits WHERE inhparent = 'cortex_buffer.event'::regclass")
+part_ingest_ms=$(ingest)
+build partial
+bench_psql -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
+read -r part_partial_ms part_partial_rows <<<"$(cleanup)"
+[ "$(events)" = $((ROWS / FILES * FILES / 2 + live)) ] || die "the partitioned partial cleanup left $(events) events"
 
 echo
 echo "== partitioned layout: ${ROWS} events in ${FILES} gone files, ${PER_PARTITION} files per partition; recovery_plan of a live job (${live} events), median of ${ROUNDS} rounds of ${CALLS} calls =="
 printf 'recovery_plan, plain tables:          %8.1f us per call\n' "${plain_us}"
 printf 'recovery_plan, partitioned:           %8.1f us per call\n' "${part_us}"
-printf 'retention by row deletion:            %8d ms (%d index rows deleted, as reported)\n' "${delete_ms}" "${delete_rows}"
-printf 'retention by partition drop:          %8d ms (%d rows, as reported; %d partitions of event left)\n' "${drop_ms}" "${drop_rows}" "${dropped}"
+printf 'retention, plain (rows deleted):      %8d ms (%d index rows, as reported)\n' "${delete_ms}" "${delete_rows}"
+printf 'retention, partitioned (spans dropped): %6d ms (%d rows, as reported; %d partitions of event left)\n' "${drop_ms}" "${drop_rows}" "${dropped}"
+printf 'retention of half of each span, plain:       %8d ms (%d rows)\n' "${plain_partial_ms}" "${plain_partial_rows}"
+printf 'retention of half of each span, partitioned: %8d ms (%d rows)\n' "${part_partial_ms}" "${part_partial_rows}"
+printf 'ingest of %d files of 100 lines, plain:       %8d ms\n' "${INGEST_FILES}" "${plain_ingest_ms}"
+printf 'ingest of %d files of 100 lines, partitioned: %8d ms\n' "${INGEST_FILES}" "${part_ingest_ms}"
 printf 'partition_events() conversion:        %8d ms (%d partitions made)\n' "${convert_ms}" "${parts}"
-awk -v p="${plain_us}" -v q="${part_us}" -v d="${delete_ms}" -v r="${drop_ms}" 'BEGIN {
+awk -v p="${plain_us}" -v q="${part_us}" -v d="${delete_ms}" -v r="${drop_ms}" -v pp="${plain_partial_ms}" -v qp="${part_partial_ms}" \
+    -v pi="${plain_ingest_ms}" -v qi="${part_ingest_ms}" 'BEGIN {
     printf "ratio recovery_plan partitioned / plain: %6.2f  (target <= 1.2)\n", q / p
-    printf "ratio partition drop / row deletion:     %6.3f  (%.0fx faster)\n", r / d, d / r }'
+    printf "ratio retention partitioned / plain:     %6.3f  (%.0fx faster: whole spans dropped)\n", r / d, d / r
+    printf "ratio partial retention partitioned / plain: %6.2f  (both delete rows)\n", qp / pp
+    printf "ratio ingest partitioned / plain:        %6.2f\n", qi / pi }'

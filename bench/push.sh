@@ -37,8 +37,11 @@ NODES="${BENCH}/nodes"
 mkdir -p "${DATA}"
 chown postgres "${DATA}"
 
-cargo build --release -p cortex_buffer_ship >&2
-SHIP="${REPO_ROOT}/target/release/cortex-buffer-ship"
+# scripts/bench_compare.sh names the shipper built with the extension it compares.
+if [ -z "${CORTEX_BENCH_SHIP:-}" ]; then
+    cargo build --release -p cortex_buffer_ship >&2
+fi
+SHIP="${CORTEX_BENCH_SHIP:-${REPO_ROOT}/target/release/cortex-buffer-ship}"
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 ms_of() { sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1; }
@@ -177,7 +180,7 @@ start_set f CB_SHIP_PER_FILE=1
 # before; the measured rounds use series 4 on.
 series=1
 for set in p s f; do reset; ship_round "${set}" "${series}" >/dev/null; series=$(( series + 1 )); done
-ratios=(); storms=(); gains=(); wals=(); copy_wals=()
+ratios=(); storms=(); gains=(); wals=(); copy_wals=(); per_file=(); shippers_ms=(); per_file_ms=()
 for r in $(seq 1 "${ROUNDS}"); do
     reset
     tp=$(ship_round p "${series}"); series=$(( series + 1 ))
@@ -196,6 +199,8 @@ for r in $(seq 1 "${ROUNDS}"); do
     ratios+=("$(awk -v p="$tp" -v c="$tc" 'BEGIN { print c / p }')")
     storms+=("$(awk -v p="$tp" -v s="$ts" 'BEGIN { print s / p }')")
     gains+=("$(awk -v p="$tp" -v f="$tf" 'BEGIN { print f / p }')")
+    per_file+=("$(awk -v f="$tf" -v c="$tc" 'BEGIN { print c / f }')")
+    shippers_ms+=("$tp") per_file_ms+=("$tf")
 done
 stop_shippers
 ratio=$(printf '%s\n' "${ratios[@]}" | median)
@@ -258,6 +263,9 @@ echo "== push ingestion: ${LINES} cortex-spike lines in ${NFILES} files over ${S
 printf '%d shippers vs COPY of the raw lines into a bare jsonb table: %.2fx (spread %s; target >= 0.7x; higher is better)\n' "${SHIPPERS}" "${ratio}" "${ratio_spread}"
 printf 'duplicate-chunk storm (every batch twice) vs none: %.2fx the time (spread %s; target <= 1.2x)\n' "${storm}" "${storm_spread}"
 printf 'append_session_batch vs one append_session_bytes call per file: %.2fx the throughput (spread %s; higher is better)\n' "${gain}" "${gain_spread}"
+printf 'one append_session_bytes call per file vs COPY of the raw lines: %.2fx (higher is better)\n' "$(printf '%s\n' "${per_file[@]}" | median)"
+printf 'time of a round: %s shippers %.1f ms, one call per file %.1f ms (medians)\n' "${SHIPPERS}" \
+    "$(printf '%s\n' "${shippers_ms[@]}" | median)" "$(printf '%s\n' "${per_file_ms[@]}" | median)"
 printf 'WAL per pushed byte: %.2f (COPY of the raw lines: %.2f)\n' "${wal_per_byte}" "${copy_wal_per_byte}"
 printf '100 one-byte pushes after a 1 MiB unterminated line: %d bytes of WAL, %.0f per pushed byte (target < 1 MB)\n' "${held_wal}" "$(( held_wal / 100 ))"
 echo

@@ -50,7 +50,7 @@ for job in open(jobs).read().split():
 PY
     chown -R postgres "${SESS}"
     bench_psql >/dev/null <<SQL
-TRUNCATE cortex_buffer.session_file, cortex_buffer.pushed_file;
+TRUNCATE cortex_buffer.session_file, cortex_buffer.pushed_file CASCADE;
 INSERT INTO cortex_buffer.session_file (path, job_dir, job_id, size_bytes, mtime, device, inode, indexed_offset,
                                         valid_lines, total_lines)
 SELECT '${SESS}/' || j.id || '/session-' || lpad(n::text, 3, '0') || '.jsonl', j.id::text, j.id, 74,

@@ -14,7 +14,8 @@ if [ -z "${name}" ] || [ ! -f "bench/${name}.sh" ]; then
 fi
 
 ensure_toolchain
-install_extension --release
+# scripts/bench_compare.sh installs each build it compares itself.
+[ -n "${CORTEX_BENCH_INSTALLED:-}" ] || install_extension --release
 
 BENCH="$(work_dir)/bench"
 BIN="$("${PG_CONFIG}" --bindir)"

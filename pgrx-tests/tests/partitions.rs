@@ -1,6 +1,6 @@
 //! The partitioned layout end to end, where transactions commit: the worker indexes new files
-//! into the partitions it makes; a committed cleanup deletes a finished job's directory, keeps
-//! its rows marked gone, and drops a partition whole once every file of its span qualifies;
+//! into the partitions it makes; a committed cleanup deletes a finished job's directory and its
+//! rows, and drops the partition whole when the directory held every file of its span;
 //! recovery keeps working across the conversion; and pg_partman (Debian's
 //! postgresql-15-partman) makes the partitions ahead, with the same names, which the indexer
 //! writes straight into.
@@ -58,7 +58,7 @@ fn leaves(c: &Cluster, parent: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_worker_fills_the_partitions_and_a_committed_cleanup_drops_them_whole() {
+fn the_worker_fills_the_partitions_and_a_committed_cleanup_drops_one_whole() {
     let c = Cluster::new("partitions", &["cortex_buffer.poll_interval = 100", "cortex_buffer.watch = poll"]);
     c.start();
     c.create_extension();
@@ -101,9 +101,10 @@ fn the_worker_fills_the_partitions_and_a_committed_cleanup_drops_them_whole() {
         "SELECT string_agg(action || ' ' || path || ' ' || rows_deleted, E'\\n' ORDER BY path)
            FROM cortex_buffer.cleanup_session_buffers() WHERE action IN ('delete_dir', 'drop_partition')",
     );
-    assert!(report.contains(&format!("delete_dir {}/{done} 0", c.sessions.display())), "{report}");
-    // Its span [90, 100) held only this file: 3 events and its session_file row.
-    assert!(report.contains("drop_partition cortex_buffer.event_p90 4"), "{report}");
+    // Its rows (3 events and its session_file row) are the directory's, as in the plain layout;
+    // its span [90, 100) held only this file, so the partition goes whole instead of row by row.
+    assert!(report.contains(&format!("delete_dir {}/{done} 4", c.sessions.display())), "{report}");
+    assert!(report.contains("drop_partition cortex_buffer.event_p90 0"), "{report}");
     assert!(!c.sessions.join(&done).exists(), "the directory is unlinked at the commit");
     assert!(!leaves(&c, "event").contains(&"cortex_buffer.event_p90".to_owned()));
     assert!(!leaves(&c, "corrupt_line").contains(&"cortex_buffer.corrupt_line_p90".to_owned()));

@@ -26,7 +26,7 @@ use cortex_buffer_core::shared::{format_uuid, parse_uuid};
 use crate::job::binding::{self, Access};
 use crate::pg::guc;
 use crate::pg::planner::pinned;
-use crate::pg::privilege::{as_agent_call, as_definer, caller_is_superuser, role_oid, running_as_definer};
+use crate::pg::privilege::{agent_call_role, as_definer, caller_is_superuser, role_oid, running_as_definer};
 use crate::pg::spi_util::{prepared_read, spi};
 
 const FLEET_ROLES: [&str; 2] = ["cortex_buffer_control_plane", "cortex_buffer_operator"];
@@ -59,15 +59,15 @@ pub fn authorize(job: Uuid) -> Result<bool, CbError> {
 }
 
 /// Runs `f` for `job`: as the caller for a fleet role; for anyone else, only with this
-/// session's token for the job's current attempt, and then as the agent-call role.
+/// session's token for the job's current attempt, and then as the agent-call role (the token is
+/// checked under it, as the job's row is read with its rights).
 pub fn act<R>(job: Uuid, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
     if fleet_caller() {
         return f();
     }
-    as_agent_call(|| {
-        verify(*job.as_bytes(), true)?;
-        f()
-    })
+    let _agent_call = agent_call_role()?;
+    verify(*job.as_bytes(), true)?;
+    f()
 }
 
 /// Runs `f` on the session file at `path` (absolute, as `file_access::absolute` makes it): a
@@ -138,18 +138,19 @@ fn job_of_path(path: &str) -> Option<[u8; 16]> {
     parse_uuid(first)
 }
 
-/// This session's token checked for `job` ([`token::authorize`], which decides and words the
-/// refusal): the secret is read (as the definer role, which alone may) only for a token shaped
-/// like one; only a token proven genuine and this job's has the job's current attempt read and
-/// compared, when `read_row`. Returns the attempt the token was issued for.
+/// This session's token checked for `job`, in one call of [`token::authorize`], which decides
+/// and words the refusal: the secret is read (as the definer role, which alone may) only for a
+/// token shaped like one, and the job's current attempt (when `read_row`) only for a token
+/// proven genuine and this job's. Returns the attempt the token was issued for.
 fn verify(job: [u8; 16], read_row: bool) -> Result<i32, CbError> {
     let presented = guc::job_token();
     let secret = if token::well_formed(&presented) { as_definer(|| Spi::connect(key))? } else { None };
-    let attempt = token::authorize(secret.as_deref(), &presented, &job, None)?;
-    if read_row {
-        token::attempt_matches(Some(attempt), &job, attempt_of(job)?)?;
-    }
-    Ok(attempt)
+    let row_attempt = if read_row && token::proven_job(secret.as_deref(), &presented) == Some(job) {
+        Some(attempt_of(job)?)
+    } else {
+        None
+    };
+    token::authorize(secret.as_deref(), &presented, &job, row_attempt)
 }
 
 /// `job`'s current attempt, with the caller's rights (none: no such job; a NULL attempt is 0, as
@@ -188,10 +189,9 @@ pub fn act_on_row<R>(job: Uuid, f: impl FnOnce(Attempt) -> Result<R, CbError>) -
     if fleet_caller() {
         return f(Attempt(None));
     }
-    as_agent_call(|| {
-        let token_attempt = verify(*job.as_bytes(), false)?;
-        f(Attempt(Some(token_attempt)))
-    })
+    let _agent_call = agent_call_role()?;
+    let token_attempt = verify(*job.as_bytes(), false)?;
+    f(Attempt(Some(token_attempt)))
 }
 
 const KEY_SQL: &str = "SELECT secret FROM cortex_buffer.job_token_key";

@@ -246,10 +246,19 @@ mod tests {
         f.set_modified(t).unwrap_or_else(|e| panic!("{e}"));
     }
 
+    /// The rows a cleanup attributes to the files of `job`, as `action rows_deleted`.
+    fn file_actions(job: &str, args: &str) -> String {
+        one(&format!(
+            "SELECT coalesce(string_agg(action || ' ' || rows_deleted, ',' ORDER BY action), '')
+               FROM cortex_buffer.cleanup_session_buffers({args}) WHERE path LIKE '%{job}%'"
+        ))
+    }
+
     #[pg_test]
-    fn retention_drops_a_partition_whole_once_every_file_of_its_span_qualifies() {
+    fn retention_drops_a_partition_whole_when_every_file_of_its_span_goes() {
         event_ddl_one_at_a_time();
         run("SELECT count(*) FROM cortex_buffer.partition_events(100, 1)");
+        run("SET cortex_buffer.gone_retention = '1d'");
         // Two spans of our own: [base, base + 100) and the next.
         let base = fresh_span(100, 1000);
         next_id_at_least(base);
@@ -264,7 +273,8 @@ mod tests {
         run(&format!(
             "UPDATE cortex_buffer.session_file SET mtime = now() - interval '10 days' WHERE path = '{old_done}'"
         ));
-        // A gone file of long ago, and (in the next span) one that is still there.
+        // A file gone for longer than gone_retention, and (in the next span) one that is still
+        // there beside one gone that a live job's plan reads.
         let gone_job = new_job_with(
             "cortex_buffer.job",
             "COMPLETED",
@@ -280,24 +290,26 @@ mod tests {
         assert_eq!(file_id(&held) / 100 * 100, base + 100);
         std::fs::remove_file(&held).unwrap_or_else(|e| panic!("{e}"));
         let present_job = new_job_with("cortex_buffer.job", "PENDING", "updated_at", "now()");
-        let present = indexed_file(&present_job);
+        let _present = indexed_file(&present_job);
         run(&format!("UPDATE cortex_buffer.session_file SET gone_at = now() - interval '9 days', mtime = now() - interval '9 days' WHERE path = '{held}'"));
         // Close both spans.
         next_id_at_least(base + 250);
-        let _ = present;
         let args = "max_unknown_ratio => 1";
-        let rows_before = rows_of(&old_done);
-        assert_eq!(rows_before, "2 1");
+        assert_eq!(rows_of(&old_done), "2 1");
+        // The same rows go as in the plain layout, counted on the files' own actions (2 events,
+        // 1 corrupt line and the session_file row each); the span all of whose files go is
+        // dropped whole, the other stays.
+        let first = format!("drop_partition cortex_buffer.event_p{base} 2 0");
+        let second = format!("cortex_buffer.event_p{} ", base + 100);
         let dry = partition_actions(&format!("dry_run => true, {args}"));
-        // The done job's directory is deleted in this run, so its span's files are all gone and
-        // old: the span goes (2 files; their 2 × 3 index rows and 2 session_file rows).
-        let first = format!("drop_partition cortex_buffer.event_p{base} 2 8");
         assert!(dry.contains(&first), "{dry:?}");
-        let second = format!("keep cortex_buffer.event_p{} 2 ", base + 100);
-        assert!(dry.iter().any(|l| l.starts_with(&second)), "{dry:?}");
+        assert!(!dry.iter().any(|l| l.contains(&second)), "{dry:?}");
+        assert_eq!(file_actions(&done, &format!("dry_run => true, {args}")), "delete_dir 4");
+        // (Its job is over: its directory, empty now, goes with the file's rows.)
+        assert_eq!(file_actions(&gone_job, &format!("dry_run => true, {args}")), "delete_dir 4");
         assert_eq!(one(&format!("SELECT (to_regclass('cortex_buffer.event_p{base}') IS NOT NULL)::text")), "true");
         assert_eq!(rows_of(&old_done), "2 1", "the dry run changed nothing");
-        // storage_report() counts the span's rows as what the next cleanup frees.
+        // storage_report() counts the files' rows as what the next cleanup frees.
         let freed = one("SELECT coalesce(sum(next_cleanup_rows), 0)::text FROM cortex_buffer.storage_report()
               WHERE job_state = 'COMPLETED'");
         assert!(freed.parse::<i64>().unwrap_or(0) >= 8, "{freed}");
@@ -316,19 +328,62 @@ mod tests {
             )),
             "0"
         );
-        // The partition reason names what holds the second span.
-        let why = one(&format!(
-            "SELECT coalesce(string_agg(action || ' ' || path || ': ' || reason, E'\\n'), 'none')
-               FROM cortex_buffer.cleanup_session_buffers(dry_run => true, max_unknown_ratio => 1)
-              WHERE path = 'cortex_buffer.event_p{}'",
-            base + 100
-        ));
-        assert!(why.contains("1 file still present"), "{why}");
+        // The live job's gone file keeps its rows (its plan reads them), and the present one its own.
+        assert_eq!(rows_of(&held), "2 1");
         // Partitions stand ready above the next file id.
         assert_eq!(
             one(&format!("SELECT (to_regclass('cortex_buffer.event_p{}') IS NOT NULL)::text", base + 300)),
             "true"
         );
         clean(&[&done, &gone_job, &held_job, &present_job]);
+    }
+
+    #[pg_test]
+    fn a_span_whose_files_go_over_several_cleanups_is_dropped_by_the_last_and_an_empty_one_by_the_next() {
+        event_ddl_one_at_a_time();
+        run("SELECT count(*) FROM cortex_buffer.partition_events(100, 1)");
+        let base = fresh_span(100, 1000);
+        next_id_at_least(base);
+        let old = |status: &str| {
+            new_job_with(
+                "cortex_buffer.job",
+                status,
+                "completed_at, updated_at",
+                "now() - interval '10 days', now() - interval '10 days'",
+            )
+        };
+        let first = old("COMPLETED");
+        let first_file = indexed_file(&first);
+        let second = old("RUNNING");
+        let second_file = indexed_file(&second);
+        next_id_at_least(base + 150);
+        let args = "max_unknown_ratio => 1";
+        let span = format!("drop_partition cortex_buffer.event_p{base} ");
+        // The first job's directory goes, its rows by DELETE: the running job holds the span.
+        assert!(!partition_actions(args).iter().any(|l| l.starts_with(&span)));
+        assert_eq!(
+            one(&format!("SELECT count(*)::text FROM cortex_buffer.session_file WHERE path = '{first_file}'")),
+            "0"
+        );
+        // (The test's transaction never commits: the unlink at commit is done here.)
+        clean(&[&first]);
+        // Once the second ends too, its cleanup takes the span's last file: the partition goes.
+        run(&format!(
+            "UPDATE cortex_buffer.job SET status = 'COMPLETED', completed_at = now() - interval '10 days' WHERE id = '{second}'"
+        ));
+        assert!(partition_actions(args).contains(&format!("{span}1 0")));
+        assert_eq!(
+            one(&format!("SELECT count(*)::text FROM cortex_buffer.session_file WHERE path = '{second_file}'")),
+            "0"
+        );
+        // A span with no file left (its rows deleted before the layout's drops) goes by itself.
+        let base2 = fresh_span(100, 10);
+        next_id_at_least(base2);
+        let third = old("COMPLETED");
+        let third_file = indexed_file(&third);
+        next_id_at_least(base2 + 150);
+        run(&format!("DELETE FROM cortex_buffer.session_file WHERE path = '{third_file}'"));
+        assert!(partition_actions(args).contains(&format!("drop_partition cortex_buffer.event_p{base2} 0 0")));
+        clean(&[&first, &second, &third]);
     }
 }

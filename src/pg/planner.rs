@@ -17,6 +17,10 @@
 //!   the index serves whatever the parameters, and a custom plan (which PostgreSQL keeps choosing
 //!   for some of them, their subquery making the generic plan look dearer) costs a planning per
 //!   call: it was a tenth of `recovery_plan`.
+//! - `plan_cache_mode = force_generic_plan` alone for a push (`with_generic_plans`): its
+//!   statements find rows by key and unnest their batch's arrays, so the generic plan serves
+//!   every batch, while the custom plans PostgreSQL kept choosing cost a planning of each
+//!   statement per call: half the time of a batch of one (`append_session_bytes`).
 //! - `jit` off, always: the statements are small lookups, and a disabled sequential scan's cost
 //!   (10^10) would otherwise cross `jit_above_cost` and spend ~100 ms compiling each one.
 
@@ -39,14 +43,27 @@ fn set(name: &std::ffi::CStr, value: &std::ffi::CStr) {
     }
 }
 
-fn scoped<R>(index_scans_only: bool, f: impl FnOnce() -> R) -> R {
+/// What a scope sets beyond the pinned `search_path` and `jit` off.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Plans {
+    /// The planner's own choices.
+    Chosen,
+    /// Generic plans of prepared statements.
+    Generic,
+    /// Generic plans, and only index scans.
+    IndexScans,
+}
+
+fn scoped<R>(plans: Plans, f: impl FnOnce() -> R) -> R {
     // SAFETY: pushes a GUC nest level, popped below (or by the transaction's abort).
     let level = unsafe { pg_sys::NewGUCNestLevel() };
     set(c"search_path", c"pg_catalog, pg_temp");
     set(c"jit", c"off");
-    if index_scans_only {
+    if plans == Plans::IndexScans {
         set(c"enable_seqscan", c"off");
         set(c"enable_bitmapscan", c"off");
+    }
+    if plans != Plans::Chosen {
         set(c"plan_cache_mode", c"force_generic_plan");
     }
     let result = f();
@@ -57,10 +74,15 @@ fn scoped<R>(index_scans_only: bool, f: impl FnOnce() -> R) -> R {
 
 /// Runs `f` with `search_path` pinned to `pg_catalog, pg_temp`.
 pub fn pinned<R>(f: impl FnOnce() -> R) -> R {
-    scoped(false, f)
+    scoped(Plans::Chosen, f)
+}
+
+/// Runs `f` with `search_path` pinned and the generic plans of prepared statements.
+pub fn with_generic_plans<R>(f: impl FnOnce() -> R) -> R {
+    scoped(Plans::Generic, f)
 }
 
 /// Runs `f` with `search_path` pinned and sequential and bitmap scans off.
 pub fn with_index_scans<R>(f: impl FnOnce() -> R) -> R {
-    scoped(true, f)
+    scoped(Plans::IndexScans, f)
 }

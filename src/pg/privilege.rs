@@ -49,14 +49,16 @@ pub fn definer_oid() -> Result<pg_sys::Oid, CbError> {
     })
 }
 
-/// Restores the user and security context when dropped (also while unwinding: setting them is
-/// a plain assignment, safe at any point; a transaction abort would restore them anyway).
-struct Restore {
+/// A switched current user: restores the previous user and security context when dropped (also
+/// while unwinding: setting them is a plain assignment, safe at any point; a transaction abort
+/// would restore them anyway).
+#[must_use = "the previous user comes back when the guard is dropped"]
+pub struct RoleGuard {
     user: pg_sys::Oid,
     context: i32,
 }
 
-impl Drop for Restore {
+impl Drop for RoleGuard {
     fn drop(&mut self) {
         // SAFETY: restores exactly what GetUserIdAndSecContext returned.
         unsafe { pg_sys::SetUserIdAndSecContext(self.user, self.context) };
@@ -113,10 +115,12 @@ pub fn agent_call_oid() -> Result<pg_sys::Oid, CbError> {
     })
 }
 
-/// Runs `f` as the agent-call role (see `AGENT_CALL_ROLE`), switched as `as_definer` does.
-pub fn as_agent_call<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
+/// Makes the agent-call role (see `AGENT_CALL_ROLE`) the current user, switched as `as_definer`
+/// does, until the guard returned is dropped: a per-job call then authorises and runs under it in
+/// one place (`job::authority::act`).
+pub fn agent_call_role() -> Result<RoleGuard, CbError> {
     check_installed_version()?;
-    as_user(agent_call_oid()?, f)
+    Ok(switch_to(agent_call_oid()?))
 }
 
 /// The current user.
@@ -136,16 +140,24 @@ pub fn as_definer<R>(f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbErro
 /// Runs `f` as `role` (an OID the caller has looked up, such as the role a stream was started
 /// as), restoring the previous user and security context afterwards.
 pub fn as_user<R>(role: pg_sys::Oid, f: impl FnOnce() -> Result<R, CbError>) -> Result<R, CbError> {
+    let _restore = switch_to(role);
+    f()
+}
+
+/// Makes `role` the current user (`SECURITY_LOCAL_USERID_CHANGE` added to the security context)
+/// until the guard returned is dropped.
+fn switch_to(role: pg_sys::Oid) -> RoleGuard {
     let mut user = pg_sys::InvalidOid;
     let mut context = 0;
     // SAFETY: reads the current user and security context into locals.
     unsafe { pg_sys::GetUserIdAndSecContext(&mut user, &mut context) };
-    let _restore = Restore { user, context };
-    // SAFETY: the role exists (just looked up); the previous state is restored by `_restore`.
+    let restore = RoleGuard { user, context };
+    // SAFETY: the role exists (looked up by the caller); the previous state is restored when the
+    // guard is dropped.
     unsafe {
         pg_sys::SetUserIdAndSecContext(role, context | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
     }
-    f()
+    restore
 }
 
 /// Whether the current user is the definer role (inside `as_definer`, or a function it owns).

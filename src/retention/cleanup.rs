@@ -115,7 +115,9 @@ fn decide_and_do(args: Args) -> Result<Vec<Action>, CbError> {
     remove_index_rows(&mut run)?;
     index_only::per_job_apply(&mut run)?;
     if run.partitioned {
-        partitions::maintain(&mut run)?;
+        // The partitions ahead of new files, made after the drops: a cleanup holding an
+        // attach's lock while it waits to drop could deadlock with an indexer.
+        crate::partition::ensure_ahead()?;
     }
     progress::pause_at(Step::RowsDeleted);
     report.finish();
@@ -214,25 +216,17 @@ fn walk(
     })
 }
 
-/// The index rows of the files deleted: removed, or in the partitioned layout marked gone until
-/// their whole partition goes.
+/// The index rows of the files deleted, removed in the calling transaction, the same way in
+/// both layouts; in the partitioned one, a partition all of whose files go is dropped whole
+/// rather than deleted row by row (`partitions::drop_whole`).
 fn remove_index_rows(run: &mut Run<'_>) -> Result<(), CbError> {
     let files: Vec<i64> = run.rows_of.iter().map(|(_, f)| *f).collect();
-    if run.partitioned {
-        // The rows stay, marked gone, until their whole partition goes.
-        partitions::mark_gone(&files)?;
-        let mut told = HashSet::new();
-        for (at, _) in &run.rows_of {
-            if let Some(a) = run.actions.get_mut(*at).filter(|_| told.insert(*at)) {
-                a.reason.push_str("; its index rows stay, marked gone, until their partition is dropped");
-            }
-        }
-    } else {
-        let counts = index_rows::remove(&files, run.args.dry_run)?;
-        for (at, file) in &run.rows_of {
-            if let Some(a) = run.actions.get_mut(*at) {
-                a.rows_deleted += counts.get(file).copied().unwrap_or(0);
-            }
+    let mut counts = if run.partitioned { partitions::drop_whole(run, &files)? } else { HashMap::new() };
+    let rest: Vec<i64> = files.iter().copied().filter(|f| !counts.contains_key(f)).collect();
+    counts.extend(index_rows::remove(&rest, run.args.dry_run)?);
+    for (at, file) in &run.rows_of {
+        if let Some(a) = run.actions.get_mut(*at) {
+            a.rows_deleted += counts.get(file).copied().unwrap_or(0);
         }
     }
     Ok(())
@@ -336,8 +330,9 @@ const LOOK_AHEAD: usize = 1_000;
 fn delete_dirs(run: &mut Run<'_>, volume: &Volume) -> Result<(), CbError> {
     let doomed = std::mem::take(&mut run.doomed_dirs);
     for chunk in doomed.chunks(DIRS_PER_LOCK) {
-        // The common case (everything in the batch goes) in one statement; the rows of the
-        // partitioned layout stay (marked gone), and a dry run only locks.
+        // The common case (everything in the batch goes) in one statement; in the partitioned
+        // layout the rows wait for remove_index_rows, which may drop their partitions whole
+        // instead, and a dry run only locks.
         if !run.args.dry_run && !run.partitioned && super::at_once::delete_chunk(run, volume, chunk) {
             continue;
         }

@@ -29,8 +29,7 @@ pub(super) fn remote_rows(run: &mut Run<'_>) -> Result<(), CbError> {
     // Bounded like the directories: a call looks at most max_dirs × ROWS_PER_DIR such rows (the
     // oldest files first), and says when it stopped.
     let limit = i64::try_from(run.args.max_dirs.saturating_mul(ROWS_PER_DIR)).unwrap_or(i64::MAX);
-    // In the partitioned layout, gone files' rows go with their partition, not one by one.
-    let gone_before = if run.partitioned { i64::MIN } else { p.now_us.saturating_sub(gone_retention_us) };
+    let gone_before = p.now_us.saturating_sub(gone_retention_us);
     let pushed_before = p.now_us.saturating_sub(pushed_window);
     let candidates = candidates(run, gone_before, pushed_before, limit)?;
     let mut plans: HashMap<[u8; 16], Option<HashSet<String>>> = HashMap::new();

@@ -250,6 +250,16 @@ pub fn delete_dir_rows(job_dirs: &[String]) -> Result<HashMap<String, Vec<Delete
     })
 }
 
+/// The files of $1, each with its index rows (its events, its corrupt lines, and itself), from
+/// the counters the indexer keeps with its rows: what a dry run reports.
+pub const COUNT_ROWS_SQL: &str =
+    "SELECT file_id, valid_lines OPERATOR(pg_catalog.+) corrupt_lines OPERATOR(pg_catalog.+) 1
+       FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) ANY ($1)";
+/// `COUNT_ROWS_SQL`, deleting the files' rows (their events and corrupt lines go with them, by
+/// the table's trigger, or with their dropped partition).
+pub const DELETE_ROWS_SQL: &str = "DELETE FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) ANY ($1)
+      RETURNING file_id, valid_lines OPERATOR(pg_catalog.+) corrupt_lines OPERATOR(pg_catalog.+) 1";
+
 /// Deletes the `session_file` rows of `files` (or, for a dry run, reads them), in batches; the
 /// table's statement trigger deletes their `event` and `corrupt_line` rows, by index scans (a
 /// batch is a small part of the table). Returns the index rows per file id: the file's own row
@@ -258,13 +268,7 @@ pub fn delete_dir_rows(job_dirs: &[String]) -> Result<HashMap<String, Vec<Delete
 /// Counting from the counters spares reading back a million deleted rows to count them.
 pub fn remove(files: &[i64], dry_run: bool) -> Result<HashMap<i64, i64>, CbError> {
     let mut counts: HashMap<i64, i64> = HashMap::new();
-    let sql = if dry_run {
-        "SELECT file_id, valid_lines OPERATOR(pg_catalog.+) corrupt_lines OPERATOR(pg_catalog.+) 1
-           FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) ANY ($1)"
-    } else {
-        "DELETE FROM cortex_buffer.session_file WHERE file_id OPERATOR(pg_catalog.=) ANY ($1)
-          RETURNING file_id, valid_lines OPERATOR(pg_catalog.+) corrupt_lines OPERATOR(pg_catalog.+) 1"
-    };
+    let sql = if dry_run { COUNT_ROWS_SQL } else { DELETE_ROWS_SQL };
     for batch in files.chunks(FILES_PER_BATCH) {
         with_index_scans(|| {
             as_definer(|| {

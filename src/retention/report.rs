@@ -24,7 +24,6 @@ pub struct Line {
 }
 
 struct File {
-    file_id: i64,
     path: String,
     job_dir: String,
     job_id: Option<pgrx::Uuid>,
@@ -40,7 +39,7 @@ fn files() -> Result<Vec<File>, CbError> {
                 .select(
                     "SELECT path, job_dir, job_id, mtime,
                             CASE WHEN gone_at IS NULL THEN size_bytes ELSE 0 END,
-                            valid_lines OPERATOR(pg_catalog.+) corrupt_lines OPERATOR(pg_catalog.+) 1, file_id
+                            valid_lines OPERATOR(pg_catalog.+) corrupt_lines OPERATOR(pg_catalog.+) 1
                        FROM cortex_buffer.session_file",
                     None,
                     &[],
@@ -49,7 +48,6 @@ fn files() -> Result<Vec<File>, CbError> {
             let mut out = Vec::new();
             for r in rows {
                 out.push(File {
-                    file_id: r.get(7).map_err(spi)?.unwrap_or(0),
                     path: r.get(1).map_err(spi)?.unwrap_or_default(),
                     job_dir: r.get(2).map_err(spi)?.unwrap_or_default(),
                     job_id: r.get(3).map_err(spi)?,
@@ -87,18 +85,8 @@ pub fn report() -> Result<Vec<Line>, CbError> {
     })?;
     let mut dirs: HashSet<String> = HashSet::new();
     let mut paths: HashSet<String> = HashSet::new();
-    // The partitioned layout: index rows go only with their partition.
-    let partitioned = crate::partition::is_partitioned();
-    // Each partition's span as it is (its width may differ from the settings' now).
-    let spans: Vec<(i64, i64, usize)> = crate::partition::event_bounds().map(|(b, _)| b.spans()).unwrap_or_default();
-    let mut dropped: HashSet<i64> = HashSet::new();
     for a in &next {
         match a.action {
-            "drop_partition" => {
-                if let Some(lo) = a.path.rsplit("_p").next().and_then(|n| n.parse::<i64>().ok()) {
-                    dropped.insert(lo);
-                }
-            }
             "delete_dir" => {
                 dirs.insert(a.path.rsplit('/').next().unwrap_or_default().to_owned());
             }
@@ -122,18 +110,9 @@ pub fn report() -> Result<Vec<Line>, CbError> {
         e[2] += f.rows;
         let local = !f.path.starts_with("push:/");
         let deleted = paths.contains(&f.path) || (local && dirs.contains(&f.job_dir));
-        let rows_go = if partitioned {
-            spans.iter().any(|&(lo, hi, _)| dropped.contains(&lo) && lo <= f.file_id && f.file_id < hi)
-        } else {
-            deleted
-        };
-        if deleted || rows_go {
-            e[3] += 1;
-        }
         if deleted {
+            e[3] += 1;
             e[4] += f.bytes;
-        }
-        if rows_go {
             e[5] += f.rows;
         }
     }

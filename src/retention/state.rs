@@ -67,8 +67,7 @@ pub(super) struct Run<'a> {
     /// Jobs whose per-job rows go.
     pub(super) purge: Vec<Uuid>,
     pub(super) job_rows_retention_us: i64,
-    /// The partitioned layout: index rows of deleted files stay, marked gone, and go with their
-    /// partition (`partitions`).
+    /// The partitioned layout: a partition whose files all go is dropped whole (`partitions`).
     pub(super) partitioned: bool,
 }
 

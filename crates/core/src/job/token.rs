@@ -112,6 +112,13 @@ pub fn well_formed(token: &str) -> bool {
     named_job(token).is_some() && named_attempt(token).is_some()
 }
 
+/// The job a presented token names, when it is genuine under `secret`: whose row an
+/// authorisation may read before [`authorize`] decides (a forged token gets no row read).
+pub fn proven_job(secret: Option<&[u8]>, presented: &str) -> Option<[u8; 16]> {
+    let (job, attempt) = (named_job(presented)?, named_attempt(presented)?);
+    (check(secret?, presented, &job, attempt) == Check::Valid).then_some(job)
+}
+
 /// The whole authorisation of an agent's call on `job`, in one step: the presented token is
 /// genuine under `secret` (none: no token was ever issued here), names `job`, and, when the
 /// caller read the job's row (`row_attempt`: `Some(None)` for no row, which leaves the job to be
@@ -123,23 +130,31 @@ pub fn authorize(
     job: &[u8; 16],
     row_attempt: Option<Option<i32>>,
 ) -> Result<i32, CbError> {
-    let refuse = |c: Check| refusal(c, job).unwrap_or_else(|| CbError::internal("a valid token was refused"));
+    let (check, token_attempt) = decide(secret, presented, job, row_attempt.flatten());
+    match refusal(check, job) {
+        Some(refused) => Err(refused),
+        None => Ok(token_attempt),
+    }
+}
+
+/// What [`authorize`] found, in the order it checks (presence, shape, the MAC, the job, the
+/// row's attempt), and the attempt the token names.
+fn decide(secret: Option<&[u8]>, presented: &str, job: &[u8; 16], row_attempt: Option<i32>) -> (Check, i32) {
     if presented.is_empty() {
-        return Err(refuse(Check::Missing));
+        return (Check::Missing, 0);
     }
     let (Some(token_job), Some(token_attempt)) = (named_job(presented), named_attempt(presented)) else {
-        return Err(refuse(Check::Malformed));
+        return (Check::Malformed, 0);
     };
-    let Some(secret) = secret else { return Err(refuse(Check::Forged)) };
+    let Some(secret) = secret else { return (Check::Forged, token_attempt) };
     match check(secret, presented, &token_job, token_attempt) {
-        Check::Valid => {}
-        other => return Err(refuse(other)),
+        Check::Valid if &token_job != job => (Check::OtherJob, token_attempt),
+        Check::Valid => match row_attempt {
+            Some(row) if row != token_attempt => (Check::OtherAttempt { token: token_attempt }, token_attempt),
+            _ => (Check::Valid, token_attempt),
+        },
+        other => (other, token_attempt),
     }
-    if &token_job != job {
-        return Err(refuse(Check::OtherJob));
-    }
-    attempt_matches(Some(token_attempt), job, row_attempt.flatten())?;
-    Ok(token_attempt)
 }
 
 /// Whether the job's row's attempt (none: no row) is the one a token issued for `token` may act
@@ -245,6 +260,19 @@ mod tests {
         }
         assert!(well_formed(&t) && !well_formed("cbjt1.nope") && !well_formed(""));
         assert!(attempt_matches(None, &a, Some(9)).is_ok(), "a fleet caller");
+    }
+
+    #[test]
+    fn only_a_genuine_token_proves_its_job() {
+        let secret = [7u8; 32];
+        let t = issue(&secret, &[1u8; 16], 2);
+        assert_eq!(proven_job(Some(&secret), &t), Some([1u8; 16]));
+        assert_eq!(proven_job(None, &t), None, "no secret was ever made");
+        assert_eq!(proven_job(Some(&[8u8; 32]), &t), None, "another installation's");
+        assert_eq!(proven_job(Some(&secret), &t.replace(".2.", ".3.")), None, "the attempt is under the MAC");
+        for bad in ["", "x", "cbjt1.01010101-0101-0101-0101-010101010101.2"] {
+            assert_eq!(proven_job(Some(&secret), bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -9,7 +9,6 @@
 //! orphan, deleted once its newest file is older than `post_terminal` (a younger one may belong
 //! to a job whose row is not committed yet).
 
-pub mod partition;
 #[cfg(test)]
 mod tests;
 
