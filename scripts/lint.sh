@@ -43,4 +43,11 @@ for f in sql/released/cortex_buffer--*.sql sql/cortex_buffer--*--*.sql; do
     grep -q " ${f#sql/}\$" sql/released/SHA256SUMS || die "$f is released but not in sql/released/SHA256SUMS (CONTRIBUTING.md: shipping a version)"
 done
 
+say "the client and the schemas carry the extension's version (CONTRIBUTING.md, Compatibility)"
+for f in clients/node/package.json schemas/package.json clients/node/examples/newcomer/package.json; do
+    grep -q "\"version\": \"${CURRENT}\"" "$f" || die "$f does not say version ${CURRENT} (Cargo.toml's)"
+done
+grep -q "cortex-buffer-client-${CURRENT}.tgz" clients/node/examples/newcomer/package.json ||
+    die "clients/node/examples/newcomer/package.json does not install the client's ${CURRENT} tarball"
+
 say "lint passed"

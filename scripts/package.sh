@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Debian packages, release builds, into target/debian/:
 #   postgresql-15-cortex-buffer_<version>_<arch>.deb   the extension (from `cargo pgrx package`):
-#       the library, the control file, the install script of this version, every upgrade
-#       script, and the released install scripts (so an older version can be created and
-#       updated, as with a source install)
+#       the library, the control file, the install script of this version, the upgrade script
+#       from the release before it, and that release's install script (so it can be created
+#       and updated, as with a source install)
 #   cortex-buffer-ship_<version>_<arch>.deb            the shipper, /usr/bin/cortex-buffer-ship
 # The version is Cargo.toml's. Install with `apt install ./<file>.deb`; a server that preloads
 # the library must be restarted to load a new one (dpkg writes a new file and renames it over

@@ -23,7 +23,6 @@ pub mod push;
 pub mod recovery;
 pub mod retention;
 pub mod spend;
-mod upgrade;
 pub mod worker;
 
 #[cfg(any(test, feature = "pg_test"))]

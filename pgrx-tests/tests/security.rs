@@ -214,7 +214,7 @@ fn default_privileges_never_reach_the_extensions_objects() {
     c.try_psql("installed", "CREATE EXTENSION cortex_buffer").unwrap_or_else(|e| panic!("{e}"));
     c.psql("CREATE DATABASE updated");
     c.try_psql("updated", defaults).unwrap_or_else(|e| panic!("{e}"));
-    c.try_psql("updated", "CREATE EXTENSION cortex_buffer VERSION '0.6.0'").unwrap_or_else(|e| panic!("{e}"));
+    c.try_psql("updated", "CREATE EXTENSION cortex_buffer VERSION '0.18.0'").unwrap_or_else(|e| panic!("{e}"));
     c.try_psql("updated", "ALTER EXTENSION cortex_buffer UPDATE").unwrap_or_else(|e| panic!("{e}"));
     for db in ["installed", "updated"] {
         let got = c.try_psql(db, SCHEMA_FINGERPRINT_SQL).unwrap_or_else(|e| panic!("{e}"));

@@ -1318,11 +1318,6 @@ AS 'MODULE_PATHNAME', 'settle_usage_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- cortex_buffer::upgrade::index_sessions
--- Skipped due to `#[pgrx(sql = false)]`
-/* </end connected objects> */
-
-/* <begin connected objects> */
 -- cortex_buffer::worker::sql::index_now
 CREATE  FUNCTION "index_now"() RETURNS bool /* bool */
 STRICT VOLATILE
@@ -1994,7 +1989,7 @@ COMMENT ON FUNCTION cortex_buffer.clear_quarantine(text) IS
 -- Retention's functions (sql.rs defines them): their comments; and the oversized_buffers view.
 -- Grants: sql/privileges.sql.
 COMMENT ON FUNCTION cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision) IS
-'Applies the retention policy (docs/operations.md#retention): deletes job directories of jobs terminal for longer than post_terminal (cortex_buffer.keep_failed_for for failed ones, when longer) and of orphans whose newest file is older than post_terminal, files older than max_file_age (except those a live job''s recovery plan reads), index rows of files gone for cortex_buffer.gone_retention, and per-job rows of jobs gone or terminal past cortex_buffer.job_rows_retention. One row per action: delete_dir, delete_file, delete_rows, drop_partition, keep or error. Index rows go in the calling transaction; files are unlinked when it commits. In the partitioned layout (partition_events()) a deleted file''s index rows stay, marked gone, and its partition of event and corrupt_line is dropped whole once every file of its span is gone and older than max_file_age; each call also makes the partitions ahead of new files. Never follows symbolic links; locks no job row; refuses when most job ids are unknown to the job table (max_unknown_ratio). dry_run changes nothing and returns the same rows.';
+'Applies the retention policy (docs/operations.md#retention): deletes job directories of jobs terminal for longer than post_terminal (cortex_buffer.keep_failed_for for failed ones, when longer) and of orphans whose newest file is older than post_terminal, files older than max_file_age (except those a live job''s recovery plan reads), index rows of files gone for cortex_buffer.gone_retention, and per-job rows of jobs gone or terminal past cortex_buffer.job_rows_retention. One row per action: delete_dir, delete_file, delete_rows, drop_partition, keep or error. Index rows go in the calling transaction; files are unlinked when it commits. In the partitioned layout (partition_events()) the same rules decide and the same rows go, but a partition of event and corrupt_line all of whose files go (or that no file holds any more) is dropped whole instead of deleted row by row; each call also makes the partitions ahead of new files. Never follows symbolic links; locks no job row; refuses when most job ids are unknown to the job table (max_unknown_ratio). dry_run changes nothing and returns the same rows.';
 COMMENT ON FUNCTION cortex_buffer.storage_report() IS
 'Session files in the index by job state (the job''s status, orphan, or not a job) and age bucket (by mtime): files, bytes on disk, index rows, and the same three that cleanup_session_buffers() with its defaults would free now (its dry run).';
 

@@ -1,45 +1,15 @@
--- cortex_buffer 0.13.0 -> 0.14.0: recovery at the seams (issue 36).
---   * session_file remembers the bytes the index dropped (replaced_at, replaced_device,
---     replaced_inode, replaced_size: a rotation by copytruncate or rename, a file deleted and
---     made again), so recovery_plan says when a checkpoint's high-water mark points into bytes
---     no file holds any more instead of reading the new file from the old offset.
---   * checkpoint_mark also records each pod's resume (source 'resume', crc NULL when it was given
---     none), and its files carry fingerprints (head and tail CRCs, where the marked line began):
---     recovery_plan tells from them which checkpoint each writer keyed its calls under, and
---     follows a marked file through a rename. Marks recorded by 0.13.0 have no fingerprints;
---     recovery_plan places them by identity and size alone, as 0.13.0 did.
---   * call_idempotency_key's text (key v3) and recovery_plan's comment.
--- Adding nullable columns and dropping a NOT NULL rewrite no table; the CHECK constraint is
--- validated against checkpoint_mark's rows (a few per job).
-\echo Use "ALTER EXTENSION cortex_buffer UPDATE TO '0.14.0'" to load this file. \quit
+-- cortex_buffer 0.18.0 -> 1.0.0: the first stable release, and the start of the SQL history
+-- (the one upgrade script shipped: 0.18.0 is the last 0.x release; UPDATING.md says how to come
+-- from an earlier one).
+--   * Retention is one path for both storage layouts: in the partitioned one (partition_events())
+--     the same rows go as in the plain one, and a partition goes whole only when every file it
+--     holds goes. Only the cleanup's comment changes; no table, function or data does.
+\echo Use "ALTER EXTENSION cortex_buffer UPDATE TO '1.0.0'" to load this file. \quit
 
-ALTER TABLE cortex_buffer.session_file
-    ADD COLUMN replaced_at timestamptz,
-    ADD COLUMN replaced_device bigint,
-    ADD COLUMN replaced_inode bigint,
-    ADD COLUMN replaced_size bigint;
-COMMENT ON COLUMN cortex_buffer.session_file.replaced_at IS 'When the index last dropped this path''s indexed bytes because they were no longer in the file (replaced by another file, shrunk, its first bytes rewritten: a rotation by copytruncate or by rename, a deletion and a new file), so recovery knows what it can no longer read. NULL if never.';
-COMMENT ON COLUMN cortex_buffer.session_file.replaced_device IS 'The dropped file''s device (replaced_at): a file the index still holds under another name with this identity holds those bytes.';
-COMMENT ON COLUMN cortex_buffer.session_file.replaced_inode IS 'The dropped file''s inode (replaced_at).';
-COMMENT ON COLUMN cortex_buffer.session_file.replaced_size IS 'How many bytes of it the index had read when it dropped them (replaced_at).';
+COMMENT ON FUNCTION cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision) IS
+'Applies the retention policy (docs/operations.md#retention): deletes job directories of jobs terminal for longer than post_terminal (cortex_buffer.keep_failed_for for failed ones, when longer) and of orphans whose newest file is older than post_terminal, files older than max_file_age (except those a live job''s recovery plan reads), index rows of files gone for cortex_buffer.gone_retention, and per-job rows of jobs gone or terminal past cortex_buffer.job_rows_retention. One row per action: delete_dir, delete_file, delete_rows, drop_partition, keep or error. Index rows go in the calling transaction; files are unlinked when it commits. In the partitioned layout (partition_events()) the same rules decide and the same rows go, but a partition of event and corrupt_line all of whose files go (or that no file holds any more) is dropped whole instead of deleted row by row; each call also makes the partitions ahead of new files. Never follows symbolic links; locks no job row; refuses when most job ids are unknown to the job table (max_unknown_ratio). dry_run changes nothing and returns the same rows.';
 
-ALTER TABLE cortex_buffer.checkpoint_mark ALTER COLUMN crc DROP NOT NULL;
-ALTER TABLE cortex_buffer.checkpoint_mark DROP CONSTRAINT checkpoint_mark_source_check;
-ALTER TABLE cortex_buffer.checkpoint_mark ADD CONSTRAINT checkpoint_mark_source_check
-    CHECK (source OPERATOR(pg_catalog.=) ANY (ARRAY['write_checkpoint', 'trigger', 'resume']));
-COMMENT ON TABLE cortex_buffer.checkpoint_mark IS
-'Each stored checkpoint''s high-water mark: the job''s session files, their sizes and fingerprints at that instant; and each pod''s resume (the checkpoint its recovery_plan gave it, and the files then). The newest cortex_buffer.checkpoint_history_keep of each kind per job. recovery_plan places the files after a checkpoint by its mark, and tells from the marks and resumes which checkpoint each writer keyed its calls under.';
-COMMENT ON INDEX cortex_buffer.checkpoint_mark_job_idx IS 'A job''s marks, by checkpoint (CRC), newest first.';
-COMMENT ON COLUMN cortex_buffer.checkpoint_mark.crc IS 'CRC-32 of the checkpoint''s canonical JSON, unsigned: the checkpoint the mark belongs to, or that the resuming pod was given (NULL: none).';
-COMMENT ON COLUMN cortex_buffer.checkpoint_mark.source IS 'write_checkpoint (the pod stored it: its next calls are keyed under it), trigger (a plain UPDATE of the job table''s checkpoint column), or resume (a pod''s recovery_plan, with its job token: the checkpoint it resumed from).';
-COMMENT ON COLUMN cortex_buffer.checkpoint_mark.files IS 'The job''s session files then: [{"file": path relative to the job directory, "device", "inode", "size", "pushed_by" (a pushed file''s source), "head_len", "head_crc" (CRC-32 of its first bytes), "tail_len", "tail_crc" (of the bytes just before size), "line_start" (where the line holding the mark began; size when the mark fell between lines; NULL when it began more than 8 MiB before)}].';
-
-COMMENT ON FUNCTION cortex_buffer.call_idempotency_key(uuid, jsonb, integer, text, jsonb) IS
-'The idempotency key of a tool call, as recovery_plan reports it and as the agent computes it before the call: lower-case hex SHA-256 of "cortex_buffer/call/v3\n" || job_id || "\n" || checkpoint_ref || "\n" || call_ordinal || "\n" || tool_name || "\n" || input_hash, where checkpoint_ref is "crc:" || checkpoint_crc(checkpoint) ("-" for NULL) of the checkpoint the writer resumed from or last stored itself, call_ordinal the call''s rank (from 1) among the calls with the same tool and input in its replay since that checkpoint, tool_name '''' for NULL, and input_hash the hex SHA-256 of canonical_json(tool_input) (of null for NULL).';
-COMMENT ON FUNCTION cortex_buffer.recovery_plan(uuid, uuid, boolean) IS
-'One call at pod start (Spike #31 Question 6, extended). First brings the job''s session files up to date (a catch-up of its directory, exactly once, as cortex_buffer_definer; fresh.stale says when it could not). Phase 1: the checkpoint by read_checkpoint''s rules (action first_run, resume or fail_job, resume_step). Phase 2: the buffer after the checkpoint (its marker, its high-water mark, or, failing both, its write time; the checkpoint covers only what finished before it): completed tool calls with their results (skip them), calls in flight and calls the bytes cannot settle (verify them), each with the idempotency key its writer sent (call_idempotency_key()) and its place in the replay, or the candidates, lost events, anomalies, and why (mode buffer or checkpoint_only, reason from a closed list). Called by a pod with its job token, it records the pod''s resume. See docs/api.md.';
-
--- Who may do what (README: Privileges): every grant and revoke of the extension's objects is
+-- Who may do what (docs/operations.md#privileges): every grant and revoke of the extension's objects is
 -- here. Runs last in a fresh install; the upgrade scripts set the same.
 --
 -- First, every object's privileges go back to its owner's alone (and PUBLIC's USAGE of the
@@ -97,8 +67,13 @@ GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_d
 -- The job-token secret: the definer role alone reads it (and makes it, on first use).
 GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
 -- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
-GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file TO cortex_buffer_definer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO cortex_buffer_definer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_held TO cortex_buffer_definer;
 GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
+-- register_push_source, revoke_push_source_token and drop_push_source write the mapping as the
+-- definer role, once they checked that a fleet role called them.
+GRANT INSERT, UPDATE, DELETE ON cortex_buffer.push_source TO cortex_buffer_definer;
+GRANT INSERT ON cortex_buffer.push_grant TO cortex_buffer_definer;
 -- The partitioned layout: the indexer makes partitions ahead of new files, cleanup drops them
 -- (both functions run as the extension's owner and touch nothing but those partitions).
 GRANT SELECT ON cortex_buffer.event_partitioning TO cortex_buffer_definer;
@@ -134,9 +109,12 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
     cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
-    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
-    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
-    cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint, text),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[], text),
+    cortex_buffer.pushed_offsets(text, text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
+    cortex_buffer.confirm_pushed(text, interval, text), cortex_buffer.await_sources(uuid, interval),
+    cortex_buffer.register_push_source(text, uuid, boolean, text, text), cortex_buffer.push_source_token(text),
+    cortex_buffer.revoke_push_source_token(text), cortex_buffer.drop_push_source(text),
     cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
     cortex_buffer.storage_report(), cortex_buffer.oversized_day_start(bigint, timestamptz)
   FROM PUBLIC;
@@ -175,7 +153,7 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid), cortex_buffer.job_timeline(uuid),
     cortex_buffer.job_usage_from_buffer(uuid), cortex_buffer.log_entries(text, text, integer, bigint, bigint),
     cortex_buffer.check_log_snapshot(text, bigint, bigint, text), cortex_buffer.authorize_job(uuid),
-    cortex_buffer.await_pushed(uuid, text, bigint, interval)
+    cortex_buffer.await_pushed(uuid, text, bigint, interval), cortex_buffer.await_sources(uuid, interval)
   TO cortex_buffer_agent;
 
 -- The control plane: dispatching, reaping, retry decisions, breaker admission.
@@ -187,7 +165,7 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text),
     cortex_buffer.agent_state(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
     cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
-    cortex_buffer.await_pushed(uuid, text, bigint, interval)
+    cortex_buffer.await_pushed(uuid, text, bigint, interval), cortex_buffer.await_sources(uuid, interval)
   TO cortex_buffer_control_plane;
 GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
 GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
@@ -229,17 +207,25 @@ GRANT EXECUTE ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz)
 -- Push ingestion's mapping is the operator's to edit; the control plane registers a pod's
 -- sidecar source and grants it its job at dispatch (and removes both when the job ends).
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_operator;
-GRANT SELECT ON cortex_buffer.pushed_file TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.pushed_file, cortex_buffer.pushed_held, cortex_buffer.push_confirmation TO cortex_buffer_operator;
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
--- A pod's own source only: never one trusted with every job (all_jobs stays false).
-GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
-
--- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else. Every
--- statement it causes runs as the definer role once its source and job check out.
+-- A pod's own source only: never one trusted with every job (all_jobs stays false). No DELETE:
+-- drop_push_source removes a pod's source, and refuses an operator's node source.
+GRANT SELECT, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
+-- Sources and their tokens through functions (register_push_source refuses all_jobs to all but
+-- operators): what a shipper presents with every call.
 GRANT EXECUTE ON FUNCTION
-    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
-    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[]),
-    cortex_buffer.pushed_offsets(text)
+    cortex_buffer.register_push_source(text, uuid, boolean, text, text), cortex_buffer.push_source_token(text),
+    cortex_buffer.revoke_push_source_token(text), cortex_buffer.drop_push_source(text)
+  TO cortex_buffer_control_plane, cortex_buffer_operator;
+
+-- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else, each
+-- call with the source's token. Every statement it causes runs as the definer role once its
+-- source, token and job check out.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint, text),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[], text),
+    cortex_buffer.pushed_offsets(text, text), cortex_buffer.confirm_pushed(text, interval, text)
   TO cortex_buffer_pusher;
 
 -- The partitioned layout (partition_events()): each partition of event and corrupt_line has its

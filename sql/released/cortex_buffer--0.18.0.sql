@@ -49,8 +49,8 @@ BEGIN
 END
 $$;
 
--- The roles (cluster-wide: created only when missing, never dropped; see the README's
--- Privileges). cortex_buffer_definer is the role the extension's own writes run as: it must
+-- The roles (cluster-wide: created only when missing, never dropped; see
+-- docs/operations.md#privileges). cortex_buffer_definer is the role the extension's own writes run as: it must
 -- not be able to log in, be a superuser, or have members.
 DO $$
 DECLARE
@@ -108,6 +108,18 @@ CREATE TABLE cortex_buffer.checkpoint_history (
 );
 ALTER SEQUENCE cortex_buffer.checkpoint_history_seq OWNED BY cortex_buffer.checkpoint_history.history_id;
 CREATE INDEX checkpoint_history_job_idx ON cortex_buffer.checkpoint_history (job_id, history_id DESC);
+-- A document large enough to compress is compressed once, into this table, and the job row
+-- copies the compressed value (src/checkpoint/store.rs). With lz4 where the server was built
+-- with it: pglz, PostgreSQL's default, costs about as much as everything else a write does (see
+-- bench/checkpoint.sh). A value keeps the method it was compressed with wherever it is copied.
+DO $lz4$
+BEGIN
+    IF 'lz4' OPERATOR(pg_catalog.=) ANY (SELECT pg_catalog.unnest(s.enumvals) FROM pg_catalog.pg_settings s
+                                          WHERE s.name OPERATOR(pg_catalog.=) 'default_toast_compression') THEN
+        ALTER TABLE cortex_buffer.checkpoint_history ALTER COLUMN doc SET COMPRESSION lz4;
+    END IF;
+END
+$lz4$;
 -- Checkpoints are data: pg_dump keeps them (and the sequence, so restored ids do not collide).
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.checkpoint_history', '');
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.checkpoint_history_seq', '');
@@ -134,10 +146,10 @@ CREATE SEQUENCE cortex_buffer.checkpoint_mark_seq;
 CREATE TABLE cortex_buffer.checkpoint_mark (
     mark_id       bigint PRIMARY KEY DEFAULT pg_catalog.nextval('cortex_buffer.checkpoint_mark_seq'::pg_catalog.regclass),
     job_id        uuid NOT NULL,
-    crc           bigint NOT NULL CHECK (crc OPERATOR(pg_catalog.>=) 0 AND crc OPERATOR(pg_catalog.<=) 4294967295),
+    crc           bigint CHECK (crc OPERATOR(pg_catalog.>=) 0 AND crc OPERATOR(pg_catalog.<=) 4294967295),
     checkpoint_id uuid,
     recorded_at   timestamptz NOT NULL,
-    source        text NOT NULL CHECK (source OPERATOR(pg_catalog.=) ANY (ARRAY['write_checkpoint', 'trigger'])),
+    source        text NOT NULL CHECK (source OPERATOR(pg_catalog.=) ANY (ARRAY['write_checkpoint', 'trigger', 'resume'])),
     dir_visible   boolean NOT NULL,
     files         jsonb NOT NULL
 );
@@ -148,16 +160,16 @@ SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.checkpoint_mark_seq', 
 
 COMMENT ON SEQUENCE cortex_buffer.checkpoint_mark_seq IS 'Ids of checkpoint_mark rows (newer rows have larger ids).';
 COMMENT ON TABLE cortex_buffer.checkpoint_mark IS
-'Each stored checkpoint''s high-water mark: the job''s session files and their sizes at that instant (newest cortex_buffer.checkpoint_history_keep per job). recovery_plan reads a file without checkpoint markers from its size here, since the writer appends synchronously.';
-COMMENT ON INDEX cortex_buffer.checkpoint_mark_job_idx IS 'A job''s marks for a checkpoint (by CRC), newest first.';
+'Each stored checkpoint''s high-water mark: the job''s session files, their sizes and fingerprints at that instant; and each pod''s resume (the checkpoint its recovery_plan gave it, and the files then). The newest cortex_buffer.checkpoint_history_keep of each kind per job. recovery_plan places the files after a checkpoint by its mark, and tells from the marks and resumes which checkpoint each writer keyed its calls under.';
+COMMENT ON INDEX cortex_buffer.checkpoint_mark_job_idx IS 'A job''s marks, by checkpoint (CRC), newest first.';
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.mark_id IS 'Record order (larger is newer).';
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.job_id IS 'The job.';
-COMMENT ON COLUMN cortex_buffer.checkpoint_mark.crc IS 'CRC-32 of the checkpoint''s canonical JSON, unsigned: the checkpoint the mark belongs to.';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.crc IS 'CRC-32 of the checkpoint''s canonical JSON, unsigned: the checkpoint the mark belongs to, or that the resuming pod was given (NULL: none).';
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.checkpoint_id IS 'The checkpoint''s id when known (write_checkpoint''s, or the document''s own).';
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.recorded_at IS 'When the files were looked at (the database server''s clock).';
-COMMENT ON COLUMN cortex_buffer.checkpoint_mark.source IS 'write_checkpoint, or trigger (a plain UPDATE of the job table''s checkpoint column).';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.source IS 'write_checkpoint (the pod stored it: its next calls are keyed under it), trigger (a plain UPDATE of the job table''s checkpoint column), or resume (a pod''s recovery_plan, with its job token: the checkpoint it resumed from).';
 COMMENT ON COLUMN cortex_buffer.checkpoint_mark.dir_visible IS 'Whether cortex_buffer.sessions_dir and the job''s directory in it could be read (a directory that did not exist yet had no files); a mark without it anchors nothing but the time.';
-COMMENT ON COLUMN cortex_buffer.checkpoint_mark.files IS 'The job directory''s session files: [{"file": path relative to the job directory, "device", "inode", "size"}].';
+COMMENT ON COLUMN cortex_buffer.checkpoint_mark.files IS 'The job''s session files then: [{"file": path relative to the job directory, "device", "inode", "size", "pushed_by" (a pushed file''s source), "head_len", "head_crc" (CRC-32 of its first bytes), "tail_len", "tail_crc" (of the bytes just before size), "line_start" (where the line holding the mark began; size when the mark fell between lines; NULL when it began more than 8 MiB before)}].';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -219,13 +231,18 @@ CREATE TABLE cortex_buffer.session_file (
              ELSE (corrupt_lines OPERATOR(pg_catalog.-) last_failed_parse::pg_catalog.int4)::pg_catalog.float8
                   OPERATOR(pg_catalog./) (valid_lines OPERATOR(pg_catalog.+) corrupt_lines) END) STORED,
     crash_cut_lines    bigint NOT NULL DEFAULT 0,
-    cut_pending        boolean NOT NULL DEFAULT false
+    cut_pending        boolean NOT NULL DEFAULT false,
+    replaced_at        timestamptz,
+    replaced_device    bigint,
+    replaced_inode     bigint,
+    replaced_size      bigint
 )
 -- Every indexing of a file updates its row, and no updated column is indexed: room left on
 -- each page lets those updates stay on the page (HOT), with no index entry per update.
 WITH (fillfactor = 50);
 ALTER SEQUENCE cortex_buffer.session_file_seq OWNED BY cortex_buffer.session_file.file_id;
 CREATE INDEX session_file_job_dir_idx ON cortex_buffer.session_file (job_dir);
+CREATE INDEX session_file_name_idx ON cortex_buffer.session_file (pg_catalog."right"(path, 43));
 -- A job's files (and through them its events, in order): the job is the file's directory.
 CREATE INDEX session_file_job_order_idx ON cortex_buffer.session_file (job_id, session_ordinal);
 
@@ -243,6 +260,10 @@ COMMENT ON COLUMN cortex_buffer.session_file.dialect IS 'cortex-spike, cortex-pl
 COMMENT ON COLUMN cortex_buffer.session_file.size_bytes IS 'File size at the last pass that recorded a change.';
 COMMENT ON COLUMN cortex_buffer.session_file.mtime IS 'File modification time at the last pass that recorded a change.';
 COMMENT ON COLUMN cortex_buffer.session_file.crash_cut_lines IS 'Corrupt lines that are crash artefacts: a line cut by a writer''s crash and directly followed by a new writer (its first line on the same line, a sequence that starts again, or a SESSION_START). Counted in corrupt_lines, as scanBuffer counts them; recovery does not hold them against the file''s trust.';
+COMMENT ON COLUMN cortex_buffer.session_file.replaced_at IS 'When the index last dropped this path''s indexed bytes because they were no longer in the file (replaced by another file, shrunk, its first bytes rewritten: a rotation by copytruncate or by rename, a deletion and a new file), so recovery knows what it can no longer read. NULL if never.';
+COMMENT ON COLUMN cortex_buffer.session_file.replaced_device IS 'The dropped file''s device (replaced_at): a file the index still holds under another name with this identity holds those bytes.';
+COMMENT ON COLUMN cortex_buffer.session_file.replaced_inode IS 'The dropped file''s inode (replaced_at).';
+COMMENT ON COLUMN cortex_buffer.session_file.replaced_size IS 'How many bytes of it the index had read when it dropped them (replaced_at).';
 COMMENT ON COLUMN cortex_buffer.session_file.cut_pending IS 'The last non-blank line indexed failed to parse and the next event will tell whether it was a crash cut.';
 COMMENT ON COLUMN cortex_buffer.session_file.device IS 'st_dev of the file (unsigned 64-bit value stored as its bigint bit pattern).';
 COMMENT ON COLUMN cortex_buffer.session_file.inode IS 'st_ino of the file (unsigned 64-bit value stored as its bigint bit pattern); with device, the file''s identity.';
@@ -277,15 +298,16 @@ COMMENT ON COLUMN cortex_buffer.session_file.session_start_seen IS 'A SESSION_ST
 COMMENT ON COLUMN cortex_buffer.session_file.session_end_seen IS 'A SESSION_END event was indexed.';
 COMMENT ON COLUMN cortex_buffer.session_file.schema_version IS 'The first schema version a line gave (buffer_schema_version, version).';
 COMMENT ON COLUMN cortex_buffer.session_file.foreign_job_lines IS 'Events whose own job id is not this file''s job directory''s: never taken as the directory''s job (an agent that can write into another job''s directory cannot speak for that job).';
-COMMENT ON COLUMN cortex_buffer.session_file.trusted IS 'Trusted for recovery when last indexed: corruption_ratio <= cortex_buffer.max_corruption_ratio and the file is readable.';
+COMMENT ON COLUMN cortex_buffer.session_file.trusted IS 'Trusted for recovery when last indexed: corruption_ratio <= 0.10 and the file is readable.';
 COMMENT ON COLUMN cortex_buffer.session_file.indexed_at IS 'When the file was last indexed.';
 COMMENT ON COLUMN cortex_buffer.session_file.failures IS 'Consecutive failed indexing attempts (committed separately, so a file cannot crash-loop the worker).';
 COMMENT ON COLUMN cortex_buffer.session_file.last_error IS 'Why the last attempt failed.';
 COMMENT ON COLUMN cortex_buffer.session_file.last_error_at IS 'When the last attempt failed.';
-COMMENT ON COLUMN cortex_buffer.session_file.quarantined_at IS 'Set after cortex_buffer.quarantine_after failures: the file is left alone until replaced, or until an operator clears this column and failures.';
+COMMENT ON COLUMN cortex_buffer.session_file.quarantined_at IS 'Set after 5 failures in a row: the file is left alone until replaced, or until an operator clears this column and failures.';
 COMMENT ON COLUMN cortex_buffer.session_file.tail_state IS 'complete, pending (waiting for a newline or the settle period) or truncated (the last non-blank line does not parse).';
 COMMENT ON COLUMN cortex_buffer.session_file.corruption_ratio IS 'Corrupt lines (the truncated tail not counted) over non-blank lines.';
 COMMENT ON INDEX cortex_buffer.session_file_job_dir_idx IS 'Looks up a job''s session files.';
+COMMENT ON INDEX cortex_buffer.session_file_name_idx IS 'Finds a Claude Code transcript by its session id (<project>/<id>.jsonl: the last 43 characters of its path).';
 COMMENT ON INDEX cortex_buffer.session_file_job_order_idx IS 'A job''s session files in order (the latest first with ORDER BY session_ordinal DESC); with event''s primary key, a job''s events by file and offset (job_events()).';
 
 -- Event indexing: the events and corrupt lines themselves.
@@ -316,7 +338,9 @@ CREATE TABLE cortex_buffer.event (
     payload_problem    text,
     PRIMARY KEY (file_id, byte_offset)
 );
-CREATE INDEX event_job_ts_idx ON cortex_buffer.event (job_id, ts);
+-- No (job_id, ts) index (0.12.0 had one): every read of the extension finds a job's events
+-- through session_file's job index and this primary key (job_events(job, since)), and that
+-- index cost a seventh of the time of every ingest (one more insertion per line, page splits).
 CREATE INDEX event_invocation_idx ON cortex_buffer.event (invocation_id) WHERE invocation_id IS NOT NULL;
 -- Recovery's markers: a file's last checkpoint marker and first CHECKPOINT_LOADED in one probe
 -- each, however long the file (only these lines have entries).
@@ -374,13 +398,12 @@ COMMENT ON COLUMN cortex_buffer.event.cache_write_tokens IS 'Cache-write tokens.
 COMMENT ON COLUMN cortex_buffer.event.cache_read_tokens IS 'Cache-read tokens.';
 COMMENT ON COLUMN cortex_buffer.event.request_id IS 'Claude Code requestId (lines of one API response share it).';
 COMMENT ON COLUMN cortex_buffer.event.payload IS 'The whole line as jsonb; NULL when it is not stored (see payload_problem).';
-COMMENT ON COLUMN cortex_buffer.event.payload_problem IS 'Why payload is NULL, or how it differs from the line''s bytes: jsonb cannot store it (\u0000, a lone surrogate, nesting deeper than 1000, a number beyond numeric), converting it would take more than cortex_buffer.max_line_memory, or invalid UTF-8 replaced by U+FFFD. Reasons are joined with "; ".';
-COMMENT ON INDEX cortex_buffer.event_job_ts_idx IS 'A job''s events by time (WHERE job_id = ... AND ts > ...).';
+COMMENT ON COLUMN cortex_buffer.event.payload_problem IS 'Why payload is NULL, or how it differs from the line''s bytes: jsonb cannot store it (\u0000, a lone surrogate, nesting deeper than 1000, a number beyond numeric), converting it would take more than 64 MiB, or invalid UTF-8 replaced by U+FFFD. Reasons are joined with "; ".';
 COMMENT ON INDEX cortex_buffer.event_marker_idx IS 'Checkpoint markers and loads by file and offset: recovery_plan finds a file''s last marker and first CHECKPOINT_LOADED with one probe each.';
 COMMENT ON INDEX cortex_buffer.event_invocation_idx IS 'Finds a tool invocation''s start and result (byte-wise collation: ids are compared, never sorted for people).';
 
 COMMENT ON TABLE cortex_buffer.corrupt_line IS
-'One row per session-file line that is not an event: unparseable (the truncated tail among them), valid JSON that does not qualify, or longer than cortex_buffer.max_line_bytes.';
+'One row per session-file line that is not an event: unparseable (the truncated tail among them), valid JSON that does not qualify, or longer than cortex_buffer.max_line_bytes and not an event whose reduction fits (a longer line that is an event is an event, its payload the reduction).';
 COMMENT ON COLUMN cortex_buffer.corrupt_line.file_id IS 'The session file.';
 COMMENT ON COLUMN cortex_buffer.corrupt_line.byte_offset IS 'Where the line starts.';
 COMMENT ON COLUMN cortex_buffer.corrupt_line.line_no IS 'Line number, from 1.';
@@ -389,7 +412,7 @@ COMMENT ON COLUMN cortex_buffer.corrupt_line.reason IS 'Why the line is not an e
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/push/sql.rs:333
+-- src/push/sql.rs:492
 -- requires:
 --   indexer_schema
 
@@ -401,10 +424,12 @@ COMMENT ON COLUMN cortex_buffer.corrupt_line.reason IS 'Why the line is not an e
 -- The sources (a node or a pod that ships) and the login each belongs to. Operator-edited.
 CREATE TABLE cortex_buffer.push_source (
     source     text PRIMARY KEY CHECK (source OPERATOR(pg_catalog.~) '^[A-Za-z0-9._:-]{1,128}$'),
-    login      name NOT NULL,
+    login      name,
     all_jobs   boolean NOT NULL DEFAULT false,
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    note       text
+    note       text,
+    token_generation integer NOT NULL DEFAULT 1 CHECK (token_generation OPERATOR(pg_catalog.>=) 1),
+    token_salt uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid()
 );
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.push_source', '');
 
@@ -430,12 +455,13 @@ CREATE TABLE cortex_buffer.pushed_file (
     source          text NOT NULL,
     dialect_decided boolean NOT NULL DEFAULT false,
     head            bytea NOT NULL DEFAULT '\x'::pg_catalog.bytea,
-    held            bytea NOT NULL DEFAULT '\x'::pg_catalog.bytea,
     held_len        bigint NOT NULL DEFAULT 0 CHECK (held_len OPERATOR(pg_catalog.>=) 0),
     reported_size   bigint CHECK (reported_size OPERATOR(pg_catalog.>=) 0),
     reported_at     timestamptz,
     pushed_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
     pushes          bigint NOT NULL DEFAULT 0,
+    flushed_size    bigint CHECK (flushed_size OPERATOR(pg_catalog.>=) 0),
+    held_reduction  bytea,
     UNIQUE (job_id, relpath, n)
 )
 -- Every push updates its file's row; no updated column is indexed: keep the updates HOT.
@@ -445,9 +471,11 @@ CREATE INDEX pushed_file_source_idx ON cortex_buffer.pushed_file (source);
 SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.pushed_file', '');
 
 COMMENT ON TABLE cortex_buffer.push_source IS
-'Push ingestion''s sources: a node or pod that ships session files with append_session_bytes, and the login that may push as it. Edited by the operator (docs/operations.md: Push ingestion).';
+'Push ingestion''s sources: a node or pod that ships session files with append_session_bytes, proving it is the source with the source''s token (push_source_token) on every call, and optionally the login that alone may push as it. Registered by the operator, or by the control plane at dispatch (register_push_source; docs/operations.md: Push ingestion).';
 COMMENT ON COLUMN cortex_buffer.push_source.source IS 'The source''s name, as the shipper passes it (1 to 128 letters, digits, ".", "_", ":", "-").';
-COMMENT ON COLUMN cortex_buffer.push_source.login IS 'The role that may push as this source (a member of it may too).';
+COMMENT ON COLUMN cortex_buffer.push_source.login IS 'The role that alone may push as this source (a member of it may too), besides presenting its token; NULL: any role with cortex_buffer_pusher that presents the token.';
+COMMENT ON COLUMN cortex_buffer.push_source.token_generation IS 'The generation of the source''s token: revoke_push_source_token counts it up, and every token issued before stops working.';
+COMMENT ON COLUMN cortex_buffer.push_source.token_salt IS 'Random, drawn when the row is made and under every token''s MAC: a source dropped and registered again under the same name never takes back a token issued before.';
 COMMENT ON COLUMN cortex_buffer.push_source.all_jobs IS 'The source may write any job''s files (a node''s shipper trusted with every pod on it); otherwise only the jobs in push_grant.';
 COMMENT ON COLUMN cortex_buffer.push_source.created_at IS 'When the source was added.';
 COMMENT ON COLUMN cortex_buffer.push_source.note IS 'Free text for the operator.';
@@ -457,7 +485,7 @@ COMMENT ON COLUMN cortex_buffer.push_grant.source IS 'The source.';
 COMMENT ON COLUMN cortex_buffer.push_grant.job_id IS 'A job whose files the source may push.';
 COMMENT ON COLUMN cortex_buffer.push_grant.granted_at IS 'When the grant was made.';
 COMMENT ON TABLE cortex_buffer.pushed_file IS
-'What the server holds of each pushed session file beyond its session_file row: its key (job, relpath, identity, n), the unterminated tail held between chunks, and the shipper''s last report.';
+'What the server holds of each pushed session file beyond its session_file row: its key (job, relpath, identity, n), the length of the unterminated tail held between chunks (its bytes are in pushed_held), and the shipper''s last report.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.file_id IS 'The file''s session_file row (path push:/<relpath>, and #n after the first).';
 COMMENT ON COLUMN cortex_buffer.pushed_file.job_id IS 'The job: the relpath''s first component.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.relpath IS 'The file''s path below its node''s sessions directory (<job_id>/session-001.jsonl).';
@@ -467,14 +495,52 @@ COMMENT ON COLUMN cortex_buffer.pushed_file.first_source IS 'The source that pus
 COMMENT ON COLUMN cortex_buffer.pushed_file.source IS 'The source that pushed it last.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.dialect_decided IS 'The dialect is decided (a complete line that is an object came, or 256 KiB without one, or the end of the file); until then every byte is held.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.head IS 'The file''s first bytes (up to 1024): a chunk that repeats them differently is a rewrite, not a replay.';
-COMMENT ON COLUMN cortex_buffer.pushed_file.held IS 'The bytes after indexed_offset the server holds: the unterminated tail, whole up to the line cap, else its first 1024 bytes.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.held_len IS 'How many bytes after indexed_offset the server has: the next chunk may start anywhere up to indexed_offset + held_len.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.reported_size IS 'The file''s size as the shipper last reported it; more than indexed_offset + held_len means bytes not pushed yet.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.reported_at IS 'When the shipper last reported the size (the server''s clock).';
+COMMENT ON COLUMN cortex_buffer.pushed_file.flushed_size IS 'The size the pod last flushed the file to (await_pushed returned true): its writer''s own word that the file was that long. A checkpoint''s high-water mark taken while the server had exactly that many bytes is the file''s own; otherwise only a lower bound (a shipper may be behind).';
+COMMENT ON COLUMN cortex_buffer.pushed_file.held_reduction IS 'When the held tail is a line longer than max_line_bytes: the state of the reducer that has seen every byte of it (bounded by its share of max_line_memory, however long the line), which the next push goes on from; the line is judged from its reduction when it ends, as the tailer judges it.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.pushed_at IS 'When the last push arrived.';
 COMMENT ON COLUMN cortex_buffer.pushed_file.pushes IS 'Pushes received, replays included.';
 COMMENT ON INDEX cortex_buffer.pushed_file_identity_idx IS 'Finds the file a push continues.';
 COMMENT ON INDEX cortex_buffer.pushed_file_source_idx IS 'A source''s files, for pushed_offsets().';
+
+-- The bytes of each pushed file's held tail (pushed_file.held_len counts them all): the
+-- unterminated tail after indexed_offset, whole up to the line cap, else its first 1024 bytes
+-- (and pushed_file.held_reduction). Kept as pieces, each from its start to the next one's, so
+-- that a push that only adds to the tail writes a piece of about its own bytes instead of the
+-- whole tail again; each piece is kept larger than all after it together (a tail has at most
+-- log2 of its length pieces). Keyed (a table in a publication needs a replica identity to
+-- delete from): a push deletes the pieces from its cut on but the one its new piece overwrites.
+CREATE TABLE cortex_buffer.pushed_held (
+    file_id bigint NOT NULL REFERENCES cortex_buffer.pushed_file (file_id) ON DELETE CASCADE,
+    at      bigint NOT NULL CHECK (at OPERATOR(pg_catalog.>=) 0),
+    bytes   bytea NOT NULL,
+    PRIMARY KEY (file_id, at)
+);
+SELECT pg_catalog.pg_extension_config_dump('cortex_buffer.pushed_held', '');
+COMMENT ON TABLE cortex_buffer.pushed_held IS
+'The bytes of each pushed file''s held tail (the unterminated tail after indexed_offset, whole up to the line cap, else its first 1024 bytes), as pieces: a push that only adds to the tail writes a piece of about its own bytes.';
+COMMENT ON COLUMN cortex_buffer.pushed_held.file_id IS 'The pushed file.';
+COMMENT ON COLUMN cortex_buffer.pushed_held.at IS 'Where the piece starts in the held tail (0: at indexed_offset); it runs to the next piece''s start.';
+COMMENT ON COLUMN cortex_buffer.pushed_held.bytes IS 'The piece''s bytes.';
+
+-- Each source's word that it is caught up: every file it ships was pushed up to the size it had
+-- at confirmed_at. A pushed file is fresh for a recovery plan only when its source confirmed
+-- after the job's previous attempt was superseded (the server cannot look at another node's
+-- disk, and a dead node reports nothing). Written by confirm_pushed(), one row per source.
+CREATE TABLE cortex_buffer.push_confirmation (
+    source        text PRIMARY KEY REFERENCES cortex_buffer.push_source (source) ON DELETE CASCADE ON UPDATE CASCADE,
+    confirmed_at  timestamptz NOT NULL,
+    confirmations bigint NOT NULL DEFAULT 1
+)
+-- Updated about once a second per idle source (the shipper's default); no updated column is indexed.
+WITH (fillfactor = 50);
+COMMENT ON TABLE cortex_buffer.push_confirmation IS
+'Each push source''s last confirmation (confirm_pushed()): every file it ships had been pushed up to its size at confirmed_at. recovery_plan trusts a pushed file''s bytes as complete only when its source confirmed after the job''s previous attempt was superseded; otherwise the plan is stale (remote_unconfirmed).';
+COMMENT ON COLUMN cortex_buffer.push_confirmation.source IS 'The source.';
+COMMENT ON COLUMN cortex_buffer.push_confirmation.confirmed_at IS 'The instant (the server''s clock, less the as_of the shipper passed) at which every file of the source had been pushed whole.';
+COMMENT ON COLUMN cortex_buffer.push_confirmation.confirmations IS 'Confirmations received.';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -858,7 +924,7 @@ COMMENT ON COLUMN cortex_buffer.circuit_outcome.job_id IS 'The job.';
 COMMENT ON COLUMN cortex_buffer.circuit_outcome.success IS 'Whether the job succeeded.';
 COMMENT ON COLUMN cortex_buffer.circuit_outcome.counted IS 'A failure reported while closed by a job admitted since the breaker last closed: it counts towards a trip.';
 COMMENT ON COLUMN cortex_buffer.circuit_outcome.recorded_at IS 'When it was reported.';
-COMMENT ON INDEX cortex_buffer.job_running_heartbeat_idx IS 'The zombie reaper''s index: RUNNING jobs by heartbeat (makes heartbeats non-HOT updates; see the README).';
+COMMENT ON INDEX cortex_buffer.job_running_heartbeat_idx IS 'The zombie reaper''s index: RUNNING jobs by heartbeat (makes heartbeats non-HOT updates; docs/control-plane.md#the-reapers-index).';
 COMMENT ON INDEX cortex_buffer.job_waiting_idx IS 'Paused jobs, for idle_paused_jobs().';
 /* </end connected objects> */
 
@@ -1080,7 +1146,7 @@ AS 'MODULE_PATHNAME', 'admit_job_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/recovery/sql.rs:97
+-- src/recovery/sql.rs:104
 -- cortex_buffer::recovery::sql::agent_state
 CREATE  FUNCTION "agent_state"(
 	"path" TEXT /* & str */
@@ -1099,7 +1165,7 @@ AS 'MODULE_PATHNAME', 'agent_state_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/recovery/sql.rs:103
+-- src/recovery/sql.rs:110
 -- cortex_buffer::recovery::sql::agent_state
 CREATE  FUNCTION "agent_state"(
 	"session_id" uuid /* Uuid */
@@ -1118,13 +1184,19 @@ AS 'MODULE_PATHNAME', 'agent_state_by_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/push/sql.rs:138
+-- src/push/sql.rs:248
+-- cortex_buffer::push::sql::append_session_batch
+-- Skipped due to `#[pgrx(sql = false)]`
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/push/sql.rs:201
 -- cortex_buffer::push::sql::append_session_bytes
 -- Skipped due to `#[pgrx(sql = false)]`
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/job/sql.rs:135
+-- src/job/sql.rs:148
 -- cortex_buffer::job::sql::authorize_job
 CREATE  FUNCTION "authorize_job"(
 	"job_id" uuid /* pgrx :: Uuid */
@@ -1135,7 +1207,7 @@ AS 'MODULE_PATHNAME', 'authorize_job_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/push/sql.rs:266
+-- src/push/sql.rs:398
 -- cortex_buffer::push::sql::await_pushed
 CREATE  FUNCTION "await_pushed"(
 	"job_id" uuid, /* Option < Uuid > */
@@ -1147,6 +1219,19 @@ VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'await_pushed_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/push/confirm.rs:154
+-- cortex_buffer::push::confirm::await_sources
+CREATE  FUNCTION "await_sources"(
+	"job_id" uuid, /* Option < Uuid > */
+	"timeout" interval DEFAULT '5 seconds' /* Option < pgrx :: datum :: Interval > */
+) RETURNS bool /* bool */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'await_sources_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1190,7 +1275,7 @@ AS 'MODULE_PATHNAME', 'check_binding_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/recovery/sql.rs:282
+-- src/recovery/sql.rs:287
 -- cortex_buffer::recovery::sql::check_log_snapshot
 CREATE  FUNCTION "check_log_snapshot"(
 	"path" TEXT, /* Option < & str > */
@@ -1291,6 +1376,46 @@ STRICT VOLATILE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'clear_quarantine_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/push/confirm.rs:34
+-- cortex_buffer::push::confirm::confirm_pushed
+CREATE  FUNCTION "confirm_pushed"(
+	"source" TEXT, /* Option < & str > */
+	"as_of" interval DEFAULT '0 seconds', /* Option < pgrx :: datum :: Interval > */
+	"source_token" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'confirm_pushed_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/push/confirm.rs:208
+-- requires:
+--   push_schema
+--   confirm_pushed
+--   await_sources
+
+
+COMMENT ON FUNCTION cortex_buffer.confirm_pushed(text, interval, text) IS
+'A shipper''s word (with its source''s token, source_token), while idle, that every file its source ships had been pushed whole as_of ago (when its look at the files began): one row per source in push_confirmation, never moved back. recovery_plan trusts a pushed file''s bytes as complete only when its source confirmed after the job''s previous attempt was superseded; otherwise the plan is stale (remote_unconfirmed). Returns the recorded confirmation time. Granted to cortex_buffer_pusher.';
+COMMENT ON FUNCTION cortex_buffer.await_sources(uuid, interval) IS
+'The pod''s bounded wait before it plans: waits (at most timeout) until every source that pushed the job''s files has confirmed them (confirm_pushed) after the job''s previous attempt was superseded; true once they all have (or the job has no pushed file), false when the time ran out (recovery_plan then says stale, remote_unconfirmed). Checks the job token like every per-job function. Granted to cortex_buffer_agent and cortex_buffer_control_plane.';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/push/sources.rs:218
+-- cortex_buffer::push::sources::drop_push_source
+CREATE  FUNCTION "drop_push_source"(
+	"source" TEXT /* & str */
+) RETURNS bool /* bool */
+STRICT VOLATILE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'drop_push_source_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1457,7 +1582,7 @@ COMMENT ON COLUMN cortex_buffer.indexer_status.last_pass_ms IS 'How long it took
 COMMENT ON COLUMN cortex_buffer.indexer_status.passes IS 'The first worker''s passes since the server started.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.watch_mode IS 'How the first worker learns of changes: notify (the kernel says), poll (cortex_buffer.watch = poll), poll (fallback) (watches could not be set: see the log), starting.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.watches IS 'Directories watched for changes.';
-COMMENT ON COLUMN cortex_buffer.indexer_status.last_rescan_at IS 'When the first worker last walked the whole sessions directory: at start, after lost events, every cortex_buffer.rescan_interval, and at each poll in poll mode.';
+COMMENT ON COLUMN cortex_buffer.indexer_status.last_rescan_at IS 'When the first worker last walked the whole sessions directory: at start, after lost events, every 5 minutes, and at each poll in poll mode.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.workers IS 'Every indexer process (cortex_buffer.workers): worker, pid, state, watch_mode, files, passes, last_pass_at, last_pass_ms, rescans, events_indexed, errors.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.files_tracked IS 'Session files present.';
 COMMENT ON COLUMN cortex_buffer.indexer_status.files_gone IS 'Session files deleted (their rows are kept).';
@@ -1484,7 +1609,7 @@ AS 'MODULE_PATHNAME', 'install_checkpoint_trigger_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/recovery/sql.rs:114
+-- src/recovery/sql.rs:119
 -- cortex_buffer::recovery::sql::job_timeline
 CREATE  FUNCTION "job_timeline"(
 	"job_id" uuid /* Uuid */
@@ -1504,7 +1629,7 @@ AS 'MODULE_PATHNAME', 'job_timeline_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/job/sql.rs:128
+-- src/job/sql.rs:141
 -- cortex_buffer::job::sql::job_token
 CREATE  FUNCTION "job_token"(
 	"job_id" uuid /* pgrx :: Uuid */
@@ -1515,7 +1640,7 @@ AS 'MODULE_PATHNAME', 'job_token_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/job/sql.rs:120
+-- src/job/sql.rs:133
 -- requires:
 --   job_schema
 --   check_binding
@@ -1527,7 +1652,7 @@ AS 'MODULE_PATHNAME', 'job_token_wrapper';
 COMMENT ON FUNCTION cortex_buffer.check_binding() IS
 'What cortex_buffer checks about the job table cortex_buffer.job_table names: job_table (the column contract), reaper_index (an index serving reap_zombies), checkpoint_trigger (checkpoints written by a plain UPDATE get a high-water mark), agent_grants (cortex_buffer_agent_call, which agents'' calls run as, may read the table and write its agent columns). ok, what was found, and the statement that fixes a missing piece.';
 COMMENT ON FUNCTION cortex_buffer.install_checkpoint_trigger() IS
-'Puts the checkpoint_marked trigger (named cortex_buffer_checkpoint_marked) on the bound job table, once: checkpoints the control plane writes with a plain UPDATE then get their high-water mark. Runs with the caller''s rights: the table''s owner, or a superuser.';
+'Puts the checkpoint_marked trigger (named cortex_buffer_checkpoint_marked) on the bound job table, once, or replaces the form an older release installed: checkpoints the control plane writes with a plain UPDATE then get their high-water mark. The trigger compares the CRCs before the documents. Runs with the caller''s rights: the table''s owner, or a superuser.';
 COMMENT ON FUNCTION cortex_buffer.job_token(uuid) IS
 'The job token of a job''s current attempt: cbjt1.<job id>.<attempt>.<HMAC-SHA256, hex>. The control plane issues it when it dispatches the job; the pod presents it once per session with set_config(''cortex_buffer.job_token'', $1, false), the token passed as a parameter (a literal SET shows the token in pg_stat_activity), and may then act on that job (and no other) until the job is dispatched again. Control plane and operator only.';
 COMMENT ON FUNCTION cortex_buffer.authorize_job(uuid) IS
@@ -1551,9 +1676,10 @@ COMMENT ON FUNCTION cortex_buffer.file_integrity(text) IS
 'Judges a session file''s current bytes as the control plane''s scanBuffer does (lossy UTF-8, JavaScript trimming and JSON.parse, type and timestamp keys for the cortex dialects) and reports lines, truncated or pending tail, corruption ratio, severity (none, truncated_tail, corrupt_interior, unreadable), trust for recovery and seq gaps. Indexes nothing. Paths are opened beneath sessions_dir; files elsewhere: superusers only. Granted to cortex_buffer_operator.';
 -- A job's events in order, through its session files: session_file's job index finds the files,
 -- and a file's events are contiguous in event's primary key, so the order needs no sort of the
--- job's rows by time (event_job_ts_idx serves ad-hoc "events of job J after T" queries). Only
--- lines that do not name another job than their directory's count as the job's. It runs as the
--- definer role (which reads the index) after authorize_job: a pod reads its own job's events.
+-- job's rows by time (and event needs no index by job and time: `since` filters the job's
+-- rows). Only lines that do not name another job than their directory's count as the job's. It
+-- runs as the definer role (which reads the index) after authorize_job: a pod reads its own
+-- job's events.
 CREATE FUNCTION cortex_buffer.job_events(job uuid, since timestamptz DEFAULT NULL)
 RETURNS SETOF cortex_buffer.event LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$
@@ -1577,7 +1703,7 @@ COMMENT ON FUNCTION cortex_buffer.clear_quarantine(text) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/recovery/sql.rs:185
+-- src/recovery/sql.rs:190
 -- cortex_buffer::recovery::sql::job_usage_from_buffer
 CREATE  FUNCTION "job_usage_from_buffer"(
 	"job_id" uuid /* Uuid */
@@ -1615,7 +1741,7 @@ AS 'MODULE_PATHNAME', 'llm_cost_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/recovery/sql.rs:253
+-- src/recovery/sql.rs:258
 -- cortex_buffer::recovery::sql::log_entries
 CREATE  FUNCTION "log_entries"(
 	"path" TEXT, /* Option < & str > */
@@ -1637,10 +1763,23 @@ AS 'MODULE_PATHNAME', 'log_entries_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/push/sql.rs:204
+-- src/push/sources.rs:178
+-- cortex_buffer::push::sources::push_source_token
+CREATE  FUNCTION "push_source_token"(
+	"source" TEXT /* & str */
+) RETURNS TEXT /* String */
+STRICT VOLATILE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'push_source_token_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/push/sql.rs:335
 -- cortex_buffer::push::sql::pushed_offsets
 CREATE  FUNCTION "pushed_offsets"(
-	"source" TEXT /* Option < & str > */
+	"source" TEXT, /* Option < & str > */
+	"source_token" TEXT DEFAULT NULL /* Option < & str > */
 ) RETURNS TABLE (
 	"relpath" TEXT,  /* String */
 	"file_identity" TEXT,  /* String */
@@ -1658,28 +1797,42 @@ AS 'MODULE_PATHNAME', 'pushed_offsets_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/push/sql.rs:334
+-- src/push/sql.rs:493
 -- requires:
 --   push_schema
 --   pushed_offsets
 --   await_pushed
 
--- Push ingestion's SQL face: append_session_bytes' declaration (its argument "final" is a Rust
--- keyword, which pgrx would spell r#final) and the comments on its functions (the tables are in
--- schema.sql).
+-- Push ingestion's SQL face: the declarations of append_session_bytes (its argument "final" is a
+-- Rust keyword, which pgrx would spell r#final) and append_session_batch (it sets plan_cache_mode,
+-- which pgrx cannot declare), and the comments on its functions (the tables are in schema.sql).
 CREATE FUNCTION cortex_buffer.append_session_bytes(
     source text, relpath text, start_offset bigint, chunk bytea, file_identity text,
-    "final" boolean DEFAULT false, file_size bigint DEFAULT NULL)
+    "final" boolean DEFAULT false, file_size bigint DEFAULT NULL, source_token text DEFAULT NULL)
 RETURNS TABLE (committed_offset bigint, events_added bigint, corrupt_added bigint, action text)
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'append_session_bytes_wrapper';
-COMMENT ON FUNCTION cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint) IS
-'Appends a chunk of a session file a shipper read on another node (source, relpath <job_id>/<file>.jsonl, start_offset, chunk, file_identity), exactly once and with the tailer''s rules: a chunk starting before the committed offset is applied from there on, one starting after what the server has is refused (55000, expected offset in the DETAIL); the unterminated tail is held until a later chunk ends it or final => true judges it; a new identity under a relpath is a new file after the earlier ones. file_size reports the file''s size. Returns committed_offset, events_added, corrupt_added and action (new, appended, held, replayed, reindex, failed, quarantined). Granted to cortex_buffer_pusher.';
-COMMENT ON FUNCTION cortex_buffer.pushed_offsets(text) IS
-'Where a shipper resumes: each file its source pushed last, with its identity, the committed offset, the bytes held after it, the length and CRC-32 of the file''s first bytes as the server has them (to tell a rewritten file), and the last reported size. Granted to cortex_buffer_pusher.';
+COMMENT ON FUNCTION cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint, text) IS
+'Appends a chunk of a session file a shipper read on another node (source, relpath <job_id>/<file>.jsonl, start_offset, chunk, file_identity, and source_token, the source''s token, which proves the caller is the source), exactly once and with the tailer''s rules: a chunk starting before the committed offset is applied from there on, one starting after what the server has is refused (55000, expected offset in the DETAIL); the unterminated tail is held until a later chunk ends it or final => true judges it; a new identity under a relpath is a new file after the earlier ones. file_size reports the file''s size. Returns committed_offset, events_added, corrupt_added and action (new, appended, held, replayed, reindex, failed, quarantined). Granted to cortex_buffer_pusher.';
+COMMENT ON FUNCTION cortex_buffer.pushed_offsets(text, text) IS
+'Where a shipper resumes (with its source''s token, source_token): each file its source pushed last, with its identity, the committed offset, the bytes held after it, the length and CRC-32 of the file''s first bytes as the server has them (to tell a rewritten file), and the last reported size. Granted to cortex_buffer_pusher.';
 COMMENT ON FUNCTION cortex_buffer.await_pushed(uuid, text, bigint, interval) IS
-'The agent''s flush before a checkpoint: waits (at most timeout) until the server has the job''s pushed file relpath up to size bytes; true once it has, false when the time ran out. Checks the job token like every per-job function. Granted to cortex_buffer_agent and cortex_buffer_control_plane.';
+'The agent''s flush before a checkpoint: waits (at most timeout) until the server has the job''s pushed file relpath up to size bytes; true once it has (and keeps size as the pod''s word in pushed_file.flushed_size: a checkpoint stored next is marked at the file''s own size), false when the time ran out. Checks the job token like every per-job function. Granted to cortex_buffer_agent and cortex_buffer_control_plane.';
+-- append_session_batch runs its statements with generic plans (plan_cache_mode): a shipper's
+-- connection runs each a few times a second, on arrays whose plan does not depend on their
+-- values, and planning each execution anew was a twentieth of the server's time under 16
+-- shippers.
+CREATE FUNCTION cortex_buffer.append_session_batch(
+    source text, relpaths text[], start_offsets bigint[], chunks bytea[], file_identities text[],
+    finals boolean[] DEFAULT NULL, file_sizes bigint[] DEFAULT NULL, source_token text DEFAULT NULL)
+RETURNS TABLE (ord integer, committed_offset bigint, events_added bigint, corrupt_added bigint, action text)
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+SET plan_cache_mode TO force_generic_plan
+LANGUAGE c AS 'MODULE_PATHNAME', 'append_session_batch_wrapper';
+COMMENT ON FUNCTION cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[], text) IS
+'A shipper''s pushes in one call (with its source''s token, source_token): element i of relpaths, start_offsets, chunks, file_identities, finals and file_sizes (the last two may be NULL: not final, no size) is one push of append_session_bytes, applied with its rules and outcomes, in the arrays'' order, in the caller''s transaction (all apply or none). At most 1000 pushes (54000). Returns one row per push: ord (its position, from 1), committed_offset, events_added, corrupt_added and action. Granted to cortex_buffer_pusher.';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1787,7 +1940,7 @@ AS 'MODULE_PATHNAME', 'record_usage_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/recovery/sql.rs:23
+-- src/recovery/sql.rs:24
 -- cortex_buffer::recovery::sql::recovery_plan
 CREATE  FUNCTION "recovery_plan"(
 	"job_id" uuid, /* Option < Uuid > */
@@ -1797,6 +1950,22 @@ CREATE  FUNCTION "recovery_plan"(
 VOLATILE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'recovery_plan_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/push/sources.rs:110
+-- cortex_buffer::push::sources::register_push_source
+CREATE  FUNCTION "register_push_source"(
+	"source" TEXT, /* Option < & str > */
+	"job_id" uuid DEFAULT NULL, /* Option < Uuid > */
+	"all_jobs" bool DEFAULT NULL, /* Option < bool > */
+	"login" TEXT DEFAULT NULL, /* Option < & str > */
+	"note" TEXT DEFAULT NULL /* Option < & str > */
+) RETURNS TEXT /* String */
+VOLATILE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'register_push_source_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1879,7 +2048,39 @@ COMMENT ON FUNCTION cortex_buffer.circuit_state(uuid) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/recovery/sql.rs:323
+-- src/push/sources.rs:196
+-- cortex_buffer::push::sources::revoke_push_source_token
+CREATE  FUNCTION "revoke_push_source_token"(
+	"source" TEXT /* & str */
+) RETURNS TEXT /* String */
+STRICT VOLATILE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'revoke_push_source_token_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/push/sources.rs:240
+-- requires:
+--   push_schema
+--   register_push_source
+--   push_source_token
+--   revoke_push_source_token
+--   drop_push_source
+
+
+COMMENT ON FUNCTION cortex_buffer.register_push_source(text, uuid, boolean, text, text) IS
+'Registers a push source, or updates it (all_jobs, login and note, each when given), grants it job_id when given, and returns its token: what its shipper passes as source_token with every call (--source-token). No login is needed: with login NULL any role with cortex_buffer_pusher that presents the token pushes as the source; a login restricts it to that role''s members as well. For the control plane at dispatch, and operators.';
+COMMENT ON FUNCTION cortex_buffer.push_source_token(text) IS
+'The current token of a push source (the same until revoked, or until the source is dropped). For the control plane (pods'' own sources: never one trusted with every job) and operators.';
+COMMENT ON FUNCTION cortex_buffer.revoke_push_source_token(text) IS
+'Revokes every token of a push source issued so far (its generation counts up) and returns the new one. For the control plane (pods'' own sources) and operators.';
+COMMENT ON FUNCTION cortex_buffer.drop_push_source(text) IS
+'Drops a push source with its grants, its last confirmation and every token issued for it (a source registered again under the name has new ones; its pushed files stay): true when it was there. For a sidecar''s source once its job is terminal: a later attempt''s plan trusts the source''s files only after a confirmation, which a dropped source cannot give. For the control plane and operators.';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/recovery/sql.rs:328
 -- cortex_buffer::recovery::sql::session_file_refusal
 CREATE  FUNCTION "session_file_refusal"(
 	"quarantined" bool, /* bool */
@@ -1897,7 +2098,7 @@ AS 'MODULE_PATHNAME', 'session_file_refusal_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/recovery/sql.rs:36
+-- src/recovery/sql.rs:37
 -- cortex_buffer::recovery::sql::session_recovery
 CREATE  FUNCTION "session_recovery"(
 	"path" TEXT /* & str */
@@ -1919,7 +2120,7 @@ AS 'MODULE_PATHNAME', 'session_recovery_by_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/recovery/sql.rs:148
+-- src/recovery/sql.rs:153
 -- cortex_buffer::recovery::sql::session_usage
 CREATE  FUNCTION "session_usage"(
 	"path" TEXT /* & str */
@@ -1940,7 +2141,7 @@ AS 'MODULE_PATHNAME', 'session_usage_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/recovery/sql.rs:349
+-- src/recovery/sql.rs:354
 -- requires:
 --   recovery_plan
 --   session_recovery
@@ -1987,13 +2188,13 @@ SELECT r.reason, f.job_id, f.path, f.dialect, f.corruption_ratio, f.corrupt_line
  WHERE r.reason IS NOT NULL;
 
 COMMENT ON FUNCTION cortex_buffer.recovery_plan(uuid, uuid, boolean) IS
-'One call at pod start (Spike #31 Question 6, extended). First brings the job''s session files up to date (a catch-up of its directory, exactly once, as cortex_buffer_definer; fresh.stale says when it could not). Phase 1: the checkpoint by read_checkpoint''s rules (action first_run, resume or fail_job, resume_step). Phase 2: the buffer after the checkpoint (its marker, its high-water mark, or, failing both, its write time): completed tool calls with their results (skip them), calls in flight and calls the bytes cannot settle (verify them), each with the idempotency key call_idempotency_key() computes, lost events, anomalies, and why (mode buffer or checkpoint_only, reason from a closed list). See docs/api.md.';
+'One call at pod start (Spike #31 Question 6, extended). First brings the job''s session files up to date (a catch-up of its directory, exactly once, as cortex_buffer_definer; fresh.stale says when it could not). Phase 1: the checkpoint by read_checkpoint''s rules (action first_run, resume or fail_job, resume_step). Phase 2: the buffer after the checkpoint (its marker, its high-water mark, or, failing both, its write time; the checkpoint covers only what finished before it): completed tool calls with their results (skip them), calls in flight and calls the bytes cannot settle (verify them), each with the idempotency key its writer sent (call_idempotency_key()) and its place in the replay, or the candidates, lost events, anomalies, and why (mode buffer or checkpoint_only, reason from a closed list). Called by a pod with its job token, it records the pod''s resume. See docs/api.md.';
 COMMENT ON FUNCTION cortex_buffer.session_recovery(text) IS
 'A Claude Code transcript''s recovery plan (the keys of recovery_plan): every tool call of the transcript, paired by tool_use id over every content block. Path: session_file.path, or relative to sessions_dir. Reads the index.';
 COMMENT ON FUNCTION cortex_buffer.session_recovery(uuid) IS
 'session_recovery(path) for the transcript of a Claude Code session id.';
 COMMENT ON FUNCTION cortex_buffer.agent_state(text) IS
-'What the agent of a session file is doing: idle, acting, thinking or unknown; confirmed or inferred; the line that decided and the rule (README: Agent state). Reads the index, and the file''s bytes the index does not hold yet (files outside sessions_dir: superusers only).';
+'What the agent of a session file is doing: idle, acting, thinking or unknown; confirmed or inferred; the line that decided and the rule (docs/api.md#agent-state-rules). Reads the index, and the file''s bytes the index does not hold yet (files outside sessions_dir: superusers only).';
 COMMENT ON FUNCTION cortex_buffer.agent_state(uuid) IS
 'agent_state(path) for the transcript of a Claude Code session id.';
 COMMENT ON FUNCTION cortex_buffer.job_timeline(uuid) IS
@@ -2019,7 +2220,7 @@ COMMENT ON COLUMN cortex_buffer.job_sessions.total_lines IS 'Lines indexed.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.valid_lines IS 'Events.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.corrupt_lines IS 'Lines that are not events.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.corruption_ratio IS 'Corrupt over non-blank lines (truncated tail not counted).';
-COMMENT ON COLUMN cortex_buffer.job_sessions.trusted IS 'Within cortex_buffer.max_corruption_ratio.';
+COMMENT ON COLUMN cortex_buffer.job_sessions.trusted IS 'Corruption ratio within 0.10 (the file is trusted for recovery).';
 COMMENT ON COLUMN cortex_buffer.job_sessions.tail_state IS 'complete, pending or truncated.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.unindexed_bytes IS 'Bytes the index does not hold yet.';
 COMMENT ON COLUMN cortex_buffer.job_sessions.gone_at IS 'When the file was found deleted.';
@@ -2294,7 +2495,7 @@ AS 'MODULE_PATHNAME', 'settle_usage_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/retention/sql.rs:84
+-- src/retention/sql.rs:85
 -- cortex_buffer::retention::sql::storage_report
 CREATE  FUNCTION "storage_report"() RETURNS TABLE (
 	"job_state" TEXT,  /* String */
@@ -2322,7 +2523,7 @@ AS 'MODULE_PATHNAME', 'storage_report_wrapper';
 -- Retention's functions (sql.rs defines them): their comments; and the oversized_buffers view.
 -- Grants: sql/privileges.sql.
 COMMENT ON FUNCTION cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision) IS
-'Applies the retention policy (README: Retention): deletes job directories of jobs terminal for longer than post_terminal (cortex_buffer.keep_failed_for for failed ones, when longer) and of orphans whose newest file is older than post_terminal, files older than max_file_age (except those a live job''s recovery plan reads), index rows of files gone for cortex_buffer.gone_retention, and per-job rows of jobs gone or terminal past cortex_buffer.job_rows_retention. One row per action: delete_dir, delete_file, delete_rows, drop_partition, keep or error. Index rows go in the calling transaction; files are unlinked when it commits. In the partitioned layout (partition_events()) a deleted file''s index rows stay, marked gone, and its partition of event and corrupt_line is dropped whole once every file of its span is gone and older than max_file_age; each call also makes the partitions ahead of new files. Never follows symbolic links; locks no job row; refuses when most job ids are unknown to the job table (max_unknown_ratio). dry_run changes nothing and returns the same rows.';
+'Applies the retention policy (docs/operations.md#retention): deletes job directories of jobs terminal for longer than post_terminal (cortex_buffer.keep_failed_for for failed ones, when longer) and of orphans whose newest file is older than post_terminal, files older than max_file_age (except those a live job''s recovery plan reads), index rows of files gone for cortex_buffer.gone_retention, and per-job rows of jobs gone or terminal past cortex_buffer.job_rows_retention. One row per action: delete_dir, delete_file, delete_rows, drop_partition, keep or error. Index rows go in the calling transaction; files are unlinked when it commits. In the partitioned layout (partition_events()) a deleted file''s index rows stay, marked gone, and its partition of event and corrupt_line is dropped whole once every file of its span is gone and older than max_file_age; each call also makes the partitions ahead of new files. Never follows symbolic links; locks no job row; refuses when most job ids are unknown to the job table (max_unknown_ratio). dry_run changes nothing and returns the same rows.';
 COMMENT ON FUNCTION cortex_buffer.storage_report() IS
 'Session files in the index by job state (the job''s status, orphan, or not a job) and age bucket (by mtime): files, bytes on disk, index rows, and the same three that cleanup_session_buffers() with its defaults would free now (its dry run).';
 
@@ -2340,15 +2541,15 @@ $$;
 COMMENT ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz) IS
 'oversized_buffers'' helper: the byte offset of the file''s newest event stamped before since (NULL: none), where its recent bytes start.';
 
--- Session buffers over cortex_buffer.oversized_file (per file) or cortex_buffer.oversized_dir
--- (per job directory), and those that will be within the hour at their rate of the last day.
+-- Session buffers over cortex_buffer.oversized_file (per file) or five times it (per job
+-- directory: a job's sessions together), and those that will be within the hour at their rate of the last day.
 -- Candidates first (a quarter of a limit or more, present files), so that the rate's index
 -- probe runs for few files: the newest event older than a day, found by walking the file's
 -- events backwards by offset (event_pkey), marks where the last day's bytes start.
 CREATE VIEW cortex_buffer.oversized_buffers WITH (security_invoker = true) AS
 WITH lim AS (
     SELECT pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_file')) AS file_limit,
-           pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_dir')) AS dir_limit,
+           pg_catalog.pg_size_bytes(pg_catalog.current_setting('cortex_buffer.oversized_file')) OPERATOR(pg_catalog.*) 5 AS dir_limit,
            pg_catalog.now() OPERATOR(pg_catalog.-) interval '1 day' AS day_ago
 ), dirs AS (
     SELECT f.job_dir, pg_catalog.sum(f.size_bytes) AS dir_bytes
@@ -2394,12 +2595,12 @@ SELECT b.kind, b.path, b.job_id, b.size_bytes, b.limit_bytes, b.growth_bytes_per
     OR b.size_bytes OPERATOR(pg_catalog.+) b.growth_bytes_per_hour OPERATOR(pg_catalog.>) b.limit_bytes;
 
 COMMENT ON VIEW cortex_buffer.oversized_buffers IS
-'Session files over cortex_buffer.oversized_file and job directories over cortex_buffer.oversized_dir (kind file or job_dir), and those that will cross their limit within the hour at their growth rate of the last day (from the index: the bytes after the newest event older than a day). Present files only; pushed files count towards their job directory.';
+'Session files over cortex_buffer.oversized_file and job directories over five times it (kind file or job_dir), and those that will cross their limit within the hour at their growth rate of the last day (from the index: the bytes after the newest event older than a day). Present files only; pushed files count towards their job directory.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.kind IS 'file, or job_dir (every file of one job directory, pushed ones included).';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.path IS 'The file''s session_file.path, or the job directory''s name.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.job_id IS 'The job, when the directory is named by one.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.size_bytes IS 'Bytes now (session_file.size_bytes, summed for a directory).';
-COMMENT ON COLUMN cortex_buffer.oversized_buffers.limit_bytes IS 'cortex_buffer.oversized_file or cortex_buffer.oversized_dir, in bytes.';
+COMMENT ON COLUMN cortex_buffer.oversized_buffers.limit_bytes IS 'cortex_buffer.oversized_file, or five times it for a job directory, in bytes.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.growth_bytes_per_hour IS 'Bytes written over the last day (or since the file began, if later), per hour.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.over_limit IS 'Larger than the limit now.';
 COMMENT ON COLUMN cortex_buffer.oversized_buffers.crosses_within_hour IS 'Not over the limit yet, but will be within the hour at growth_bytes_per_hour.';
@@ -2477,13 +2678,18 @@ COMMENT ON FUNCTION cortex_buffer.read_checkpoint(uuid) IS
 COMMENT ON FUNCTION cortex_buffer.verify_checkpoints() IS
 'Scrubs every current checkpoint of the bound job table and every checkpoint_history entry; returns those whose CRC does not match.';
 COMMENT ON FUNCTION cortex_buffer.call_idempotency_key(uuid, jsonb, integer, text, jsonb) IS
-'The idempotency key of a tool call, as recovery_plan reports it and as the agent computes it before the call: lower-case hex SHA-256 of "cortex_buffer/call/v2\n" || job_id || "\n" || checkpoint_ref || "\n" || call_ordinal || "\n" || tool_name || "\n" || input_hash, where checkpoint_ref is "crc:" || checkpoint_crc(checkpoint) ("-" for NULL), call_ordinal the call''s rank (from 1) among its writer''s tool calls since that checkpoint, tool_name '''' for NULL, and input_hash the hex SHA-256 of canonical_json(tool_input) (of null for NULL).';
+'The idempotency key of a tool call, as recovery_plan reports it and as the agent computes it before the call: lower-case hex SHA-256 of "cortex_buffer/call/v3\n" || job_id || "\n" || checkpoint_ref || "\n" || call_ordinal || "\n" || tool_name || "\n" || input_hash, where checkpoint_ref is "crc:" || checkpoint_crc(checkpoint) ("-" for NULL) of the checkpoint the writer resumed from or last stored itself, call_ordinal the call''s rank (from 1) among the calls with the same tool and input in its replay since that checkpoint, tool_name '''' for NULL, and input_hash the hex SHA-256 of canonical_json(tool_input) (of null for NULL).';
 
 -- Checkpoints the control plane writes itself (a plain UPDATE of job.checkpoint) get their
 -- high-water mark here; write_checkpoint records its own. A bound table gets the same trigger
 -- from install_checkpoint_trigger().
+-- The condition compares the CRCs before the documents: comparing two large documents
+-- detoasts both (src/job/binding.rs, CHECKPOINT_TRIGGER_WHEN, is the same condition).
 CREATE TRIGGER checkpoint_marked AFTER UPDATE OF checkpoint ON cortex_buffer.job
-    FOR EACH ROW WHEN (NEW.checkpoint IS NOT NULL AND (OLD.checkpoint IS NULL OR NOT NEW.checkpoint OPERATOR(pg_catalog.=) OLD.checkpoint))
+    FOR EACH ROW WHEN (NEW.checkpoint IS NOT NULL AND (OLD.checkpoint IS NULL
+        OR (OLD.checkpoint_crc IS NULL) OPERATOR(pg_catalog.<>) (NEW.checkpoint_crc IS NULL)
+        OR OLD.checkpoint_crc OPERATOR(pg_catalog.<>) NEW.checkpoint_crc
+        OR NOT NEW.checkpoint OPERATOR(pg_catalog.=) OLD.checkpoint))
     EXECUTE FUNCTION cortex_buffer.checkpoint_marked();
 COMMENT ON FUNCTION cortex_buffer.checkpoint_marked() IS
 'Trigger function: records the high-water mark (cortex_buffer.checkpoint_mark) of a checkpoint written by a plain UPDATE of a job table''s checkpoint column: the job''s session files and their sizes at that instant.';
@@ -2541,7 +2747,7 @@ COMMENT ON FUNCTION cortex_buffer.release_reservation(uuid) IS
 /* <begin connected objects> */
 -- src/lib.rs:38
 -- finalize
--- Who may do what (README: Privileges): every grant and revoke of the extension's objects is
+-- Who may do what (docs/operations.md#privileges): every grant and revoke of the extension's objects is
 -- here. Runs last in a fresh install; the upgrade scripts set the same.
 --
 -- First, every object's privileges go back to its owner's alone (and PUBLIC's USAGE of the
@@ -2599,8 +2805,13 @@ GRANT SELECT, INSERT, DELETE ON cortex_buffer.checkpoint_mark TO cortex_buffer_d
 -- The job-token secret: the definer role alone reads it (and makes it, on first use).
 GRANT SELECT, INSERT ON cortex_buffer.job_token_key TO cortex_buffer_definer;
 -- Push ingestion: the definer role keeps the pushed files and reads the operator's mapping.
-GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file TO cortex_buffer_definer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_file, cortex_buffer.push_confirmation TO cortex_buffer_definer;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.pushed_held TO cortex_buffer_definer;
 GRANT SELECT ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_definer;
+-- register_push_source, revoke_push_source_token and drop_push_source write the mapping as the
+-- definer role, once they checked that a fleet role called them.
+GRANT INSERT, UPDATE, DELETE ON cortex_buffer.push_source TO cortex_buffer_definer;
+GRANT INSERT ON cortex_buffer.push_grant TO cortex_buffer_definer;
 -- The partitioned layout: the indexer makes partitions ahead of new files, cleanup drops them
 -- (both functions run as the extension's owner and touch nothing but those partitions).
 GRANT SELECT ON cortex_buffer.event_partitioning TO cortex_buffer_definer;
@@ -2636,8 +2847,12 @@ REVOKE ALL ON FUNCTION
     cortex_buffer.log_entries(text, text, integer, bigint, bigint), cortex_buffer.check_log_snapshot(text, bigint, bigint, text),
     cortex_buffer.check_binding(), cortex_buffer.install_checkpoint_trigger(), cortex_buffer.clear_quarantine(text),
     cortex_buffer.checkpoint_marked(), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
-    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
-    cortex_buffer.pushed_offsets(text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint, text),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[], text),
+    cortex_buffer.pushed_offsets(text, text), cortex_buffer.await_pushed(uuid, text, bigint, interval),
+    cortex_buffer.confirm_pushed(text, interval, text), cortex_buffer.await_sources(uuid, interval),
+    cortex_buffer.register_push_source(text, uuid, boolean, text, text), cortex_buffer.push_source_token(text),
+    cortex_buffer.revoke_push_source_token(text), cortex_buffer.drop_push_source(text),
     cortex_buffer.cleanup_session_buffers(interval, interval, boolean, integer, double precision),
     cortex_buffer.storage_report(), cortex_buffer.oversized_day_start(bigint, timestamptz)
   FROM PUBLIC;
@@ -2676,7 +2891,7 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.agent_state(text), cortex_buffer.agent_state(uuid), cortex_buffer.job_timeline(uuid),
     cortex_buffer.job_usage_from_buffer(uuid), cortex_buffer.log_entries(text, text, integer, bigint, bigint),
     cortex_buffer.check_log_snapshot(text, bigint, bigint, text), cortex_buffer.authorize_job(uuid),
-    cortex_buffer.await_pushed(uuid, text, bigint, interval)
+    cortex_buffer.await_pushed(uuid, text, bigint, interval), cortex_buffer.await_sources(uuid, interval)
   TO cortex_buffer_agent;
 
 -- The control plane: dispatching, reaping, retry decisions, breaker admission.
@@ -2688,7 +2903,7 @@ GRANT EXECUTE ON FUNCTION
     cortex_buffer.session_recovery(text), cortex_buffer.session_recovery(uuid), cortex_buffer.agent_state(text),
     cortex_buffer.agent_state(uuid), cortex_buffer.session_usage(text), cortex_buffer.job_usage_from_buffer(uuid),
     cortex_buffer.job_events(uuid, timestamptz), cortex_buffer.job_token(uuid), cortex_buffer.authorize_job(uuid),
-    cortex_buffer.await_pushed(uuid, text, bigint, interval)
+    cortex_buffer.await_pushed(uuid, text, bigint, interval), cortex_buffer.await_sources(uuid, interval)
   TO cortex_buffer_control_plane;
 GRANT SELECT, INSERT, UPDATE ON cortex_buffer.job TO cortex_buffer_control_plane;
 GRANT SELECT ON cortex_buffer.checkpoint_history, cortex_buffer.checkpoint_mark, cortex_buffer.job_usage,
@@ -2730,16 +2945,25 @@ GRANT EXECUTE ON FUNCTION cortex_buffer.oversized_day_start(bigint, timestamptz)
 -- Push ingestion's mapping is the operator's to edit; the control plane registers a pod's
 -- sidecar source and grants it its job at dispatch (and removes both when the job ends).
 GRANT SELECT, INSERT, UPDATE, DELETE ON cortex_buffer.push_source, cortex_buffer.push_grant TO cortex_buffer_operator;
-GRANT SELECT ON cortex_buffer.pushed_file TO cortex_buffer_operator;
+GRANT SELECT ON cortex_buffer.pushed_file, cortex_buffer.pushed_held, cortex_buffer.push_confirmation TO cortex_buffer_operator;
 GRANT SELECT, INSERT, DELETE ON cortex_buffer.push_grant TO cortex_buffer_control_plane;
--- A pod's own source only: never one trusted with every job (all_jobs stays false).
-GRANT SELECT, DELETE, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
-
--- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else. Every
--- statement it causes runs as the definer role once its source and job check out.
+-- A pod's own source only: never one trusted with every job (all_jobs stays false). No DELETE:
+-- drop_push_source removes a pod's source, and refuses an operator's node source.
+GRANT SELECT, INSERT (source, login, note) ON cortex_buffer.push_source TO cortex_buffer_control_plane;
+-- Sources and their tokens through functions (register_push_source refuses all_jobs to all but
+-- operators): what a shipper presents with every call.
 GRANT EXECUTE ON FUNCTION
-    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint),
-    cortex_buffer.pushed_offsets(text)
+    cortex_buffer.register_push_source(text, uuid, boolean, text, text), cortex_buffer.push_source_token(text),
+    cortex_buffer.revoke_push_source_token(text), cortex_buffer.drop_push_source(text)
+  TO cortex_buffer_control_plane, cortex_buffer_operator;
+
+-- The pusher (a shipper's login): pushes and reads its own sources' offsets, nothing else, each
+-- call with the source's token. Every statement it causes runs as the definer role once its
+-- source, token and job check out.
+GRANT EXECUTE ON FUNCTION
+    cortex_buffer.append_session_bytes(text, text, bigint, bytea, text, boolean, bigint, text),
+    cortex_buffer.append_session_batch(text, text[], bigint[], bytea[], text[], boolean[], bigint[], text),
+    cortex_buffer.pushed_offsets(text, text), cortex_buffer.confirm_pushed(text, interval, text)
   TO cortex_buffer_pusher;
 
 -- The partitioned layout (partition_events()): each partition of event and corrupt_line has its
