@@ -140,17 +140,15 @@ fn job_of_path(path: &str) -> Option<[u8; 16]> {
 
 /// This session's token checked for `job`, in one call of [`token::authorize`], which decides
 /// and words the refusal: the secret is read (as the definer role, which alone may) only for a
-/// token shaped like one, and the job's current attempt (when `read_row`) only for a token
-/// proven genuine and this job's. Returns the attempt the token was issued for.
+/// token shaped like one, its MAC checked once ([`token::open`]), and the job's current attempt
+/// (when `read_row`) read only for a token proven genuine and this job's. Returns the attempt the
+/// token was issued for.
 fn verify(job: [u8; 16], read_row: bool) -> Result<i32, CbError> {
     let presented = guc::job_token();
     let secret = if token::well_formed(&presented) { as_definer(|| Spi::connect(key))? } else { None };
-    let row_attempt = if read_row && token::proven_job(secret.as_deref(), &presented) == Some(job) {
-        Some(attempt_of(job)?)
-    } else {
-        None
-    };
-    token::authorize(secret.as_deref(), &presented, &job, row_attempt)
+    let opened = token::open(secret.as_deref(), &presented);
+    let row_attempt = if read_row && opened.proven_job() == Some(job) { Some(attempt_of(job)?) } else { None };
+    token::authorize(&opened, &job, row_attempt)
 }
 
 /// `job`'s current attempt, with the caller's rights (none: no such job; a NULL attempt is 0, as

@@ -55,18 +55,19 @@ pub(super) fn drop_whole(run: &mut Run<'_>, files: &[i64]) -> Result<HashMap<i64
             going.entry(index).or_default().push(id);
         }
     }
-    for (lo, hi, index) in bounds.spans() {
-        if hi > next {
-            break;
-        }
+    let closed: Vec<(i64, i64, usize)> = bounds.spans().into_iter().take_while(|&(_, hi, _)| hi <= next).collect();
+    let held = span_files(&closed)?;
+    let corrupt_spans: HashMap<(i64, i64), pg_sys::Oid> = corrupt
+        .as_ref()
+        .map(|(b, o)| b.spans().into_iter().filter_map(|(lo, hi, i)| Some(((lo, hi), *o.get(i)?))).collect())
+        .unwrap_or_default();
+    for ((lo, hi, index), files_held) in closed.into_iter().zip(held) {
         let Some(&event_leaf) = oids.get(index) else { continue };
         let in_span = going.remove(&index).unwrap_or_default();
-        if span_files(lo, hi)? != i64::try_from(in_span.len()).unwrap_or(i64::MAX) {
+        if files_held != i64::try_from(in_span.len()).unwrap_or(i64::MAX) {
             continue;
         }
-        let corrupt_leaf = corrupt.as_ref().and_then(|(b, o)| {
-            b.spans().into_iter().find(|s| s.0 == lo && s.1 == hi).and_then(|s| o.get(s.2).copied())
-        });
+        let corrupt_leaf = corrupt_spans.get(&(lo, hi)).copied();
         let d = Doomed { lo, hi, leaves: std::iter::once(event_leaf).chain(corrupt_leaf).collect(), file_ids: in_span };
         let shown = format!("cortex_buffer.{}", partition_name("event", lo));
         match drop_span(&d, run.args.dry_run) {
@@ -89,17 +90,37 @@ pub(super) fn drop_whole(run: &mut Run<'_>, files: &[i64]) -> Result<HashMap<i64
     Ok(removed)
 }
 
-/// How many `session_file` rows the span `[lo, hi)` has.
-fn span_files(lo: i64, hi: i64) -> Result<i64, CbError> {
+/// How many `session_file` rows each span `[lo, hi)` of `spans` has, in their order (one
+/// statement for all of them).
+fn span_files(spans: &[(i64, i64, usize)]) -> Result<Vec<i64>, CbError> {
+    if spans.is_empty() {
+        return Ok(Vec::new());
+    }
+    let lows: Vec<i64> = spans.iter().map(|s| s.0).collect();
+    let highs: Vec<i64> = spans.iter().map(|s| s.1).collect();
     with_index_scans(|| {
         as_definer(|| {
-            Spi::get_one_with_args::<i64>(
-                "SELECT pg_catalog.count(*) FROM cortex_buffer.session_file
-                  WHERE file_id OPERATOR(pg_catalog.>=) $1 AND file_id OPERATOR(pg_catalog.<) $2",
-                &[lo.into(), hi.into()],
-            )
-            .map_err(spi)
-            .map(|n| n.unwrap_or(0))
+            Spi::connect(|c| {
+                let rows = c
+                    .select(
+                        "SELECT (SELECT pg_catalog.count(*) FROM cortex_buffer.session_file f
+                                  WHERE f.file_id OPERATOR(pg_catalog.>=) s.lo AND f.file_id OPERATOR(pg_catalog.<) s.hi)
+                           FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.int8[]), pg_catalog.unnest($2::pg_catalog.int8[]))
+                                WITH ORDINALITY AS s(lo, hi, i)
+                          ORDER BY s.i",
+                        None,
+                        &[lows.into(), highs.into()],
+                    )
+                    .map_err(spi)?;
+                let mut out = Vec::with_capacity(spans.len());
+                for r in rows {
+                    out.push(r.get::<i64>(1).map_err(spi)?.unwrap_or(0));
+                }
+                if out.len() != spans.len() {
+                    return Err(CbError::internal("a partition span was not counted"));
+                }
+                Ok(out)
+            })
         })
     })
 }

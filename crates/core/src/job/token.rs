@@ -112,48 +112,61 @@ pub fn well_formed(token: &str) -> bool {
     named_job(token).is_some() && named_attempt(token).is_some()
 }
 
-/// The job a presented token names, when it is genuine under `secret`: whose row an
-/// authorisation may read before [`authorize`] decides (a forged token gets no row read).
-pub fn proven_job(secret: Option<&[u8]>, presented: &str) -> Option<[u8; 16]> {
-    let (job, attempt) = (named_job(presented)?, named_attempt(presented)?);
-    (check(secret?, presented, &job, attempt) == Check::Valid).then_some(job)
+/// What a presented token proves by itself, before any job is asked about: its MAC is checked
+/// once per call, here. `check` is `Valid` for a genuine token, else why it is not one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opened {
+    check: Check,
+    job: [u8; 16],
+    attempt: i32,
 }
 
-/// The whole authorisation of an agent's call on `job`, in one step: the presented token is
-/// genuine under `secret` (none: no token was ever issued here), names `job`, and, when the
-/// caller read the job's row (`row_attempt`: `Some(None)` for no row, which leaves the job to be
-/// reported as to anyone), was issued for its current attempt. Returns the attempt the token was
-/// issued for, or the refusal (42501, with what to do).
-pub fn authorize(
-    secret: Option<&[u8]>,
-    presented: &str,
-    job: &[u8; 16],
-    row_attempt: Option<Option<i32>>,
-) -> Result<i32, CbError> {
-    let (check, token_attempt) = decide(secret, presented, job, row_attempt.flatten());
-    match refusal(check, job) {
-        Some(refused) => Err(refused),
-        None => Ok(token_attempt),
-    }
-}
-
-/// What [`authorize`] found, in the order it checks (presence, shape, the MAC, the job, the
-/// row's attempt), and the attempt the token names.
-fn decide(secret: Option<&[u8]>, presented: &str, job: &[u8; 16], row_attempt: Option<i32>) -> (Check, i32) {
+/// Opens `presented` under `secret` (none: no token was ever issued here).
+pub fn open(secret: Option<&[u8]>, presented: &str) -> Opened {
+    let none = |check| Opened { check, job: [0; 16], attempt: 0 };
     if presented.is_empty() {
-        return (Check::Missing, 0);
+        return none(Check::Missing);
     }
-    let (Some(token_job), Some(token_attempt)) = (named_job(presented), named_attempt(presented)) else {
-        return (Check::Malformed, 0);
+    let (Some(job), Some(attempt)) = (named_job(presented), named_attempt(presented)) else {
+        return none(Check::Malformed);
     };
-    let Some(secret) = secret else { return (Check::Forged, token_attempt) };
-    match check(secret, presented, &token_job, token_attempt) {
-        Check::Valid if &token_job != job => (Check::OtherJob, token_attempt),
+    let check = match secret {
+        Some(secret) => check(secret, presented, &job, attempt),
+        None => Check::Forged,
+    };
+    Opened { check, job, attempt }
+}
+
+impl Opened {
+    /// The job a genuine token names: whose row an authorisation may read before [`authorize`]
+    /// decides (a forged token gets no row read).
+    pub fn proven_job(&self) -> Option<[u8; 16]> {
+        (self.check == Check::Valid).then_some(self.job)
+    }
+}
+
+/// The whole authorisation of an agent's call on `job`, in one step: the token `opened` is
+/// genuine, names `job`, and, when the caller read the job's row (`row_attempt`: `Some(None)` for
+/// no row, which leaves the job to be reported as to anyone), was issued for its current attempt.
+/// Returns the attempt the token was issued for, or the refusal (42501, with what to do).
+pub fn authorize(opened: &Opened, job: &[u8; 16], row_attempt: Option<Option<i32>>) -> Result<i32, CbError> {
+    let found = decide(opened, job, row_attempt.flatten());
+    match refusal(found, job) {
+        Some(refused) => Err(refused),
+        None => Ok(opened.attempt),
+    }
+}
+
+/// What [`authorize`] found, in the order it checks (presence, shape and MAC, the job, the row's
+/// attempt).
+fn decide(opened: &Opened, job: &[u8; 16], row_attempt: Option<i32>) -> Check {
+    match opened.check {
+        Check::Valid if &opened.job != job => Check::OtherJob,
         Check::Valid => match row_attempt {
-            Some(row) if row != token_attempt => (Check::OtherAttempt { token: token_attempt }, token_attempt),
-            _ => (Check::Valid, token_attempt),
+            Some(row) if row != opened.attempt => Check::OtherAttempt { token: opened.attempt },
+            _ => Check::Valid,
         },
-        other => (other, token_attempt),
+        other => other,
     }
 }
 
@@ -243,10 +256,11 @@ mod tests {
         let (a, b) = ([1u8; 16], [2u8; 16]);
         let t = issue(&secret, &a, 2);
         let refused = |r: Result<i32, CbError>| r.err().map(|e| (e.state, e.message));
-        assert_eq!(authorize(Some(&secret), &t, &a, None).ok(), Some(2), "the row not read");
-        assert_eq!(authorize(Some(&secret), &t, &a, Some(Some(2))).ok(), Some(2));
-        assert_eq!(authorize(Some(&secret), &t, &a, Some(None)).ok(), Some(2), "no row: reported as to anyone");
-        let superseded = refused(authorize(Some(&secret), &t, &a, Some(Some(3))));
+        let opened = open(Some(&secret), &t);
+        assert_eq!(authorize(&opened, &a, None).ok(), Some(2), "the row not read");
+        assert_eq!(authorize(&opened, &a, Some(Some(2))).ok(), Some(2));
+        assert_eq!(authorize(&opened, &a, Some(None)).ok(), Some(2), "no row: reported as to anyone");
+        let superseded = refused(authorize(&opened, &a, Some(Some(3))));
         assert!(superseded.is_some_and(|(s, m)| s == SqlState::InsufficientPrivilege && m.contains("attempt 2")));
         for (presented, job, secret, want) in [
             ("", a, Some(&secret[..]), Check::Missing),
@@ -255,7 +269,7 @@ mod tests {
             (t.as_str(), a, Some(&[8u8; 32][..]), Check::Forged),
             (t.as_str(), b, Some(&secret[..]), Check::OtherJob),
         ] {
-            let got = authorize(secret, presented, &job, Some(Some(2))).err().map(|e| e.message);
+            let got = authorize(&open(secret, presented), &job, Some(Some(2))).err().map(|e| e.message);
             assert_eq!(got, refusal(want, &job).map(|e| e.message), "{presented:?} {want:?}");
         }
         assert!(well_formed(&t) && !well_formed("cbjt1.nope") && !well_formed(""));
@@ -266,12 +280,13 @@ mod tests {
     fn only_a_genuine_token_proves_its_job() {
         let secret = [7u8; 32];
         let t = issue(&secret, &[1u8; 16], 2);
-        assert_eq!(proven_job(Some(&secret), &t), Some([1u8; 16]));
-        assert_eq!(proven_job(None, &t), None, "no secret was ever made");
-        assert_eq!(proven_job(Some(&[8u8; 32]), &t), None, "another installation's");
-        assert_eq!(proven_job(Some(&secret), &t.replace(".2.", ".3.")), None, "the attempt is under the MAC");
+        let proven = |secret: Option<&[u8]>, presented: &str| open(secret, presented).proven_job();
+        assert_eq!(proven(Some(&secret), &t), Some([1u8; 16]));
+        assert_eq!(proven(None, &t), None, "no secret was ever made");
+        assert_eq!(proven(Some(&[8u8; 32]), &t), None, "another installation's");
+        assert_eq!(proven(Some(&secret), &t.replace(".2.", ".3.")), None, "the attempt is under the MAC");
         for bad in ["", "x", "cbjt1.01010101-0101-0101-0101-010101010101.2"] {
-            assert_eq!(proven_job(Some(&secret), bad), None, "{bad:?}");
+            assert_eq!(proven(Some(&secret), bad), None, "{bad:?}");
         }
     }
 
