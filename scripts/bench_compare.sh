@@ -11,8 +11,10 @@
 # ...), so that a drift of the machine over the run favours neither.
 #
 # What it prints, per benchmark: each key figure of the base and the head (median over the
-# pairs) and head/base as a cost: above 1 the head is slower (for a throughput or a
-# "higher is better" ratio the quotient is inverted). The key figures are the extension's own
+# runs) and head/base as a cost: above 1 the head is slower (for a throughput or a
+# "higher is better" ratio the quotient is inverted). The cost is taken pair by pair (a pair's two
+# runs follow each other, so the machine is the same for both) and the median of the pairs'
+# costs printed, with their range. The key figures are the extension's own
 # times and its ratios against the SQL baselines each benchmark measures in the same run; the
 # benchmarks' sizes come from their own variables (BENCH_ROUNDS, FLEET_LINES, ...).
 # The installed build at the end is the head's.
@@ -68,10 +70,14 @@ use() {
 
 # Per benchmark: "label regex|field|direction" (lower: a cost; higher: a throughput or a
 # higher-is-better ratio). field: the number's position among the line's numbers (1 = first).
+# The last figures of a benchmark are its SQL baselines' own times (COPY, DELETE, hand SQL, plain
+# SQL, heartbeats without the index): the same statements on both builds, so their cost measures
+# the machine's noise over the same pairs (an A/A test) against which to read the others.
 figures() {
     case "$1" in
         indexer) printf '%s\n' '^index_sessions\(\):|1|lower' '^indexer vs COPY of rows:|1|higher' \
-            '^indexer vs COPY raw jsonb:|1|higher' '^append \+ index_now\(\):|1|lower' ;;
+            '^indexer vs COPY raw jsonb:|1|higher' '^append \+ index_now\(\):|1|lower' \
+            '^COPY of the same rows:|1|lower' '^COPY of raw lines \(jsonb\):|1|lower' ;;
         fleet) printf '%s\n' '^1 worker\(s\), [0-9]+ directories of 1 file:|4|higher' \
             '^1 worker\(s\), [0-9]+ directories of 10 files:|4|higher' \
             '^2 worker\(s\), [0-9]+ directories of 1 file:|4|higher' ;;
@@ -79,12 +85,13 @@ figures() {
             '^time of a round:|2|lower' '^time of a round:|3|lower' '^duplicate-chunk storm|1|lower' \
             '^WAL per pushed byte:|1|lower' '^100 one-byte pushes|3|lower' '^append-to-pushed p50|2|lower' ;;
         retention) printf '%s\n' '^cleanup_session_buffers\(\):|1|lower' '^ratio rolled-back run / DELETE:|1|lower' \
-            '^ratio cleanup / DELETE:|1|lower' ;;
+            '^ratio cleanup / DELETE:|1|lower' '^DELETE \.\.\. WHERE file_id IN|1|lower' ;;
         recovery) printf '%s\n' '^recovery_plan p50 among|3|lower' '^ratio recovery_plan / hand SQL \(p50, 2M\):|3|lower' \
             '^ratio recovery_plan / hand SQL \(p50, 20k\):|3|lower' '^catch-up, nothing new:|1|lower' \
-            '^job_timeline:|1|lower' '^ratio job_timeline / job_events:|1|lower' ;;
+            '^job_timeline:|1|lower' '^ratio job_timeline / job_events:|1|lower' \
+            '^hand among [0-9]{6,} events|2|lower' '^SELECT \* FROM job_events:|1|lower' ;;
         checkpoint) printf '%s\n' '^write_checkpoint +[0-9]|1|lower' '^ratio write_checkpoint / plain SQL|1|lower' \
-            '^ratio with 3 files|6|lower' ;;
+            '^ratio with 3 files|6|lower' '^plain_sql +[0-9]|1|lower' '^parse_only +[0-9]|1|lower' ;;
         liveness) printf '%s\n' '^among +1 000 000 jobs:|4|lower' '^ratio 1M / 10k:|3|lower' \
             '^with the partial index on heartbeat_at:|1|higher' '^without it:|1|higher' ;;
         *) printf '%s\n' 'ratio|1|lower' ;;
@@ -117,8 +124,8 @@ use head
 
 echo
 echo "== ${base_rev:0:12} (base) against the working tree at $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' + changes') (head), ${pairs} pair(s) of runs =="
-printf '%-12s %-58s %12s %12s %8s\n' benchmark figure base head cost
+printf '%-12s %-58s %12s %12s %8s %10s\n' benchmark figure base head cost "pairs' range"
 for b in "${benches[@]}"; do
     figures "$b" | python3 "${REPO_ROOT}/scripts/bench_figures.py" "$b" "${LOGS}"
 done
-echo "cost: head/base for a time or a cost ratio, base/head for a throughput or a higher-is-better ratio; above 1 the head is slower"
+echo "base, head: medians over the runs. cost: the median of the pairs' costs, each pair's runs one after the other; head/base for a time or a cost ratio, base/head for a throughput or a higher-is-better ratio; above 1 the head is slower"

@@ -17,10 +17,12 @@
 //!   the index serves whatever the parameters, and a custom plan (which PostgreSQL keeps choosing
 //!   for some of them, their subquery making the generic plan look dearer) costs a planning per
 //!   call: it was a tenth of `recovery_plan`.
-//! - `plan_cache_mode = force_generic_plan` alone for a push (`with_generic_plans`): its
-//!   statements find rows by key and unnest their batch's arrays, so the generic plan serves
-//!   every batch, while the custom plans PostgreSQL kept choosing cost a planning of each
-//!   statement per call: half the time of a batch of one (`append_session_bytes`).
+//!   A push's statements run this way too (`push::apply`): they find rows by key and unnest
+//!   their batch's arrays. Generic plans alone were tried first (custom plans cost a planning of
+//!   each statement per call, half the time of a batch of one): the generic plan, made while
+//!   the tables were small and the batch estimated at 10 rows, hash-joined the batch to
+//!   sequential scans of `pushed_file`, `pushed_held` and `session_file`, so every push read
+//!   every pushed file's rows, 1.3x 0.17.0's time at 1 000 files and growing with the table.
 //! - `jit` off, always: the statements are small lookups, and a disabled sequential scan's cost
 //!   (10^10) would otherwise cross `jit_above_cost` and spend ~100 ms compiling each one.
 
@@ -43,27 +45,14 @@ fn set(name: &std::ffi::CStr, value: &std::ffi::CStr) {
     }
 }
 
-/// What a scope sets beyond the pinned `search_path` and `jit` off.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Plans {
-    /// The planner's own choices.
-    Chosen,
-    /// Generic plans of prepared statements.
-    Generic,
-    /// Generic plans, and only index scans.
-    IndexScans,
-}
-
-fn scoped<R>(plans: Plans, f: impl FnOnce() -> R) -> R {
+fn scoped<R>(index_scans_only: bool, f: impl FnOnce() -> R) -> R {
     // SAFETY: pushes a GUC nest level, popped below (or by the transaction's abort).
     let level = unsafe { pg_sys::NewGUCNestLevel() };
     set(c"search_path", c"pg_catalog, pg_temp");
     set(c"jit", c"off");
-    if plans == Plans::IndexScans {
+    if index_scans_only {
         set(c"enable_seqscan", c"off");
         set(c"enable_bitmapscan", c"off");
-    }
-    if plans != Plans::Chosen {
         set(c"plan_cache_mode", c"force_generic_plan");
     }
     let result = f();
@@ -74,15 +63,10 @@ fn scoped<R>(plans: Plans, f: impl FnOnce() -> R) -> R {
 
 /// Runs `f` with `search_path` pinned to `pg_catalog, pg_temp`.
 pub fn pinned<R>(f: impl FnOnce() -> R) -> R {
-    scoped(Plans::Chosen, f)
-}
-
-/// Runs `f` with `search_path` pinned and the generic plans of prepared statements.
-pub fn with_generic_plans<R>(f: impl FnOnce() -> R) -> R {
-    scoped(Plans::Generic, f)
+    scoped(false, f)
 }
 
 /// Runs `f` with `search_path` pinned and sequential and bitmap scans off.
 pub fn with_index_scans<R>(f: impl FnOnce() -> R) -> R {
-    scoped(Plans::IndexScans, f)
+    scoped(true, f)
 }

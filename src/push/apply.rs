@@ -23,7 +23,7 @@ use super::store::{
 use crate::indexer::event_store;
 use crate::indexer::file_row;
 use crate::indexer::settings::Settings;
-use crate::pg::planner::with_generic_plans;
+use crate::pg::planner::with_index_scans;
 use crate::pg::spi_util::{prepared, spi};
 use crate::pg::xact::subtransaction;
 use cortex_buffer_core::error::CbError;
@@ -40,10 +40,11 @@ pub(super) struct Applied {
 }
 
 /// Applies `pushes` in the current transaction (as the definer role), in their order: together
-/// when it can, else each as a batch of one. Its statements run on their generic plans
-/// (`pg::planner`): a custom plan cost a planning per statement and call.
+/// when it can, else each as a batch of one. Its statements run on their generic plans, by index
+/// (`pg::planner`): a custom plan cost a planning per statement and call, and a generic plan left
+/// free read whole tables.
 pub(super) fn apply_batch(pushes: &[Push<'_>], settings: &Settings) -> Result<Applied, CbError> {
-    with_generic_plans(|| apply_each(pushes, settings))
+    with_index_scans(|| apply_each(pushes, settings))
 }
 
 fn apply_each(pushes: &[Push<'_>], settings: &Settings) -> Result<Applied, CbError> {

@@ -293,6 +293,43 @@ mod tests {
         run("RESET cortex_buffer.max_line_bytes");
     }
 
+    /// Sequential scans of the push's tables in this transaction so far.
+    fn seq_scans() -> String {
+        val("SELECT string_agg(relname || ' ' || seq_scan, ', ' ORDER BY relname) FROM pg_stat_xact_user_tables
+              WHERE schemaname = 'cortex_buffer' AND relname IN ('pushed_file', 'pushed_held', 'session_file')")
+    }
+
+    /// A push finds its file's rows by key however many files there are: its statements keep the
+    /// generic plans made on the first push, when the tables were small, and those plans must
+    /// not read whole tables (a generic plan left free hash-joined the batch to sequential scans
+    /// of all three, so every push read every pushed file's rows).
+    #[pg_test]
+    fn a_push_reads_its_own_files_rows_not_whole_tables() {
+        setup();
+        // The first pushes, whose plans the rest keep, meet almost empty tables.
+        for n in 0..40 {
+            let mut data = format!("{}\n", line(0, "TOOL_START", r#","invocation_id":"i1""#)).into_bytes();
+            data.extend_from_slice(br#"{"type":"LLM_REQ"#);
+            push(&rel(&format!("session-{n:03}.jsonl")), 0, &data, "9:9:s", false);
+        }
+        let before = seq_scans();
+        // A new file, a held tail ended, a replay, a new identity under a known relpath.
+        let first = format!("{}\n", line(0, "TOOL_START", r#","invocation_id":"i1""#));
+        assert_eq!(
+            push(&rel("session-900.jsonl"), 0, first.as_bytes(), "9:9:s", false),
+            format!("{} 1 0 new", first.len())
+        );
+        let end = format!("UEST\",\"timestamp\":\"2026-02-23T14:30:01.000Z\",\"job_id\":\"{JOB}\",\"session_id\":\"s1\",\"seq\":1}}\n");
+        let at = first.len() + r#"{"type":"LLM_REQ"#.len();
+        assert_eq!(
+            push(&rel("session-007.jsonl"), at, end.as_bytes(), "9:9:s", false),
+            format!("{} 1 0 appended", at + end.len())
+        );
+        push(&rel("session-007.jsonl"), 0, first.as_bytes(), "9:9:s", false);
+        push(&rel("session-008.jsonl"), 0, first.as_bytes(), "9:9:t", false);
+        assert_eq!(seq_scans(), before, "sequential scans of the push's tables by these four pushes");
+    }
+
     /// A call whose input an over-long line's reduction cut is keyed from the line itself when
     /// the file holds it whole within max_line_memory (a tailed file), and verified
     /// (`input_unknown`) when it does not (a pushed file: the server kept only the reduction).
