@@ -71,7 +71,7 @@ use() {
 # Per benchmark: "label regex|field|direction" (lower: a cost; higher: a throughput or a
 # higher-is-better ratio). field: the number's position among the line's numbers (1 = first).
 # The last figures of a benchmark are its SQL baselines' own times (COPY, DELETE, hand SQL, plain
-# SQL, heartbeats without the index): the same statements on both builds, so their cost measures
+# SQL, the hand reaper, heartbeats without the index): the same statements on both builds, so their cost measures
 # the machine's noise over the same pairs (an A/A test) against which to read the others.
 figures() {
     case "$1" in
@@ -92,8 +92,9 @@ figures() {
             '^hand among [0-9]{6,} events|2|lower' '^SELECT \* FROM job_events:|1|lower' ;;
         checkpoint) printf '%s\n' '^write_checkpoint +[0-9]|1|lower' '^ratio write_checkpoint / plain SQL|1|lower' \
             '^ratio with 3 files|6|lower' '^plain_sql +[0-9]|1|lower' '^parse_only +[0-9]|1|lower' ;;
-        liveness) printf '%s\n' '^among +1 000 000 jobs:|4|lower' '^ratio 1M / 10k:|3|lower' \
-            '^with the partial index on heartbeat_at:|1|higher' '^without it:|1|higher' ;;
+        liveness) printf '%s\n' '^among +1 000 000 jobs:|4|lower' '^ratio reap_zombies / hand SQL \(1M\):|2|lower' \
+            '^ratio 1M / 10k:|3|lower' '^with the partial index on heartbeat_at:|1|higher' \
+            '^hand reaper among +1 000 000 jobs:|4|lower' '^without it:|1|higher' ;;
         *) printf '%s\n' 'ratio|1|lower' ;;
     esac
 }

@@ -205,7 +205,7 @@ pub fn write(
         Spi::connect_mut(|client| {
             let row = read_job_row(client, &b, job, true)?.ok_or_else(|| b.no_such_job(job))?;
             // An agent's token must be for the attempt the locked row holds.
-            may.matches(*job.as_bytes(), row.attempt)?;
+            may.matches(row.attempt)?;
             may_checkpoint(&job.to_string(), &row.status)?;
             let planned = plan_write(
                 own,

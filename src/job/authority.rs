@@ -9,8 +9,9 @@
 //! table's triggers, which run as the agent-call role during an agent's call, cannot read the
 //! secret or write the extension's own tables. So one agent login
 //! shared by thousands of pods acts on one job per session, and the pod of an earlier attempt
-//! is refused as soon as the job is dispatched again. The rules and messages are pure
-//! (`cortex_buffer_core::job::token`); this module reads the secret and the job's attempt.
+//! is refused as soon as the job is dispatched again. What a token proves, and the refusals'
+//! words, are pure (`cortex_buffer_core::job::token`); this module holds the proof against the
+//! job asked about and its row's attempt (`verify`).
 
 use std::path::{Component, Path};
 
@@ -20,7 +21,7 @@ use pgrx::spi::SpiClient;
 use pgrx::Uuid;
 
 use cortex_buffer_core::error::{CbError, SqlState};
-use cortex_buffer_core::job::token;
+use cortex_buffer_core::job::token::{self, Claims};
 use cortex_buffer_core::shared::{format_uuid, parse_uuid};
 
 use crate::job::binding::{self, Access};
@@ -138,17 +139,23 @@ fn job_of_path(path: &str) -> Option<[u8; 16]> {
     parse_uuid(first)
 }
 
-/// This session's token checked for `job`, in one call of [`token::authorize`], which decides
-/// and words the refusal: the secret is read (as the definer role, which alone may) only for a
-/// token shaped like one, its MAC checked once ([`token::open`]), and the job's current attempt
-/// (when `read_row`) read only for a token proven genuine and this job's. Returns the attempt the
-/// token was issued for.
-fn verify(job: [u8; 16], read_row: bool) -> Result<i32, CbError> {
+/// The whole authorisation of an agent's call on `job`, in one place: this session's token is
+/// opened ([`token::open`]: present, shaped like one, its MAC checked once, under the secret,
+/// which is read as the definer role alone may, and only for a token shaped like one); it must
+/// name `job`, and, when `read_row`, the job row's current attempt (read only for a genuine token
+/// of this job) must be the token's. Returns what the token proves, for a call that checks the
+/// attempt on the row it reads itself.
+fn verify(job: [u8; 16], read_row: bool) -> Result<Claims, CbError> {
     let presented = guc::job_token();
     let secret = if token::well_formed(&presented) { as_definer(|| Spi::connect(key))? } else { None };
-    let opened = token::open(secret.as_deref(), &presented);
-    let row_attempt = if read_row && opened.proven_job() == Some(job) { Some(attempt_of(job)?) } else { None };
-    token::authorize(&opened, &job, row_attempt)
+    let claims = token::open(secret.as_deref(), &presented)?;
+    if claims.job() != job {
+        return Err(claims.other_job());
+    }
+    if read_row {
+        claims.current(attempt_of(job)?)?;
+    }
+    Ok(claims)
 }
 
 /// `job`'s current attempt, with the caller's rights (none: no such job; a NULL attempt is 0, as
@@ -170,13 +177,16 @@ fn attempt_of(job: [u8; 16]) -> Result<Option<i32>, CbError> {
 /// What a call that reads the job's row itself must check of it: nothing for a fleet role, the
 /// attempt its token was issued for for an agent.
 #[derive(Clone, Copy)]
-pub struct Attempt(Option<i32>);
+pub struct Attempt(Option<Claims>);
 
 impl Attempt {
     /// Ok when the row's attempt (none: no row) is the one the caller may act on; 42501 (the
     /// pod is superseded) otherwise. The caller's statement is then undone with the error.
-    pub fn matches(self, job: [u8; 16], row_attempt: Option<i32>) -> Result<(), CbError> {
-        token::attempt_matches(self.0, &job, row_attempt)
+    pub fn matches(self, row_attempt: Option<i32>) -> Result<(), CbError> {
+        match self.0 {
+            Some(claims) => claims.current(row_attempt).map(|_| ()),
+            None => Ok(()),
+        }
     }
 }
 
@@ -188,8 +198,8 @@ pub fn act_on_row<R>(job: Uuid, f: impl FnOnce(Attempt) -> Result<R, CbError>) -
         return f(Attempt(None));
     }
     let _agent_call = agent_call_role()?;
-    let token_attempt = verify(*job.as_bytes(), false)?;
-    f(Attempt(Some(token_attempt)))
+    let claims = verify(*job.as_bytes(), false)?;
+    f(Attempt(Some(claims)))
 }
 
 const KEY_SQL: &str = "SELECT secret FROM cortex_buffer.job_token_key";

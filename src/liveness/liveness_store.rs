@@ -51,7 +51,7 @@ pub fn heartbeat(job: Uuid, may: Attempt) -> Result<bool, CbError> {
             };
             let Some((Some(status), attempt)) = row else { return Ok(false) };
             // A NULL attempt is 0, as job_token() issues it.
-            may.matches(*job.as_bytes(), Some(attempt.unwrap_or(0)))?;
+            may.matches(Some(attempt.unwrap_or(0)))?;
             // When it was first seen waiting: the extension's own table, as the definer role.
             let key = if status == "WAITING_FOR_APPROVAL" { "liveness.wait.note" } else { "liveness.wait.forget" };
             let note = b.statement(client, key, Access::Write, &[UUID], |_| {
