@@ -2,16 +2,16 @@
 # Per-job authority's cost on an agent's hottest calls. Sourced by scripts/bench.sh.
 #
 # heartbeat() and write_checkpoint() by an agent session that presents its job token (checked on
-# every call against the job's current attempt, then run as the definer role), against the same
+# every call against the job's current attempt, then run as cortex_buffer_agent_call), against the same
 # calls by a control-plane session, which acts without a token with its own rights: 0.6.0's
 # path, in the same binary. Same cluster, rounds interleaved; the ratio is the agent's time per
 # call over the baseline's (target <= 1.15). Two shapes:
 # - fleet: each transaction is one call for a random job of 1 000 (the token of that job set in
 #   the same transaction; the baseline runs the identical statements), the way many pods spread
 #   their calls;
-# - one hot row: one job called back to back, thousands of times a second. Every call leaves a
-#   row version; the token check reads the job's row once more, through that version chain, so
-#   this shape shows the check's worst case.
+# - one hot row: one job called back to back, thousands of times a second, where the check's fixed
+#   cost (the secret read as the definer role, the MAC, the role switch) weighs most: the token's
+#   attempt is compared on the row the call locks anyway.
 
 ROUNDS="${BENCH_ROUNDS:-7}"
 SECS="${BENCH_SECONDS:-4}"

@@ -71,8 +71,9 @@ use() {
 # Per benchmark: "label regex|field|direction" (lower: a cost; higher: a throughput or a
 # higher-is-better ratio). field: the number's position among the line's numbers (1 = first).
 # The last figures of a benchmark are its SQL baselines' own times (COPY, DELETE, hand SQL, plain
-# SQL, the hand reaper, heartbeats without the index): the same statements on both builds, so their cost measures
-# the machine's noise over the same pairs (an A/A test) against which to read the others.
+# SQL, the hand reaper, heartbeats without the index, a fleet role's calls): the same statements
+# on both builds, so their cost measures the machine's noise over the same pairs (an A/A test)
+# against which to read the others.
 figures() {
     case "$1" in
         indexer) printf '%s\n' '^index_sessions\(\):|1|lower' '^indexer vs COPY of rows:|1|higher' \
@@ -95,6 +96,11 @@ figures() {
         liveness) printf '%s\n' '^among +1 000 000 jobs:|4|lower' '^ratio reap_zombies / hand SQL \(1M\):|2|lower' \
             '^ratio 1M / 10k:|3|lower' '^with the partial index on heartbeat_at:|1|higher' \
             '^hand reaper among +1 000 000 jobs:|4|lower' '^without it:|1|higher' ;;
+        # The lines read "<call> baseline (0.6.0 path) N/s agent with token N/s time ratio R": the
+        # baseline (a fleet role, no token) is the A/A figure.
+        authority) printf '%s\n' '^fleet_heartbeat |5|lower' '^fleet_write_checkpoint |5|lower' \
+            '^hot_heartbeat |5|lower' '^hot_write_checkpoint |5|lower' '^fleet_heartbeat +baseline|3|higher' \
+            '^hot_write_checkpoint +baseline|3|higher' ;;
         *) printf '%s\n' 'ratio|1|lower' ;;
     esac
 }
