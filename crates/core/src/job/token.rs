@@ -57,15 +57,20 @@ pub fn named_job(token: &str) -> Option<[u8; 16]> {
     }
 }
 
-/// The attempt a token names (its third field), before any check.
-pub fn named_attempt(token: &str) -> Option<i32> {
-    token.split('.').nth(2)?.parse().ok()
+/// Whether a presented token is shaped like one (`cbjt1.<job id>.<attempt>.<mac>`): only then is
+/// the secret worth reading, since any other is refused whatever the secret.
+pub fn well_formed(token: &str) -> bool {
+    shape(token).is_some()
 }
 
-/// Whether a presented token is shaped like one (a job and an attempt): only then is the secret
-/// worth reading, since a missing or malformed token is refused whatever it is.
-pub fn well_formed(token: &str) -> bool {
-    named_job(token).is_some() && named_attempt(token).is_some()
+/// A token's job, attempt and MAC, when it has exactly its four fields and the job and attempt
+/// parse; before any check of the MAC.
+fn shape(token: &str) -> Option<([u8; 16], i32, &str)> {
+    let mut parts = token.split('.');
+    match (parts.next(), parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(PREFIX), Some(j), Some(a), Some(m), None) => Some((parse_uuid(j)?, a.parse().ok()?, m)),
+        _ => None,
+    }
 }
 
 /// What a genuine token proves: the job and the attempt it was issued for. Which job a call is
@@ -87,13 +92,7 @@ pub fn open(secret: Option<&[u8]>, presented: &str) -> Result<Claims, CbError> {
         return Err(denied("this session has no job token, so it may act on no job")
             .with_hint("The control plane issues the token of a job's current attempt with cortex_buffer.job_token(job_id); the pod presents it as a parameter, once per connection with set_config('cortex_buffer.job_token', $1, false), or in each transaction with true behind a transaction pooler (docs/agent.md)."));
     }
-    let mut parts = presented.split('.');
-    let shape = (parts.next(), parts.next(), parts.next(), parts.next(), parts.next());
-    let claimed = match shape {
-        (Some(PREFIX), Some(j), Some(a), Some(m), None) => parse_uuid(j).zip(a.parse::<i32>().ok()).map(|c| (c, m)),
-        _ => None,
-    };
-    let Some(((job, attempt), m)) = claimed else {
+    let Some((job, attempt, m)) = shape(presented) else {
         return Err(denied("cortex_buffer.job_token is not a job token, so this session may act on no job")
             .with_hint(MALFORMED_HINT));
     };
@@ -195,7 +194,18 @@ mod tests {
         }
         for bad in ["x", "cbjt1.a.b.c", "cbjt1.01010101-0101-0101-0101-010101010101.2", "cbjt1....", &format!("{t}.x")]
         {
-            assert!(refused(Some(&secret), bad).is_some_and(|m| m.contains("not a job token")), "{bad}");
+            assert!(!well_formed(bad), "{bad}");
+            for secret in [Some(&secret[..]), None] {
+                let refusal = refused(secret, bad);
+                assert!(refusal.is_some_and(|m| m.contains("not a job token")), "{bad}: the shape is checked first");
+            }
+        }
+        // A token that proves nothing names no job, not even the one it claims.
+        let unproven =
+            [(Some(&secret[..]), ""), (Some(&secret[..]), "x"), (Some(&[8u8; 32][..]), t.as_str()), (None, t.as_str())];
+        for (secret, presented) in unproven {
+            let message = refused(secret, presented).expect("refused");
+            assert!(!message.contains("0101"), "{message}");
         }
     }
 
